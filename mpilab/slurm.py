@@ -285,15 +285,15 @@ def check_resources(profile, partition, nodes, ntasks, time_limit, ntasks_per_no
         raise UsageError(f"--nodes {nodes} is not available in {where}: valid 1..{partition.nodes}")
     if ntasks < 1:
         raise UsageError(f"{ntasks} tasks requested; need at least 1")
-    if ntasks_per_node is not None and ntasks_per_node > partition.cores_per_node:
-        raise UsageError(f"--ntasks-per-node {ntasks_per_node} is more than the "
-                         f"{partition.cores_per_node} cores per node of {where}")
     have = nodes * partition.cores_per_node
     if ntasks > have:
         raise UsageError(
             f"{ntasks} tasks need more cores than the {have} of {nodes} node(s) of {where} "
             f"({partition.cores_per_node} cores per node, {partition.nodes} nodes): ask for "
             f"--nodes {-(-ntasks // partition.cores_per_node)} or fewer processes")
+    if ntasks_per_node is not None and ntasks_per_node > partition.cores_per_node:
+        raise UsageError(f"--ntasks-per-node {ntasks_per_node} is more than the "
+                         f"{partition.cores_per_node} cores per node of {where}")
     secs = parse_time(time_limit)
     if secs <= 0:
         raise UsageError(f"time limit {time_limit!r} must be positive")
@@ -829,6 +829,14 @@ def collect(run_dir, job_ids=None, results=None):
             npoints += 1
             ingested += ingest_point(point, results, _read_kv(meta_file))
     provenance = [_read_kv(p) for p in sorted((run_dir / "provenance").glob("*.txt"))]
+    if provenance:
+        # One table of what each job recorded (node list, MPI version, modules), next to the
+        # results: the rows of a point and its job share platform and date.
+        fields = sorted({k for p in provenance for k in p})
+        with open(run_dir / "provenance.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            w.writeheader()
+            w.writerows(provenance)
     tasks = []
     for jid in job_ids:
         for t in job_states(jid):

@@ -1,0 +1,329 @@
+"""SLURM profiles and templates, checked by rendering and by running them on a real SLURM.
+
+The session fixture starts a single-node SLURM with ``scripts/local-slurm.sh start`` (skipped
+only when slurmctld is not installed; CI installs it). Jobs really run: the job-array sweep with
+``srun --mpi=pmix`` (Open MPI) and ``srun --mpi=pmi2`` (MPICH), a sweep killed by its time limit
+and resumed, and a broken script whose failure ``collect`` must explain.
+"""
+
+import csv
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from mpilab import slurm
+from mpilab.errors import UsageError
+from mpilab.paths import collbench_path, repo_root
+
+ROOT = repo_root()
+PY = sys.executable
+HOST = socket.gethostname().split(".")[0]
+
+
+def cli(*args, check=True):
+    """Run ``python -m mpilab.cli_slurm`` (what ``mpilab slurm`` runs) and return the process."""
+    proc = subprocess.run([PY, "-m", "mpilab.cli_slurm", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mpilab slurm {' '.join(map(str, args))} exited {proc.returncode}:\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ----------------------------------------------------------------------------- no SLURM needed
+
+def test_profiles_describe_orfeo_and_local():
+    assert {"orfeo", "local"} <= set(slurm.list_profiles())
+    orfeo = slurm.load_profile("orfeo")
+    assert sorted(orfeo.partitions) == ["EPYC", "FAT", "THIN"]
+    assert orfeo.partition("THIN").cores_per_node == 24
+    assert orfeo.partition("EPYC").cores_per_node == 128
+    assert orfeo.partition("FAT").cores_per_node == 72
+    assert orfeo.mpi_for("openmpi") == {"modules": ["openMPI/4.1.5/gnu/12.2.1"], "srun_mpi": "pmix"}
+    local = slurm.load_profile("local")
+    assert local.mpi_for("mpich")["srun_mpi"] == "pmi2"
+    out = cli("profiles").stdout
+    assert "THIN" in out and "24 cores/node" in out and "openMPI/4.1.5/gnu/12.2.1" in out
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("1", 60), ("0:30", 30), ("01:00:00", 3600), ("2-00:00:00", 172800), ("1-2", 93600),
+    ("1-2:30", 95400)])
+def test_parse_time(text, seconds):
+    assert slurm.parse_time(text) == seconds
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(profile="orfoe"), "unknown SLURM profile 'orfoe'; valid: local, orfeo"),
+    (dict(partition="thin"), "unknown partition of profile 'orfeo' 'thin'; valid: EPYC, FAT, THIN"),
+    (dict(nprocs="2,49", nodes=2), "49 tasks need more cores than the 48 of 2 node(s)"),
+    (dict(nprocs="25"), "ask for --nodes 2"),
+    (dict(time="3-00:00:00"), "is above the 2-00:00:00 limit of partition 'THIN'"),
+    (dict(time="soon"), "bad time limit 'soon'"),
+    (dict(flavour="mpich"), "no module line for flavour 'mpich'"),
+    (dict(nodes=11), "--nodes 11 is not available in partition 'THIN' of profile 'orfeo': valid 1..10"),
+    (dict(template="sweeep"), "unknown SLURM template 'sweeep'"),
+    (dict(mappings="core,ring"), "unknown mapping 'ring'; valid: core, node, socket"),
+    (dict(mappings="node"), "mapping 'node' spreads ranks round-robin over nodes"),
+    (dict(sizes="1MB"), "bad size range '1MB'"),
+])
+def test_bad_input_is_refused_before_anything_is_written(tmp_path, kwargs, message):
+    args = dict(template="sweep", profile="orfeo", partition="THIN", nprocs="2,24")
+    args.update(kwargs)
+    run_dir = tmp_path / "run"
+    with pytest.raises(UsageError) as err:
+        slurm.render_to_dir(args.pop("template"), args.pop("profile"), args.pop("partition"),
+                            run_dir, **args)
+    assert message in str(err.value)
+    assert not run_dir.exists()
+
+
+def test_profile_without_module_line_is_refused(tmp_path):
+    bad = tmp_path / "mycluster.toml"
+    bad.write_text('name = "mycluster"\n[mpi.openmpi]\nsrun_mpi = "pmix"\n'
+                   '[partitions.batch]\nnodes = 4\nsockets = 2\ncores_per_socket = 8\nmax_time = "60"\n')
+    with pytest.raises(UsageError, match=r"has no module line for flavour 'openmpi'.*modules = "):
+        slurm.render("sweep", str(bad), "batch", run_dir=tmp_path / "r")
+    # The CLI says the same, exits 2 and writes nothing.
+    proc = cli("render", "sweep", "--profile", bad, "--partition", "batch", "-o", tmp_path / "r",
+               check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("mpilab: profile 'mycluster'") and "no module line" in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_names_valid_partitions(tmp_path):
+    proc = cli("render", "sweep", "--profile", "orfeo", "--partition", "GPU", "-o", tmp_path / "r",
+               check=False)
+    assert proc.returncode == 2
+    assert "unknown partition of profile 'orfeo' 'GPU'; valid: EPYC, FAT, THIN" in proc.stderr
+
+
+@pytest.mark.parametrize("template", sorted(slurm.TEMPLATES))
+def test_every_template_renders_to_valid_bash_with_provenance(tmp_path, template):
+    extra = {"image": "/images/mpilab-openmpi.sif"} if template == "sweep-apptainer" else {}
+    path = slurm.render_to_dir(template, "orfeo", "THIN", tmp_path / template, nodes=2,
+                               nprocs="2,24,48", mappings="core,socket,node", time="01:00:00",
+                               command="mpilab slurm render (test)", **extra)
+    text = path.read_text()
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    assert text.startswith("#!/bin/bash\n#SBATCH --job-name=")
+    assert "#SBATCH --partition=THIN" in text and "#SBATCH --time=01:00:00" in text
+    assert "# profile: orfeo" in text and "# parameters: template=" + template in text
+    assert "# command: mpilab slurm render (test)" in text
+    assert "module load openMPI/4.1.5/gnu/12.2.1" in text
+    # what the job records next to its results
+    assert 'echo "nodelist: ${SLURM_JOB_NODELIST:-}"' in text
+    assert "module -t list" in text and "mpirun --version" in text
+
+
+def test_osu_seed_job_matches_the_seed_header(tmp_path):
+    text = slurm.render("osu-seed", "orfeo", "THIN", run_dir=tmp_path, nodes=2, nprocs="2,24,48",
+                        mappings="core,socket,node", sizes="2:1M", osu_dir="/opt/osu/collective")
+    for line in ("#SBATCH --partition=THIN", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=24",
+                 "#SBATCH --exclusive", "module load openMPI/4.1.5/gnu/12.2.1",
+                 "export OMPI_MCA_coll_tuned_use_dynamic_rules=1"):
+        assert line in text.splitlines(), line
+    assert '"bcast basic_linear 1" "bcast chain 2" "bcast pipeline 3"' in text
+    assert '"reduce linear 1" "reduce chain 2" "reduce pipeline 3"' in text
+    assert 'env "OMPI_MCA_coll_tuned_${coll}_algorithm=$id"' in text
+    assert 'srun --mpi=pmix -n "$np" --distribution="$dist" "${bench[@]}"' in text
+    assert '("$OSU_DIR/osu_${coll}" -m 2:1M -i 100 -x 10 -f)' in text
+
+
+def test_apptainer_sweep_command_lines(tmp_path):
+    text = slurm.render("sweep-apptainer", "orfeo", "THIN", run_dir=tmp_path / "r", nodes=2,
+                        algos="ring,bruck", nprocs="24,48", image="/scratch/me/mpilab-openmpi.sif")
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert "#SBATCH --array=0-3" in lines
+    assert "IMAGE=/scratch/me/mpilab-openmpi.sif" in lines
+    assert 'CMD=(srun --mpi=pmix -n "$NP" --distribution="$DIST"' in lines
+    assert 'apptainer exec --bind "$RUN_DIR" "$IMAGE"' in lines
+    assert ("/opt/mpilab/c_reference/build/openmpi/collbench --coll allgather --algo \"$ALGO\" "
+            "-m 32:1K") in text
+    for setting in ("export OMPI_MCA_btl_vader_single_copy_mechanism=none",
+                    "export PMIX_MCA_gds=hash", "LAUNCHER=apptainer"):
+        assert setting in lines
+    assert 'apptainer exec --bind "$RUN_DIR" "$IMAGE" python3 -m mpilab.cli_slurm ingest' in text
+
+
+# ----------------------------------------------------------------------------- real SLURM
+
+@pytest.fixture(scope="session")
+def local_slurm():
+    """A running single-node SLURM (partition ``local``), started by the kit's script."""
+    if not (shutil.which("slurmctld") or Path("/usr/sbin/slurmctld").exists()):
+        pytest.skip("slurmctld is not installed (Debian: slurm-wlm munge)")
+    proc = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "start"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Idempotent: a second start changes nothing and succeeds.
+    again = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "start"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "starting" not in again.stdout, again.stdout + again.stderr
+    return "local"
+
+
+def built(flavour):
+    """Path of collbench for a flavour, built with the kit's Makefile if needed."""
+    path = collbench_path(flavour)
+    if os.environ.get("MPILAB_DEV_COLLBENCH_DIR"):  # DEV ONLY, remove
+        return Path(os.environ["MPILAB_DEV_COLLBENCH_DIR"]) / flavour / "collbench"
+    if not path.exists():
+        subprocess.run(["make", "-C", str(ROOT / "c_reference"), f"FLAVOUR={flavour}"],
+                       check=True, capture_output=True, timeout=600)
+    assert path.exists(), f"{path} was not built"
+    return path
+
+
+@pytest.fixture(scope="module")
+def timelimit_job(local_slurm, tmp_path_factory):
+    """A 16-point sweep with a 1-minute limit: submitted first, checked last (it takes ~1.5 min).
+
+    Each point sleeps 8 s after measuring (``--cooldown 8``), so 16 points need over two minutes;
+    SLURM kills the task 60..90 s after it starts.
+    """
+    bench = built("openmpi")
+    run = tmp_path_factory.mktemp("timelimit")
+    script = slurm.render_to_dir("sweep", "local", "local", run, collbench=bench, time="1", algos="native",
+                                 nprocs="1", sizes="32:64", iters=5, warmup=1, repetitions=16,
+                                 cooldown=8)
+    return run, script, slurm.submit(script), time.monotonic()
+
+
+def test_timelimit_job_is_running(timelimit_job):
+    run, script, job, _ = timelimit_job
+    assert slurm.job_states(job)[0].state in ("PENDING", "RUNNING", "COMPLETING")
+
+
+def test_sweep_job_array_with_openmpi_and_pmix(local_slurm, tmp_path):
+    bench = built("openmpi")
+    run = tmp_path / "sweep"
+    proc = cli("render", "sweep", "--profile", "local", "--partition", "local", "-o", run,
+               "--collbench", bench,
+               "--algos", "native,ring", "--nprocs", "1,2", "-m", "32:64", "--iters", "10",
+               "--time", "5")
+    script = Path(proc.stdout.strip())
+    assert script == run / "sweep.sbatch"
+    assert "srun --mpi=pmix" in script.read_text()
+    job = cli("submit", script).stdout.strip()
+    states = slurm.wait(job, timeout=240)
+    assert sorted(s.array_task for s in states) == ["0", "1", "2", "3"]
+    assert all(s.state == "COMPLETED" for s in states), states
+    proc = cli("collect", run)
+    assert f"job {job}_3: COMPLETED" in proc.stdout
+    rows = read_rows(run / "results.csv")
+    assert len(rows) == 2 * 2 * 2                       # algorithms x process counts x sizes
+    assert {(r["algorithm"], r["nprocs"]) for r in rows} == {
+        ("native", "1"), ("native", "2"), ("ring", "1"), ("ring", "2")}
+    assert {r["bytes"] for r in rows} == {"32", "64"}
+    for r in rows:
+        assert r["launcher"] == "srun" and r["platform"] == "local/local" and r["flavour"] == "openmpi"
+        assert "Open MPI" in r["library"] and float(r["avg_us"]) > 0
+        assert r["command"].startswith("srun --mpi=pmix -n ")
+    # provenance of each array task: node list, MPI version, modules
+    prov = [slurm._read_kv(p) for p in sorted((run / "provenance").glob("*.txt"))]
+    assert len(prov) == 4
+    assert {p["nodelist"] for p in prov} == {HOST}
+    assert all("Open MPI" in p["mpi_version"] for p in prov)
+    # collecting again adds nothing: the points are in the table already
+    assert "0 new rows" in cli("collect", run).stdout
+    assert len(read_rows(run / "results.csv")) == 8
+
+
+def test_sweep_with_mpich_and_pmi2(local_slurm, tmp_path):
+    bench = built("mpich")
+    script = slurm.render_to_dir("sweep", "local", "local", tmp_path, flavour="mpich", collbench=bench,
+                                 algos="native", nprocs="2", sizes="1K", iters=10, time="5")
+    assert 'srun --mpi=pmi2 -n "$NP"' in script.read_text()
+    job = slurm.submit(script)
+    states = slurm.wait(job, timeout=240)
+    assert [s.state for s in states] == ["COMPLETED"], slurm.collect(tmp_path).summary()
+    rows = read_rows(tmp_path / "results.csv")
+    assert [(r["flavour"], r["nprocs"], r["bytes"]) for r in rows] == [("mpich", "2", "1024")]
+    assert "MPICH" in rows[0]["library"]
+
+
+def test_broken_script_fails_with_its_reason(local_slurm, tmp_path):
+    bench = built("openmpi")
+    script = slurm.render_to_dir("sweep", "local", "local", tmp_path, collbench=bench, algos="native", nprocs="1",
+                                 sizes="32", iters=5, time="5")
+    # A typo a person could make when editing the script by hand.
+    text = script.read_text().replace("set -eo pipefail\n", "set -eo pipefail\nmodul load openmpi\n", 1)
+    script.write_text(text)
+    job = slurm.submit(script)
+    slurm.wait(job, timeout=120)
+    proc = cli("collect", tmp_path, check=False)
+    assert proc.returncode == 1, proc.stdout
+    failed = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED")]
+    assert len(failed) == 1 and failed[0].startswith(f"FAILED {job}_0: state FAILED")
+    assert "exit code 127" in failed[0]
+    assert "modul: command not found" in failed[0]
+    assert not (tmp_path / "results.csv").exists()
+
+
+@pytest.mark.slow
+def test_jupyter_on_a_compute_node_prints_the_tunnel(local_slurm, tmp_path):
+    pytest.importorskip("jupyterlab")
+    script = slurm.render_to_dir("jupyter", "local", "local", tmp_path, time="5",
+                                 notebook_dir=str(tmp_path))
+    job = slurm.submit(script)
+    try:
+        out = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            logs = list((tmp_path / "logs").glob("*.out")) + list((tmp_path / "logs").glob("*.err"))
+            text = "".join(p.read_text() for p in logs)
+            found = re.search(r"http://127\.0\.0\.1:\d+/lab\?token=([0-9a-f]+)", text)
+            if found:
+                out, token = text, found.group(1)
+                break
+            time.sleep(1)
+        assert out, f"JupyterLab did not start: {text}"
+        tunnel = (tmp_path / "tunnel.txt").read_text().strip()
+        port = tunnel.split()[3].split(":")[0]
+        assert tunnel == f"ssh -N -L {port}:{HOST}:{port} {os.environ.get('USER', 'root')}@{HOST}" \
+            or tunnel.startswith(f"ssh -N -L {port}:{HOST}:{port} ")
+        assert tunnel in out
+        # The server answers on the node and port the tunnel points at, to a request that
+        # arrives as through the tunnel (Host: 127.0.0.1:PORT).
+        req = urllib.request.Request(f"http://{HOST}:{port}/api/status?token={token}",
+                                     headers={"Host": f"127.0.0.1:{port}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert b"started" in resp.read()
+    finally:
+        subprocess.run(["scancel", job], check=False)
+
+
+def test_timelimit_kill_then_resume_loses_nothing(timelimit_job):
+    run, script, job, t0 = timelimit_job
+    states = slurm.wait(job, timeout=200)
+    assert [s.state for s in states] == ["TIMEOUT"], states
+    report = slurm.collect(run)
+    assert len(report.failed) == 1
+    assert "killed at its time limit" in report.failed[0].reason
+    before = read_rows(run / "results.csv")
+    done = len(before) // 2
+    assert 1 <= done < 16, f"{done} points finished before the kill"
+    # Resubmit the same script: finished points are skipped, the rest measured, no cooldown.
+    job2 = slurm.submit(script, sbatch_args=["--time=5"], env={"MPILAB_COOLDOWN": "0"})
+    assert [s.state for s in slurm.wait(job2, timeout=200)] == ["COMPLETED"]
+    after = read_rows(run / "results.csv")
+    assert after[:len(before)] == before                      # nothing finished was lost or redone
+    reps = sorted(int(r["repetition"]) for r in after)
+    assert reps == sorted(list(range(16)) * 2)                # every point exactly once
+    log = (run / "logs" / f"mpilab-sweep_{job2}_0.out").read_text()
+    assert log.count("skip (done)") == done
