@@ -327,3 +327,32 @@ def test_timelimit_kill_then_resume_loses_nothing(timelimit_job):
     assert reps == sorted(list(range(16)) * 2)                # every point exactly once
     log = (run / "logs" / f"mpilab-sweep_{job2}_0.out").read_text()
     assert log.count("skip (done)") == done
+
+
+@pytest.mark.slow
+def test_ipyparallel_mpi_engines_under_srun(local_slurm, tmp_path):
+    ipp = pytest.importorskip("ipyparallel")
+    pytest.importorskip("mpi4py")
+    script = slurm.render_to_dir("ipyparallel", "local", "local", tmp_path, nprocs="2", time="5")
+    job = slurm.submit(script)
+    client_file = tmp_path / "ipython" / "security" / "ipcontroller-client.json"
+    try:
+        deadline = time.monotonic() + 90
+        while not client_file.is_file() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert client_file.is_file(), slurm.collect(tmp_path).summary()
+        assert f'rc = ipp.Client("{client_file}")' in next((tmp_path / "logs").glob("*.out")).read_text()
+        rc = ipp.Client(str(client_file))
+        try:
+            rc.wait_for_engines(2, timeout=90)
+            # what %px runs in a notebook
+            rc[:].execute("from mpi4py import MPI\n"
+                          "got = (MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size, MPI.Get_library_version())",
+                          block=True)
+            got = sorted(rc[:].pull("got", block=True))
+        finally:
+            rc.close()
+        assert [(r, s) for r, s, _ in got] == [(0, 2), (1, 2)]     # one MPI world across engines
+        assert all("Open MPI" in lib for _, _, lib in got)
+    finally:
+        subprocess.run(["scancel", job], check=False)
