@@ -579,8 +579,8 @@ def _jobcomp(job_ids):
     found = {}
     for line in Path(loc).read_text().splitlines():
         kv = _kv(line)
-        if kv.get("JobId") in job_ids:
-            found[kv["JobId"]] = kv
+        if kv.get("JobId") in job_ids or kv.get("ArrayJobId") in job_ids:
+            found[kv["JobId"]] = kv       # the last record of a job wins (requeued jobs)
     return found
 
 
@@ -603,9 +603,10 @@ def job_states(job_id):
     if not states:
         comp = _jobcomp({str(job_id)})
         for jid, kv in comp.items():
-            states.append(TaskState(jid, "", kv.get("JobState", "?"), kv.get("ExitCode", ""),
-                                    "", nodelist=kv.get("NodeList", ""), source="jobcomp"))
-    return states
+            states.append(TaskState(kv.get("ArrayJobId") or jid, kv.get("ArrayTaskId", ""),
+                                    kv.get("JobState", "?"), kv.get("ExitCode", ""), "",
+                                    nodelist=kv.get("NodeList", ""), source="jobcomp"))
+    return sorted(states, key=lambda t: (t.job_id, t.array_task.zfill(9)))
 
 
 def wait(job_id, timeout=600, poll=1.0):
@@ -839,7 +840,11 @@ def collect(run_dir, job_ids=None, results=None):
             w.writerows(provenance)
     tasks = []
     for jid in job_ids:
-        for t in job_states(jid):
+        found = job_states(jid)
+        if not found:
+            found = [TaskState(str(jid), "", "UNKNOWN", reason="no record: not in sacct, "
+                               "scontrol or the job completion log")]
+        for t in found:
             if t.failed:
                 t.reason = _failure_reason(t)
             tasks.append(t)
