@@ -141,7 +141,7 @@ def add_parser(subparsers):
 
 def main(argv=None):
     """Run ``mpilab slurm`` on its own (``python -m mpilab.cli_slurm``), e.g. inside jobs."""
-    parser = argparse.ArgumentParser(prog="mpilab slurm")
+    parser = argparse.ArgumentParser(prog="mpilab")
     sub = parser.add_subparsers()
     add_parser(sub)
     args = parser.parse_args(["slurm", *(sys.argv[1:] if argv is None else argv)])

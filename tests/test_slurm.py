@@ -112,6 +112,16 @@ def test_cli_names_valid_partitions(tmp_path):
     assert "unknown partition of profile 'orfeo' 'GPU'; valid: EPYC, FAT, THIN" in proc.stderr
 
 
+@pytest.mark.parametrize("sub", ["profiles", "render", "submit", "collect", "ingest"])
+def test_every_slurm_subcommand_has_help(sub):
+    out = cli(sub, "--help").stdout
+    assert out.startswith(f"usage: mpilab slurm {sub}")
+    if sub == "render":
+        out = " ".join(out.split())
+        assert "sweep, sweep-apptainer, jupyter, ipyparallel, osu-seed" in out
+        assert "local, orfeo" in out
+
+
 @pytest.mark.parametrize("template", sorted(slurm.TEMPLATES))
 def test_every_template_renders_to_valid_bash_with_provenance(tmp_path, template):
     extra = {"image": "/images/mpilab-openmpi.sif"} if template == "sweep-apptainer" else {}
