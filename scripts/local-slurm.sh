@@ -2,7 +2,7 @@
 # A real single-node SLURM on this machine, for the tests, CI and trying the templates.
 #
 #   scripts/local-slurm.sh start     configure munge + slurm and start munged, slurmctld, slurmd
-#   scripts/local-slurm.sh stop      stop the daemons this script started
+#   scripts/local-slurm.sh stop      stop slurmctld and slurmd (munged keeps running)
 #   scripts/local-slurm.sh status    print whether they run and what `sinfo` says
 #   scripts/local-slurm.sh conf      print the slurm.conf that `start` would write
 #
@@ -84,6 +84,9 @@ start() {
     need munged slurmctld slurmd sinfo
     [ "$(id -u)" -eq 0 ] || die "run as root: the daemons and /etc/slurm/slurm.conf need it"
     mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" /etc/slurm /run/munge /var/log/munge /var/lib/munge
+    # Several test sessions may start the cluster at once: one at a time.
+    exec 9>"$DIR/.start.lock"
+    flock 9
     if [ -f "$CONF" ] && ! head -1 "$CONF" | grep -q "^$MARK"; then
         die "$CONF exists and was not written by this script; refusing to replace it"
     fi
