@@ -366,3 +366,32 @@ def test_ipyparallel_mpi_engines_under_srun(local_slurm, tmp_path):
         assert all("Open MPI" in lib for _, _, lib in got)
     finally:
         subprocess.run(["scancel", job], check=False)
+
+
+def test_osu_seed_job_scaled_down_to_one_node(local_slurm, tmp_path):
+    """The seed's job on the local node: 1 node x 2 tasks, every forced algorithm, OSU output."""
+    bench = built("openmpi")
+    script = slurm.render_to_dir("osu-seed", "local", "local", tmp_path, collbench=bench,
+                                 ntasks_per_node=2, nprocs="2", sizes="4:8", iters=5, warmup=1,
+                                 time="5")
+    text = script.read_text()
+    assert "#SBATCH --exclusive" in text and "#SBATCH --ntasks-per-node=2" in text
+    job = slurm.submit(script)
+    states = slurm.wait(job, timeout=240)
+    assert [s.state for s in states] == ["COMPLETED"], slurm.collect(tmp_path).summary()
+    index = read_rows(tmp_path / "osu" / "index.csv")
+    assert [(r["collective"], r["algorithm"], r["coll_tuned_id"]) for r in index] == [
+        ("bcast", "default", "0"), ("bcast", "basic_linear", "1"), ("bcast", "chain", "2"),
+        ("bcast", "pipeline", "3"), ("reduce", "default", "0"), ("reduce", "linear", "1"),
+        ("reduce", "chain", "2"), ("reduce", "pipeline", "3")]
+    for r in index:
+        assert r["nodelist"] == HOST and r["mapping"] == "core" and r["nprocs"] == "2"
+        assert r["command"].startswith(f"OMPI_MCA_coll_tuned_{r['collective']}_algorithm={r['coll_tuned_id']} srun --mpi=pmix -n 2")
+        out = (tmp_path / "osu" / r["file"]).read_text()
+        assert "# OSU MPI" in out
+        assert re.search(r"^4\s+\d+\.\d\d$", out, re.M) and re.search(r"^8\s+\d+\.\d\d$", out, re.M)
+    # Submitting again measures nothing twice.
+    job2 = slurm.submit(script)
+    slurm.wait(job2, timeout=240)
+    log = (tmp_path / "logs" / f"mpilab-osu-seed_{job2}.out").read_text()
+    assert log.count("skip (done)") == 8
