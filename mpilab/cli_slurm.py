@@ -40,6 +40,7 @@ def _cmd_render(args):
                   algos=args.algos, nprocs=args.nprocs, mappings=args.mapping, sizes=args.sizes,
                   iters=args.iters, warmup=args.warmup, repetitions=args.repetitions,
                   cooldown=args.cooldown, collbench=args.collbench, image=args.image,
+                  container_kit_dir=args.container_kit_dir,
                   osu_dir=args.osu_dir, exclusive=args.exclusive,
                   command="mpilab slurm " + " ".join(map(shlex.quote, sys.argv[2:]))
                   if sys.argv[1:2] == ["slurm"] else None)
@@ -112,6 +113,8 @@ def add_parser(subparsers):
     r.add_argument("--cooldown", type=float, default=0, help="seconds to sleep after each point")
     r.add_argument("--collbench", help="path of collbench (default: c_reference/build/<flavour>/collbench)")
     r.add_argument("--image", help="Apptainer image (sweep-apptainer)")
+    r.add_argument("--container-kit-dir", default="/opt/mpilab",
+                   help="where the kit is inside the image (default: /opt/mpilab)")
     r.add_argument("--osu-dir", default="", help="directory of osu_bcast/osu_reduce (osu-seed)")
     r.add_argument("--exclusive", action=argparse.BooleanOptionalAction, default=None)
     r.add_argument("--stdout", action="store_true", help="print the script instead of writing it")
