@@ -617,9 +617,13 @@ def wait(job_id, timeout=600, poll=1.0):
     LaunchError
         If the job is still running after ``timeout`` seconds.
     """
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     while True:
         states = job_states(job_id)
+        if not states and time.monotonic() - start > 15:
+            raise LaunchError(f"job {job_id} is unknown to SLURM (not in sacct, scontrol or the "
+                              "job completion log): check the id with squeue")
         if states and all(s.done for s in states) and not any(
                 s.array_task.startswith("[") or "-" in s.array_task for s in states):
             return states

@@ -318,27 +318,6 @@ def test_jupyter_on_a_compute_node_prints_the_tunnel(local_slurm, tmp_path):
         subprocess.run(["scancel", job], check=False)
 
 
-def test_timelimit_kill_then_resume_loses_nothing(timelimit_job):
-    run, script, job, t0 = timelimit_job
-    states = slurm.wait(job, timeout=200)
-    assert [s.state for s in states] == ["TIMEOUT"], states
-    report = slurm.collect(run)
-    assert len(report.failed) == 1
-    assert "killed at its time limit" in report.failed[0].reason
-    before = read_rows(run / "results.csv")
-    done = len(before) // 2
-    assert 1 <= done < 16, f"{done} points finished before the kill"
-    # Resubmit the same script: finished points are skipped, the rest measured, no cooldown.
-    job2 = slurm.submit(script, sbatch_args=["--time=5"], env={"MPILAB_COOLDOWN": "0"})
-    assert [s.state for s in slurm.wait(job2, timeout=200)] == ["COMPLETED"]
-    after = read_rows(run / "results.csv")
-    assert after[:len(before)] == before                      # nothing finished was lost or redone
-    reps = sorted(int(r["repetition"]) for r in after)
-    assert reps == sorted(list(range(16)) * 2)                # every point exactly once
-    log = (run / "logs" / f"mpilab-sweep_{job2}_0.out").read_text()
-    assert log.count("skip (done)") == done
-
-
 @pytest.mark.slow
 def test_ipyparallel_mpi_engines_under_srun(local_slurm, tmp_path):
     ipp = pytest.importorskip("ipyparallel")
@@ -347,11 +326,13 @@ def test_ipyparallel_mpi_engines_under_srun(local_slurm, tmp_path):
     job = slurm.submit(script)
     client_file = tmp_path / "ipython" / "security" / "ipcontroller-client.json"
     try:
+        hint = f'rc = ipp.Client("{client_file}")'
+        out = tmp_path / "logs" / f"mpilab-ipyparallel_{job}.out"
         deadline = time.monotonic() + 90
-        while not client_file.is_file() and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (
+                client_file.is_file() and out.is_file() and hint in out.read_text()):
             time.sleep(0.5)
-        assert client_file.is_file(), slurm.collect(tmp_path).summary()
-        assert f'rc = ipp.Client("{client_file}")' in next((tmp_path / "logs").glob("*.out")).read_text()
+        assert client_file.is_file() and hint in out.read_text(), slurm.collect(tmp_path).summary()
         rc = ipp.Client(str(client_file))
         try:
             rc.wait_for_engines(2, timeout=90)
@@ -371,11 +352,12 @@ def test_ipyparallel_mpi_engines_under_srun(local_slurm, tmp_path):
 def test_osu_seed_job_scaled_down_to_one_node(local_slurm, tmp_path):
     """The seed's job on the local node: 1 node x 2 tasks, every forced algorithm, OSU output."""
     bench = built("openmpi")
+    # Not exclusive here: the test cluster's one node is shared with the other tests' jobs.
     script = slurm.render_to_dir("osu-seed", "local", "local", tmp_path, collbench=bench,
                                  ntasks_per_node=2, nprocs="2", sizes="4:8", iters=5, warmup=1,
-                                 time="5")
+                                 time="5", exclusive=False)
     text = script.read_text()
-    assert "#SBATCH --exclusive" in text and "#SBATCH --ntasks-per-node=2" in text
+    assert "#SBATCH --exclusive" not in text and "#SBATCH --ntasks-per-node=2" in text
     job = slurm.submit(script)
     states = slurm.wait(job, timeout=240)
     assert [s.state for s in states] == ["COMPLETED"], slurm.collect(tmp_path).summary()
@@ -444,3 +426,69 @@ def test_apptainer_sweep_runs_through_srun_with_a_stand_in(local_slurm, tmp_path
     assert not report.failed
     rows = read_rows(run / "results.csv")
     assert [(r["launcher"], r["nprocs"], r["bytes"]) for r in rows] == [("apptainer", "2", "32")]
+
+
+COLLBENCH_OUTPUT = """# collbench 1
+# library: Open MPI v4.1.4, package: Debian OpenMPI
+# flavour: openmpi
+# nprocs: 4
+# host: node7
+# date: 2026-11-22T23:50:00Z
+# collective: allgather
+# algorithm: ring
+# datatype: char
+# root: 0
+# iterations: 100
+# warmup: 10
+# iterations_large: 20
+# warmup_large: 2
+# probe_bytes: 0
+bytes,count,iterations,avg_us,min_us,max_us,maxrank_avg_us,maxrank_median_us,probe_us
+32,32,100,1.234,1.100,1.400,1.500,1.450,
+16384,16384,20,9.5,9.0,10.0,11.0,10.5,
+"""
+
+
+def test_point_rows_follow_the_results_contract(tmp_path):
+    meta = {"flavour": "openmpi", "launcher": "srun", "platform": "orfeo/THIN",
+            "mapping": "socket", "repetition": "3", "requested": "ring", "command": "srun ..."}
+    rows = slurm.point_rows(COLLBENCH_OUTPUT, meta)
+    assert list(rows[0]) == list(slurm.RESULT_COLUMNS)
+    assert rows[0]["platform"] == "orfeo/THIN" and rows[0]["mapping"] == "socket"
+    assert (rows[0]["nprocs"], rows[0]["bytes"], rows[0]["warmup"]) == ("4", "32", "10")
+    assert (rows[1]["iterations"], rows[1]["warmup"]) == ("20", "2")     # large messages
+    assert rows[0]["forced"] == "yes" and rows[0]["library"].startswith("Open MPI v4.1.4")
+    results = tmp_path / "results.csv"
+    assert slurm.append_results(rows, results) == 2
+    assert slurm.append_results(rows, results) == 0                     # same keys: skipped
+    other = [dict(r, repetition="4") for r in rows]
+    assert slurm.append_results(other, results) == 2
+    assert len(read_rows(results)) == 4
+
+
+def test_collbench_output_without_table_is_a_parse_error():
+    from mpilab.errors import ParseError
+    with pytest.raises(ParseError, match="point.csv: no 'bytes,...' table"):
+        slurm.parse_collbench("# collbench 1\ncollbench: unknown algorithm 'rign'\n", "point.csv")
+
+
+# Last, so that the jobs above ran while this one waited for its time limit.
+def test_timelimit_kill_then_resume_loses_nothing(timelimit_job):
+    run, script, job, t0 = timelimit_job
+    states = slurm.wait(job, timeout=200)
+    assert [s.state for s in states] == ["TIMEOUT"], states
+    report = slurm.collect(run)
+    assert len(report.failed) == 1
+    assert "killed at its time limit" in report.failed[0].reason
+    before = read_rows(run / "results.csv")
+    done = len(before) // 2
+    assert 1 <= done < 16, f"{done} points finished before the kill"
+    # Resubmit the same script: finished points are skipped, the rest measured, no cooldown.
+    job2 = slurm.submit(script, sbatch_args=["--time=5"], env={"MPILAB_COOLDOWN": "0"})
+    assert [s.state for s in slurm.wait(job2, timeout=200)] == ["COMPLETED"]
+    after = read_rows(run / "results.csv")
+    assert after[:len(before)] == before                      # nothing finished was lost or redone
+    reps = sorted(int(r["repetition"]) for r in after)
+    assert reps == sorted(list(range(16)) * 2)                # every point exactly once
+    log = (run / "logs" / f"mpilab-sweep_{job2}_0.out").read_text()
+    assert log.count("skip (done)") == done
