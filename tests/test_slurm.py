@@ -188,10 +188,17 @@ def local_slurm():
 
 
 def built(flavour):
-    """Path of collbench for a flavour, built with the kit's Makefile if needed."""
+    """Path of collbench for a flavour, built with the kit's Makefile if needed.
+
+    ``MPILAB_TEST_COLLBENCH_DIR=DIR`` runs the SLURM tests with ``DIR/<flavour>/collbench``
+    instead (another build of the driver), without building ``c_reference``.
+    """
+    other = os.environ.get("MPILAB_TEST_COLLBENCH_DIR")
+    if other:
+        path = Path(other) / flavour / "collbench"
+        assert path.exists(), f"MPILAB_TEST_COLLBENCH_DIR: {path} does not exist"
+        return path
     path = collbench_path(flavour)
-    if os.environ.get("MPILAB_DEV_COLLBENCH_DIR"):  # DEV ONLY, remove
-        return Path(os.environ["MPILAB_DEV_COLLBENCH_DIR"]) / flavour / "collbench"
     if not path.exists():
         subprocess.run(["make", "-C", str(ROOT / "c_reference"), f"FLAVOUR={flavour}"],
                        check=True, capture_output=True, timeout=600)
