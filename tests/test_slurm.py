@@ -170,6 +170,21 @@ def test_apptainer_sweep_command_lines(tmp_path):
     assert 'apptainer exec --bind "$RUN_DIR" "$IMAGE" python3 -m mpilab.cli_slurm ingest' in text
 
 
+def test_local_cluster_matches_the_local_profile():
+    """scripts/local-slurm.sh configures the partition that profiles/local.toml describes."""
+    conf = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "conf"], capture_output=True,
+                          text=True, check=True).stdout
+    local = slurm.load_profile("local")
+    (name, part), = local.partitions.items()
+    assert f"PartitionName={name} " in conf and f"MaxTime={part.max_time // 60} " in conf
+    assert f" CPUs={part.cores_per_node} " in conf
+    assert "JobCompType=jobcomp/filetxt" in conf and "SlurmUser=root" in conf
+    env = dict(os.environ, MPILAB_SLURM_PARTITION="THIN", MPILAB_SLURM_CPUS="24")
+    conf = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "conf"], capture_output=True,
+                          text=True, check=True, env=env).stdout
+    assert "PartitionName=THIN " in conf and " CPUs=24 " in conf
+
+
 # ----------------------------------------------------------------------------- real SLURM
 
 @pytest.fixture(scope="session")
