@@ -215,8 +215,11 @@ def built(flavour):
         return path
     path = collbench_path(flavour)
     if not path.exists():
-        subprocess.run(["make", "-C", str(ROOT / "c_reference"), f"FLAVOUR={flavour}"],
-                       check=True, capture_output=True, timeout=600)
+        proc = subprocess.run(["make", "-C", str(ROOT / "c_reference"), f"FLAVOUR={flavour}"],
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            pytest.fail(f"building collbench for {flavour} failed "
+                        f"(make -C c_reference FLAVOUR={flavour}):\n{proc.stdout}{proc.stderr}")
     assert path.exists(), f"{path} was not built"
     return path
 
