@@ -1,0 +1,63 @@
+"""The library-algorithm table: ids match the installed libraries, settings, clear errors."""
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from mpilab import libalgs
+from mpilab.errors import UsageError
+
+
+def test_default_forces_nothing():
+    for flavour in libalgs.FLAVOURS:
+        s = libalgs.settings(flavour, "bcast", "default")
+        assert not s.forcing and not s.env and not s.args
+
+
+def test_openmpi_needs_dynamic_rules_and_id():
+    s = libalgs.settings("openmpi", "bcast", "chain")
+    assert s.env == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                     "OMPI_MCA_coll_tuned_bcast_algorithm": "2"}
+    s = libalgs.settings("openmpi", "reduce", "pipeline")
+    assert s.mca["coll_tuned_reduce_algorithm"] == "3"
+    assert s.mca["coll_tuned_reduce_algorithm_segmentsize"] == "8192"
+
+
+def test_mpich_sets_fallback_error():
+    s = libalgs.settings("mpich", "allgather", "ring")
+    assert s.env == {"MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM": "ring",
+                     "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
+                     "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
+
+
+def test_smpi_cfg():
+    assert libalgs.settings("smpi", "bcast", "basic_linear").args == ["--cfg=smpi/bcast:flattree"]
+
+
+def test_not_available_message_names_alternatives():
+    with pytest.raises(UsageError, match=r"'chain' is not available on mpich \(available on: openmpi\)") as e:
+        libalgs.settings("mpich", "bcast", "chain")
+    assert "binomial" in str(e.value)
+
+
+@pytest.mark.parametrize("args,bad", [(("ompi", "bcast", "chain"), "flavour 'ompi'"),
+                                      (("smpi", "gather", "chain"), "collective 'gather'"),
+                                      (("smpi", "bcast", "chian"), "algorithm 'chian'")])
+def test_unknown_names(args, bad):
+    with pytest.raises(UsageError, match=bad):
+        libalgs.settings(*args)
+
+
+@pytest.mark.skipif(not shutil.which("ompi_info"), reason="Open MPI absent")
+def test_openmpi_ids_match_ompi_info():
+    out = subprocess.run(["ompi_info", "--param", "coll", "tuned", "--level", "9"],
+                         capture_output=True, text=True, check=True).stdout
+    for coll, algs in libalgs.TABLE.items():
+        m = re.search(rf'"coll_tuned_{coll}_algorithm" .*?Valid values: ([^\n]*)', out, re.S)
+        assert m, coll
+        ids = dict((int(i), n) for i, n in re.findall(r'(\d+):"([^"]+)"', m.group(1)))
+        for a in algs.values():
+            if a.ompi_id not in (None, 0):
+                lib = ids[a.ompi_id].replace("-", "_")
+                assert lib == a.name or (lib, a.name) in {("linear", "basic_linear")}, (coll, a.name, lib)
