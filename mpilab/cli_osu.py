@@ -1,0 +1,47 @@
+"""``mpilab import-osu``: OSU micro-benchmarks output into the results table."""
+
+import argparse
+import sys
+
+from .errors import MpilabError
+from .osu import MAPPINGS, import_osu
+
+
+def _run(args):
+    n = import_osu(args.files, args.output, nprocs=args.nprocs, algorithm=args.algorithm,
+                   mapping=args.mapping, flavour=args.flavour or "", platform=args.platform or "")
+    print(f"appended {n} rows from {len(args.files)} file(s) to {args.output}")
+    return 0
+
+
+def add_parser(subparsers):
+    """Add the ``import-osu`` subcommand."""
+    p = subparsers.add_parser(
+        "import-osu", help="parse OSU osu_bcast/osu_reduce/osu_allgather/osu_latency output",
+        description="Parse OSU micro-benchmarks output files into the results table. Parameters "
+                    "not given are read from file names like bcast_np24_chain_core.txt.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-o", "--output", required=True, metavar="RESULTS.csv")
+    p.add_argument("--nprocs", type=int)
+    p.add_argument("--algorithm")
+    p.add_argument("--mapping", choices=MAPPINGS)
+    p.add_argument("--flavour", choices=("openmpi", "mpich", "smpi"))
+    p.add_argument("--platform")
+    p.set_defaults(func=_run)
+    return p
+
+
+def main(argv=None):
+    """Run ``mpilab import-osu`` on its own (``python -m mpilab.cli_osu``)."""
+    parser = argparse.ArgumentParser(prog="mpilab")
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["import-osu", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except MpilabError as e:
+        print(f"mpilab: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
