@@ -1,0 +1,73 @@
+/* Algorithm: gather_bcast (the homework's first algorithm)
+ * Steps:        2; every rank sends its block to root 0 (MPI_Isend, root posts p MPI_Irecv,
+ *               MPI_Waitall), then root 0 sends the whole buffer to every other rank
+ *               (p - 1 MPI_Isend, MPI_Waitall). Built only from MPI_Isend/MPI_Irecv/MPI_Wait*,
+ *               including the root's own block (a non-blocking send to itself).
+ * Cost:         2(p-1)·α + ((p-1)/p)·n·β + (p-1)·n·β     n = bytes gathered on each process;
+ *               the root's link serialises the p-1 messages of each phase
+ * Restrictions: none (any p, any datatype, MPI_IN_PLACE, count 0); root is always rank 0
+ * Memory:       no temporary buffer; 2p request handles at the root
+ *
+ *   p=4, gather:      1→0 B   2→0 C   3→0 D          rank0: ABCD
+ *        broadcast:   0→1 ABCD   0→2 ABCD   0→3 ABCD   every rank: ABCD
+ */
+#include <stdlib.h>
+#include "labcoll_impl.h"
+
+int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int mpi_errno = MPI_SUCCESS, rank, p, nreq = 0;
+    const int root = 0;
+    MPI_Aint lb, extent;
+    MPI_Request *req = NULL;
+
+    CHECK(MPI_Comm_rank(comm, &rank));
+    CHECK(MPI_Comm_size(comm, &p));
+    CHECK(MPI_Type_get_extent(recvtype, &lb, &extent));
+    req = malloc(sizeof(MPI_Request) * (size_t)(p + 1));
+    if (req == NULL)
+        CHECK(MPI_ERR_NO_MEM);
+
+    /* What this rank contributes: its send buffer, or its block of recvbuf when in place. */
+    const void *mine = sendbuf;
+    int mycount = sendcount;
+    MPI_Datatype mytype = sendtype;
+    if (sendbuf == MPI_IN_PLACE) {
+        mine = lab_block(recvbuf, rank, recvcount, extent);
+        mycount = recvcount;
+        mytype = recvtype;
+    }
+
+    /* Gather to the root. */
+    if (rank == root) {
+        for (int i = 0; i < p; i++) {
+            if (i == root && sendbuf == MPI_IN_PLACE)
+                continue;
+            CHECK(MPI_Irecv(lab_block(recvbuf, i, recvcount, extent), recvcount, recvtype, i,
+                            LAB_TAG_GATHER, comm, &req[nreq++]));
+        }
+        if (sendbuf != MPI_IN_PLACE)
+            CHECK(MPI_Isend(mine, mycount, mytype, root, LAB_TAG_GATHER, comm, &req[nreq++]));
+        CHECK(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
+        nreq = 0;
+        /* Broadcast the whole buffer. */
+        for (int i = 0; i < p; i++) {
+            if (i == root)
+                continue;
+            CHECK(MPI_Isend(recvbuf, p * recvcount, recvtype, i, LAB_TAG_BCAST, comm,
+                            &req[nreq++]));
+        }
+        CHECK(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
+    } else {
+        CHECK(MPI_Isend(mine, mycount, mytype, root, LAB_TAG_GATHER, comm, &req[0]));
+        CHECK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+        CHECK(MPI_Irecv(recvbuf, p * recvcount, recvtype, root, LAB_TAG_BCAST, comm, &req[0]));
+        CHECK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+    }
+fn_exit:
+    free(req);
+    return mpi_errno;
+fn_fail:
+    goto fn_exit;
+}

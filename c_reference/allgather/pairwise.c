@@ -1,0 +1,77 @@
+/* Algorithm: pairwise (recursive doubling, the homework's second algorithm)
+ * Steps:        log2 p when p is a power of two: in step k, rank r exchanges with r XOR 2^k
+ *               (MPI_Sendrecv) the 2^k blocks of its aligned group, so the data doubles.
+ *               Any other p: let q be the largest power of two below p and e = p - q.
+ *               Ranks q..p-1 first fold their block into rank r - q; the q ranks then run
+ *               recursive doubling where a group's data is its main blocks plus the folded
+ *               blocks of its members (a second MPI_Sendrecv per step); finally rank i < e
+ *               sends the whole result back to rank q + i.
+ * Cost:         log2(p)·α + ((p-1)/p)·n·β       n = bytes gathered on each process, p = 2^k;
+ *               otherwise (log2(q) + 2)·α + (1/p + (p-1)/p + 1)·n·β, plus up to log2(q)·α more
+ *               for the folded blocks' second exchange in each step
+ * Restrictions: none (any p, any datatype, MPI_IN_PLACE, count 0)
+ * Memory:       no temporary buffer
+ *
+ *   p=4:    start  A...  .B..  ..C.  ...D
+ *   step 0  0↔1, 2↔3 exchange 1 block:    AB..  AB..  ..CD  ..CD
+ *   step 1  0↔2, 1↔3 exchange 2 blocks:   ABCD  ABCD  ABCD  ABCD
+ */
+#include "labcoll_impl.h"
+
+int lab_allgather_pairwise(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                           void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int mpi_errno = MPI_SUCCESS, rank, p;
+    MPI_Aint lb, extent;
+
+    CHECK(MPI_Comm_rank(comm, &rank));
+    CHECK(MPI_Comm_size(comm, &p));
+    CHECK(MPI_Type_get_extent(recvtype, &lb, &extent));
+    CHECK(lab_copy_own_block(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+
+    int q = 1;
+    while (q * 2 <= p)
+        q *= 2;
+    int e = p - q;
+
+    /* Fold: the extra ranks hand their block to a partner in the power-of-two part. */
+    if (rank >= q) {
+        CHECK(MPI_Send(lab_block(recvbuf, rank, recvcount, extent), recvcount, recvtype,
+                       rank - q, LAB_TAG_FOLD, comm));
+    } else {
+        if (rank < e)
+            CHECK(MPI_Recv(lab_block(recvbuf, q + rank, recvcount, extent), recvcount, recvtype,
+                           q + rank, LAB_TAG_FOLD, comm, MPI_STATUS_IGNORE));
+
+        /* Recursive doubling among ranks 0..q-1. */
+        for (int dist = 1; dist < q; dist *= 2) {
+            int partner = rank ^ dist;
+            int mybase = rank & ~(dist - 1), pbase = partner & ~(dist - 1);
+            CHECK(MPI_Sendrecv(lab_block(recvbuf, mybase, recvcount, extent), dist * recvcount,
+                               recvtype, partner, LAB_TAG_ALLGATHER,
+                               lab_block(recvbuf, pbase, recvcount, extent), dist * recvcount,
+                               recvtype, partner, LAB_TAG_ALLGATHER, comm, MPI_STATUS_IGNORE));
+            if (e > 0) {
+                /* The folded blocks q+base .. q+min(base+dist, e)-1 of each group. */
+                int mycnt = (mybase < e) ? ((mybase + dist < e ? mybase + dist : e) - mybase) : 0;
+                int pcnt = (pbase < e) ? ((pbase + dist < e ? pbase + dist : e) - pbase) : 0;
+                CHECK(MPI_Sendrecv(lab_block(recvbuf, q + mybase, recvcount, extent),
+                                   mycnt * recvcount, recvtype, partner, LAB_TAG_ALLGATHER,
+                                   lab_block(recvbuf, q + pbase, recvcount, extent),
+                                   pcnt * recvcount, recvtype, partner, LAB_TAG_ALLGATHER, comm,
+                                   MPI_STATUS_IGNORE));
+            }
+        }
+    }
+
+    /* Unfold: the extra ranks receive the complete result. */
+    if (rank >= q)
+        CHECK(MPI_Recv(recvbuf, p * recvcount, recvtype, rank - q, LAB_TAG_FOLD, comm,
+                       MPI_STATUS_IGNORE));
+    else if (rank < e)
+        CHECK(MPI_Send(recvbuf, p * recvcount, recvtype, q + rank, LAB_TAG_FOLD, comm));
+fn_exit:
+    return mpi_errno;
+fn_fail:
+    goto fn_exit;
+}

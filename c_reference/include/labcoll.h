@@ -1,0 +1,52 @@
+/* labcoll.h — the kit's allgather algorithms and their registry.
+ *
+ * Every algorithm has exactly MPI_Allgather's signature and returns an MPI error code,
+ * so the driver, the tests and the native call are interchangeable.
+ */
+#ifndef LABCOLL_H
+#define LABCOLL_H
+
+#ifndef LAB_REGISTRY_ONLY
+#include <mpi.h>
+
+int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                               void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int lab_allgather_pairwise(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                           void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int lab_allgather_ring(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int lab_allgather_bruck(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+
+typedef int (*lab_allgather_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype,
+                                MPI_Comm);
+#else
+typedef void (*lab_allgather_fn)(void);   /* registry-only build: no MPI, no functions */
+#endif
+
+#include <stdio.h>
+
+/* One row of the registry: drives --list, --list --json, help, errors and the test sweep. */
+typedef struct {
+    const char *name;
+    lab_allgather_fn fn;
+    const char *description;
+    const char *cost;          /* α-β cost, n = bytes gathered on each process */
+    const char *restrictions;
+} lab_algorithm;
+
+extern const lab_algorithm lab_allgather_registry[];
+extern const int lab_allgather_registry_size;
+
+/* The row named `name`, or NULL. "native" is not in the table. */
+const lab_algorithm *lab_allgather_lookup(const char *name);
+/* Write "a, b, c, native" (registry names in table order, then native) into buf. */
+void lab_allgather_valid_names(char *buf, size_t len);
+/* Print {"collective": "allgather", "algorithms": [...]} followed by a newline. */
+void lab_allgather_print_json(FILE *out);
+
+/* Where the last CHECK in algorithm code failed (for the driver's message). */
+extern const char *lab_error_file;
+extern int lab_error_line;
+
+#endif

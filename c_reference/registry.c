@@ -1,0 +1,91 @@
+/* registry.c — the one table of allgather algorithms.
+ *
+ * It drives collbench's --list, --list --json, --help and the "unknown algorithm" error,
+ * the correctness sweep, and (through registry.json) the Python side. Compiled with
+ * -DLAB_REGISTRY_ONLY it needs no MPI, so build/<flavour>/registry.json is produced by a
+ * plain host program (registry_dump.c) without any launcher.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "labcoll.h"
+
+#ifdef LAB_REGISTRY_ONLY
+#define LAB_FN(f) NULL
+#else
+#define LAB_FN(f) f
+#endif
+
+const lab_algorithm lab_allgather_registry[] = {
+    {"bruck", LAB_FN(lab_allgather_bruck),
+     "Bruck: ceil(log2 p) steps of MPI_Sendrecv to r-2^k, blocks rotated, final rotation",
+     "ceil(log2(p))*alpha + ((p-1)/p)*n*beta",
+     "none (any p, any datatype, MPI_IN_PLACE); temporary buffer of n bytes"},
+    {"gather_bcast", LAB_FN(lab_allgather_gather_bcast),
+     "gather to rank 0 then broadcast, from MPI_Isend/MPI_Irecv/MPI_Wait* only (the homework's first algorithm)",
+     "2*(p-1)*alpha + ((p-1)/p)*n*beta + (p-1)*n*beta",
+     "none (any p, any datatype, MPI_IN_PLACE)"},
+    {"pairwise", LAB_FN(lab_allgather_pairwise),
+     "pairwise exchange / recursive doubling with MPI_Sendrecv, data doubling each step (the homework's second algorithm)",
+     "log2(p)*alpha + ((p-1)/p)*n*beta",
+     "none; p not a power of two folds the extra ranks in and out: 2 more steps (alpha + n/p*beta, alpha + n*beta)"},
+    {"ring", LAB_FN(lab_allgather_ring),
+     "ring: p-1 steps of MPI_Sendrecv with the neighbours, one block per step",
+     "(p-1)*alpha + ((p-1)/p)*n*beta",
+     "none (any p, any datatype, MPI_IN_PLACE)"},
+};
+const int lab_allgather_registry_size =
+    (int)(sizeof(lab_allgather_registry) / sizeof(lab_allgather_registry[0]));
+
+const lab_algorithm *lab_allgather_lookup(const char *name)
+{
+    for (int i = 0; i < lab_allgather_registry_size; i++)
+        if (strcmp(lab_allgather_registry[i].name, name) == 0)
+            return &lab_allgather_registry[i];
+    return NULL;
+}
+
+void lab_allgather_valid_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i <= lab_allgather_registry_size; i++) {
+        const char *name = i < lab_allgather_registry_size ? lab_allgather_registry[i].name
+                                                           : "native";
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", name);
+        if (n < 0 || (size_t)n >= len - used)
+            return;
+        used += (size_t)n;
+    }
+}
+
+static void print_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(out, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(out, "\\u%04x", (unsigned char)*s);
+        else
+            fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+void lab_allgather_print_json(FILE *out)
+{
+    fprintf(out, "{\"collective\": \"allgather\", \"algorithms\": [");
+    for (int i = 0; i < lab_allgather_registry_size; i++) {
+        const lab_algorithm *a = &lab_allgather_registry[i];
+        fprintf(out, "%s{\"name\": ", i ? ", " : "");
+        print_json_string(out, a->name);
+        fprintf(out, ", \"description\": ");
+        print_json_string(out, a->description);
+        fprintf(out, ", \"cost\": ");
+        print_json_string(out, a->cost);
+        fprintf(out, ", \"restrictions\": ");
+        print_json_string(out, a->restrictions);
+        fputc('}', out);
+    }
+    fprintf(out, "]}\n");
+}
