@@ -1,0 +1,84 @@
+"""``mpilab image``: check the Apptainer definition files without Apptainer.
+
+``mpilab image check DEF`` builds a definition file in a debootstrap chroot and runs its
+``%test`` and ``%runscript`` (see :mod:`mpilab.apptainer_check`, which is test tooling, not a
+replacement for Apptainer). ``mpilab image host-check VERSION`` warns if the host Open MPI's
+major version differs from an image's.
+"""
+
+import argparse
+import os
+import sys
+
+from mpilab import apptainer_check
+
+
+def add_parser(subparsers):
+    """Add ``image`` and its subcommands to the top-level parser."""
+    p = subparsers.add_parser("image", help="check the Apptainer images' definition files",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="image_cmd", required=True)
+    c = sub.add_parser("check", help="build DEF in a debootstrap chroot, run %%test and %%runscript")
+    c.add_argument("definition", metavar="DEF", help="the .def file, e.g. containers/mpilab-openmpi.def")
+    c.add_argument("--build-arg", action="append", default=[], metavar="K=V",
+                   help="a {{ K }} value, e.g. VARIANT=instructor (repeatable)")
+    c.add_argument("--keep", metavar="DIR", help="build the chroot in DIR and keep it")
+    c.add_argument("--context", metavar="DIR",
+                   help="directory %%files sources are relative to (default: a clean copy of the "
+                        "repository holding DEF)")
+    c.add_argument("--base", metavar="TARBALL", help="start from this base tree instead of debootstrap")
+    c.add_argument("--no-runscript", action="store_true", help="skip starting JupyterLab")
+    c.set_defaults(func=_check)
+    h = sub.add_parser("host-check", help="warn if the host Open MPI's major version differs from an image's")
+    h.add_argument("image_version", metavar="VERSION",
+                   help="the image's org.mpilab.mpi.version label, e.g. 4.1.4")
+    h.add_argument("--mpirun", default="mpirun", help="host launcher to ask (default: mpirun)")
+    h.set_defaults(func=_host_check)
+    return p
+
+
+def _check(args):
+    build_args = apptainer_check.parse_build_args(args.build_arg)
+    apptainer_check.parse(args.definition, build_args)  # fail fast on a bad file
+    if args.context:
+        return _report(apptainer_check.check(args.definition, build_args, args.context,
+                                             args.keep, args.base,
+                                             runscript=not args.no_runscript))
+    import tempfile
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(args.definition)))
+    with tempfile.TemporaryDirectory(prefix="mpilab-ctx-") as tmp:
+        ctx = apptainer_check.stage_context(repo, os.path.join(tmp, "ctx"))
+        return _report(apptainer_check.check(args.definition, build_args, ctx, args.keep,
+                                             args.base, runscript=not args.no_runscript))
+
+
+def _report(result):
+    print(f"ok: {result['seconds']} s, chroot size {result['size']}, apps {', '.join(result['apps'])}")
+    return 0
+
+
+def _host_check(args):
+    msg = apptainer_check.warn_if_mismatch(args.image_version, args.mpirun)
+    if msg:
+        print(f"mpilab: warning: {msg}", file=sys.stderr)
+        return 1
+    print("host and image Open MPI major versions agree (or the host has no Open MPI mpirun)")
+    return 0
+
+
+def main(argv=None):
+    """Run ``mpilab image`` on its own (until the top-level CLI registers it)."""
+    from mpilab.errors import MpilabError
+    parser = argparse.ArgumentParser(prog="mpilab")
+    add_parser(parser.add_subparsers(dest="cmd", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except MpilabError as exc:
+        print(f"mpilab: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
