@@ -1,0 +1,72 @@
+"""The sandbox: time limit kills the process group, memory and output caps, scratch dir, no network."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from mpilab import sandbox
+from mpilab.errors import UsageError
+
+
+def test_ok_run_and_output(tmp_path):
+    res = sandbox.run([sys.executable, "-c", "print('hi')"], cwd=tmp_path, timeout=60)
+    assert res.ok and res.stdout == "hi\n" and res.failure() is None
+
+
+def test_timeout_kills_the_whole_group(tmp_path):
+    # a child that outlives its parent's kill would keep the marker's sleep alive
+    res = sandbox.run(["sh", "-c", "sleep 300 & sleep 300"], cwd=tmp_path, timeout=1)
+    assert res.timed_out and res.returncode is None
+    assert res.failure() == "timed out after 1 s — a deadlock? check the order of sends and receives"
+    left = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True).stdout.split()
+    assert not left
+
+
+def test_memory_limit(tmp_path):
+    res = sandbox.run([sys.executable, "-c", "x = bytearray(600 * 2**20)"], cwd=tmp_path,
+                      timeout=60, memory_mb=300)
+    assert not res.ok and "MemoryError" in res.stderr
+
+
+def test_output_cap(tmp_path):
+    res = sandbox.run([sys.executable, "-c", "print('x' * 10**6)"], cwd=tmp_path, timeout=60, output_cap=1000)
+    assert len(res.stdout) == 1000
+
+
+def test_signal_is_named(tmp_path):
+    res = sandbox.run(["sh", "-c", "kill -SEGV $$"], cwd=tmp_path, timeout=60)
+    assert res.failure() == "a process crashed: signal 11 (SIGSEGV)"
+
+
+def test_openmpi_abort_names_rank():
+    res = sandbox.SandboxResult(argv=[], returncode=3, stdout="", timed_out=False, timeout=5,
+                                network_isolated=True,
+                                stderr="MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\nwith errorcode 3.")
+    assert res.failure() == "rank 2 crashed: MPI_Abort with error code 3"
+
+
+def test_no_network_when_unshare_works(tmp_path):
+    isolated, note = sandbox.network_isolation()
+    if not isolated:
+        pytest.skip(note)
+    res = sandbox.run(["cat", "/proc/net/dev"], cwd=tmp_path, timeout=60)
+    interfaces = [line.split(":")[0].strip() for line in res.stdout.splitlines()[2:]]
+    assert res.network_isolated and interfaces == ["lo"]
+
+
+def test_scratch_holds_only_given_files(tmp_path):
+    (tmp_path / "student.c").write_text("int x;\n")
+    (tmp_path / "solution.c").write_text("secret\n")
+    d = sandbox.scratch_dir([tmp_path / "student.c"])
+    try:
+        res = sandbox.run(["ls", "-A"], cwd=d, timeout=60)
+        assert res.stdout.split() == ["student.c"]
+    finally:
+        shutil.rmtree(d)
+
+
+def test_bad_timeout(tmp_path):
+    with pytest.raises(UsageError, match="timeout must be positive, got 0"):
+        sandbox.run(["true"], cwd=tmp_path, timeout=0)
