@@ -1,0 +1,296 @@
+"""One interface to start an MPI program: local Open MPI, MPICH (hydra), SimGrid's smpirun,
+SLURM's srun, and Apptainer's hybrid model (``<launcher> apptainer exec IMAGE prog``).
+
+>>> cmd = get_launcher("openmpi").command("./collbench", ["-m", "1K"], 2)
+>>> cmd.argv[0]
+'mpirun.openmpi'
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import LaunchError, ToolMissing, UsageError, one_of
+
+MAPPINGS = ("core", "socket", "node")
+LAUNCHERS = ("openmpi", "mpich", "smpi", "srun", "apptainer")
+
+#: Environment for Open MPI inside a container (FACTS.md, "Apptainer and MPI").
+CONTAINER_ENV = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+
+
+@dataclass
+class Command:
+    """A command line and the extra environment it needs (on top of ``os.environ``)."""
+
+    argv: list
+    env: dict = field(default_factory=dict)
+
+    def __str__(self):
+        import shlex
+
+        pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (pre + " " if pre else "") + shlex.join(str(a) for a in self.argv)
+
+
+def _check_nprocs(nprocs):
+    if not isinstance(nprocs, int) or isinstance(nprocs, bool) or nprocs < 1:
+        raise UsageError(f"bad number of processes {nprocs!r}; valid: an integer >= 1")
+
+
+def _check_mapping(mapping):
+    if mapping not in MAPPINGS:
+        raise one_of("mapping", mapping, MAPPINGS)
+
+
+def _tail(text, lines=15):
+    text = text or ""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+class Launcher:
+    """Base class: subclasses build the argv in :meth:`command`; :meth:`run` runs it."""
+
+    name = "?"
+    flavour = None
+    platform = "local"
+
+    def command(self, program, args=(), nprocs=1, mapping="core"):
+        """Build the command that runs ``program args`` on ``nprocs`` processes.
+
+        Parameters
+        ----------
+        program : str or Path
+        args : sequence of str
+        nprocs : int
+        mapping : {"core", "socket", "node"}
+
+        Returns
+        -------
+        Command
+        """
+        raise NotImplementedError
+
+    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, cwd=None):
+        """Run the program; return the :class:`subprocess.CompletedProcess` (text output).
+
+        Raises
+        ------
+        LaunchError
+            On a non-zero exit or when ``timeout`` seconds pass (the whole process group is
+            killed); the message has the command, the exit code and the tail of stderr.
+        ToolMissing
+            When the launcher program is not installed.
+        """
+        cmd = self.command(program, args, nprocs, mapping)
+        exe = cmd.argv[0]
+        if shutil.which(exe) is None:
+            raise ToolMissing(f"{exe!r} not found on PATH; `mpilab doctor` says how to install it")
+        env = dict(os.environ)
+        env.update(cmd.env)
+        proc = subprocess.Popen([str(a) for a in cmd.argv], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = proc.communicate()
+            raise LaunchError(f"timed out after {timeout} s: {cmd}\nstderr tail:\n{_tail(err)}")
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
+        finally:
+            self._cleanup()
+        if proc.returncode != 0:
+            raise LaunchError(f"exit code {proc.returncode}: {cmd}\nstderr tail:\n{_tail(err)}")
+        return subprocess.CompletedProcess(cmd.argv, proc.returncode, out, err)
+
+    def _cleanup(self):
+        pass
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name} flavour={self.flavour} platform={self.platform}>"
+
+
+class OpenMPILauncher(Launcher):
+    """``mpirun.openmpi``; root and oversubscription handled for you."""
+
+    name = "mpirun"
+    flavour = "openmpi"
+
+    def __init__(self, mpirun="mpirun.openmpi", cores=None, extra_args=(), bind=True):
+        self.mpirun = mpirun
+        self.cores = cores or os.cpu_count() or 1
+        self.extra_args = list(extra_args)
+        self.bind = bind
+
+    def command(self, program, args=(), nprocs=1, mapping="core"):
+        _check_nprocs(nprocs)
+        _check_mapping(mapping)
+        argv = [self.mpirun, "-n", str(nprocs)]
+        over = nprocs > self.cores
+        if over:
+            argv.append("--oversubscribe")
+        argv += ["--map-by", mapping]
+        # binding ranks to cores makes no sense when there are more ranks than cores
+        argv += ["--bind-to", "none" if over or not self.bind else mapping]
+        argv += self.extra_args + [str(program), *map(str, args)]
+        env = {}
+        if os.geteuid() == 0:
+            env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        return Command(argv, env)
+
+
+class MPICHLauncher(Launcher):
+    """``mpirun.mpich`` (hydra); ``-bind-to``/``-map-by`` for the mapping."""
+
+    name = "mpirun"
+    flavour = "mpich"
+
+    def __init__(self, mpirun="mpirun.mpich", extra_args=(), bind=True):
+        self.mpirun = mpirun
+        self.extra_args = list(extra_args)
+        self.bind = bind
+
+    def command(self, program, args=(), nprocs=1, mapping="core"):
+        _check_nprocs(nprocs)
+        _check_mapping(mapping)
+        argv = [self.mpirun, "-n", str(nprocs)]
+        if self.bind:
+            argv += ["-bind-to", mapping, "-map-by", mapping]
+        argv += self.extra_args + [str(program), *map(str, args)]
+        return Command(argv, {})
+
+
+class SMPILauncher(Launcher):
+    """SimGrid's ``smpirun`` on a platform file, with a hostfile written for the mapping."""
+
+    name = "smpirun"
+    flavour = "smpi"
+
+    def __init__(self, platform="orfeo-thin", host_speed="1Gf", coll=None, cfg=(),
+                 smpirun="smpirun", workdir=None):
+        self.platform_arg = platform
+        self.platform = Path(str(platform)).stem if str(platform).endswith(".xml") else str(platform)
+        self.host_speed = host_speed
+        self.coll = dict(coll or {})
+        self.cfg = list(cfg)
+        self.smpirun = smpirun
+        self.workdir = workdir
+        self._tmp = []
+
+    def command(self, program, args=(), nprocs=1, mapping="core"):
+        from . import platforms
+
+        _check_nprocs(nprocs)
+        _check_mapping(mapping)
+        xml = platforms.platform_file(self.platform_arg)
+        workdir = Path(self.workdir) if self.workdir else Path(tempfile.mkdtemp(prefix="mpilab-smpi-"))
+        if not self.workdir:
+            self._tmp.append(workdir)
+        hostfile = platforms.write_hostfile(self.platform_arg, nprocs, mapping,
+                                            workdir / f"hosts-{mapping}-{nprocs}.txt")
+        argv = [self.smpirun, "-np", str(nprocs), "-platform", str(xml), "-hostfile", str(hostfile),
+                f"--cfg=smpi/host-speed:{self.host_speed}",
+                "--cfg=smpi/simulate-computation:no",
+                "--cfg=smpi/display-timing:no"]
+        argv += [f"--cfg=smpi/{c}:{n}" for c, n in sorted(self.coll.items())]
+        argv += [c if c.startswith("--cfg=") else f"--cfg={c}" for c in self.cfg]
+        argv += [str(program), *map(str, args)]
+        return Command(argv, {})
+
+    def _cleanup(self):
+        while self._tmp:
+            shutil.rmtree(self._tmp.pop(), ignore_errors=True)
+
+
+class SrunLauncher(Launcher):
+    """``srun --mpi=pmix|pmi2 -n N``: inside a SLURM allocation."""
+
+    name = "srun"
+
+    def __init__(self, flavour="openmpi", mpi=None, extra_args=(), platform="slurm"):
+        if flavour not in ("openmpi", "mpich"):
+            raise one_of("flavour for srun", flavour, ("openmpi", "mpich"))
+        self.flavour = flavour
+        self.mpi = mpi or ("pmix" if flavour == "openmpi" else "pmi2")
+        if self.mpi not in ("pmix", "pmi2", "none"):
+            raise one_of("srun --mpi plugin", self.mpi, ("pmix", "pmi2", "none"))
+        self.extra_args = list(extra_args)
+        self.platform = platform
+
+    def command(self, program, args=(), nprocs=1, mapping="core"):
+        _check_nprocs(nprocs)
+        _check_mapping(mapping)
+        dist = {"core": "block", "socket": "cyclic", "node": "cyclic"}[mapping]
+        argv = ["srun", f"--mpi={self.mpi}", "-n", str(nprocs), f"--distribution={dist}"]
+        if mapping == "core":
+            argv.append("--cpu-bind=cores")
+        elif mapping == "socket":
+            argv.append("--cpu-bind=sockets")
+        argv += self.extra_args + [str(program), *map(str, args)]
+        return Command(argv, {})
+
+
+class ApptainerLauncher(Launcher):
+    """The hybrid model: ``<inner launcher argv> apptainer exec [--bind ...] IMAGE program args``."""
+
+    name = "apptainer"
+
+    def __init__(self, image, inner="openmpi", binds=(), apptainer="apptainer", **inner_opts):
+        if not image:
+            raise UsageError("apptainer launcher needs image=PATH.sif")
+        self.image = str(image)
+        self.inner = inner if isinstance(inner, Launcher) else get_launcher(inner, **inner_opts)
+        if isinstance(self.inner, (SMPILauncher, ApptainerLauncher)):
+            raise UsageError(f"apptainer cannot wrap launcher {self.inner.name!r}; "
+                             "valid: openmpi, mpich, srun")
+        self.flavour = self.inner.flavour
+        self.platform = self.inner.platform
+        self.binds = list(binds)
+        self.apptainer = apptainer
+
+    def command(self, program, args=(), nprocs=1, mapping="core"):
+        inner_args = [self.apptainer, "exec"]
+        for b in self.binds:
+            inner_args += ["--bind", str(b)]
+        for k, v in sorted(CONTAINER_ENV.items()):
+            inner_args += ["--env", f"{k}={v}"]
+        inner_args += [self.image, str(program), *map(str, args)]
+        inner = self.inner.command(inner_args[0], inner_args[1:], nprocs, mapping)
+        env = dict(inner.env)
+        env.update(CONTAINER_ENV)
+        return Command(inner.argv, env)
+
+
+_CLASSES = {"openmpi": OpenMPILauncher, "mpich": MPICHLauncher, "smpi": SMPILauncher,
+            "srun": SrunLauncher, "apptainer": ApptainerLauncher}
+
+
+def get_launcher(name, **opts):
+    """Return the launcher called ``name`` (one of :data:`LAUNCHERS`), built with ``opts``.
+
+    Parameters
+    ----------
+    name : {"openmpi", "mpich", "smpi", "srun", "apptainer"}
+    **opts
+        Passed to the launcher class, e.g. ``platform="orfeo-thin"`` for SMPI,
+        ``image="kit.sif"`` for Apptainer.
+    """
+    if name not in _CLASSES:
+        raise one_of("launcher", name, LAUNCHERS)
+    return _CLASSES[name](**opts)

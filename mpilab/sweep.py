@@ -1,0 +1,142 @@
+"""Sweeps: algorithms x process counts x sizes (x repetitions) on one launcher.
+
+One collbench launch per (algorithm, nprocs, repetition) covers the whole size range; its rows
+are appended to the results table right after the launch, so a killed sweep loses only the
+launch in progress, and a rerun skips every point whose rows are all present.
+"""
+
+import re
+import sys
+import warnings
+
+from . import collbench, results
+from .errors import UsageError, one_of
+
+MPICH_MAX_NPROCS = 4
+
+
+def parse_nprocs(text):
+    """``"1,2,4"`` -> [1, 2, 4]; ranges ``"2..48:2"`` (step) and ``"1..4"`` are expanded.
+
+    Raises
+    ------
+    UsageError
+        For anything that is not a positive integer or a range of them.
+    """
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(-?\d+)(?:\.\.(-?\d+)(?::(-?\d+))?)?", part)
+        if not m:
+            raise UsageError(f"bad process count {part!r} in {text!r}; valid: integers >= 1 "
+                             "separated by commas, or ranges like 2..48:2")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        step = int(m.group(3)) if m.group(3) is not None else 1
+        if step < 1:
+            raise UsageError(f"bad step {step} in {part!r}; valid: a step >= 1")
+        for n in (lo, hi):
+            if n < 1:
+                raise UsageError(f"bad process count {n} in {text!r}; valid: integers >= 1")
+        if hi < lo:
+            raise UsageError(f"bad range {part!r}: end {hi} < start {lo}")
+        out.extend(range(lo, hi + 1, step))
+    return sorted(set(out))
+
+
+def validate_algorithms(algos, valid):
+    """Return ``algos`` (a list or comma string) after checking each is in ``valid``."""
+    if isinstance(algos, str):
+        algos = [a.strip() for a in algos.split(",") if a.strip()]
+    if not algos:
+        raise UsageError(f"empty algorithm list; valid: {', '.join(valid)}")
+    for a in algos:
+        if a not in valid:
+            raise one_of("algorithm", a, valid)
+    return list(algos)
+
+
+def plan(algos, nprocs, repetitions=1):
+    """The (algorithm, nprocs, repetition) launches of a sweep, in run order."""
+    return [(a, p, r) for r in range(repetitions) for p in nprocs for a in algos]
+
+
+def _point_keys(launcher, coll, algo, p, rep, sizes, mapping, datatype="char", root=0):
+    rows = [{"collective": coll, "algorithm": algo, "flavour": launcher.flavour,
+             "launcher": launcher.name, "platform": launcher.platform, "mapping": mapping,
+             "nprocs": p, "bytes": b, "datatype": datatype, "root": root, "repetition": rep}
+            for b in sizes]
+    return [results.key_of(r) for r in rows]
+
+
+def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather", mapping="core",
+              iters=None, warmup=None, iters_large=None, warmup_large=None, repetitions=1,
+              check=False, timeout=600, progress=True, program=None):
+    """Run a sweep and append its rows to ``output``; skip points already measured.
+
+    Parameters
+    ----------
+    launcher : mpilab.launch.Launcher
+    output : str or Path
+        The results CSV (created if missing).
+    algos : list of str
+        Registry names and/or ``native``.
+    nprocs : list of int
+    sizes : str or (int, int)
+        ``"MIN:MAX"`` in bytes (suffixes K, M) or a tuple.
+    iters, warmup, iters_large, warmup_large : int, optional
+        Passed to collbench (its defaults otherwise).
+    repetitions : int
+        Independent launches per (algorithm, nprocs).
+    check : bool
+        Pass ``--check`` (verify every element before timing).
+    timeout : float
+        Seconds per launch.
+    progress : bool
+        Show a tqdm bar naming the point being measured.
+
+    Returns
+    -------
+    dict
+        ``{"launched": n, "skipped": n, "rows": n}``.
+    """
+    from tqdm import tqdm
+
+    if repetitions < 1:
+        raise UsageError(f"bad repetitions {repetitions}; valid: an integer >= 1")
+    lo, hi = collbench.parse_size_range(sizes) if isinstance(sizes, str) else sizes
+    size_list = collbench.sizes_in_range(lo, hi)
+    program = program or collbench.collbench_program(launcher.flavour)
+    done = results.measured_keys(output)
+    points = plan(algos, nprocs, repetitions)
+    todo = [pt for pt in points
+            if not set(_point_keys(launcher, coll, *pt, size_list, mapping)) <= done]
+    stats = {"launched": 0, "skipped": len(points) - len(todo), "rows": 0}
+    bar = tqdm(todo, disable=not progress, unit="launch", file=sys.stderr, dynamic_ncols=True)
+    for algo, p, rep in bar:
+        bar.set_description(f"{launcher.flavour} {algo} P={p} rep={rep}")
+        args = collbench.collbench_args(algo=algo, coll=coll, sizes=(lo, hi), iters=iters,
+                                        warmup=warmup, iters_large=iters_large,
+                                        warmup_large=warmup_large, check=check)
+        cmd = launcher.command(program, args, p, mapping)
+        proc = launcher.run(program, args, p, mapping=mapping, timeout=timeout)
+        meta, table = collbench.parse_output(proc.stdout, source=f"output of {cmd}")
+        rows = collbench.to_results_rows(meta, table, launcher=launcher.name,
+                                         platform=launcher.platform, mapping=mapping,
+                                         repetition=rep, flavour=launcher.flavour,
+                                         command=str(cmd))
+        results.append_rows(output, rows)
+        stats["launched"] += 1
+        stats["rows"] += len(rows)
+    return stats
+
+
+def check_mpich_nprocs(flavour, nprocs):
+    """Warn (not fail) when MPICH runs oversubscribed: it busy-polls and timings mean little."""
+    big = [p for p in nprocs if p > MPICH_MAX_NPROCS]
+    if flavour == "mpich" and big:
+        warnings.warn(f"MPICH busy-polls when oversubscribed; process counts {big} > "
+                      f"{MPICH_MAX_NPROCS} will be slow and their timings unrepresentative",
+                      stacklevel=2)
+        return True
+    return False

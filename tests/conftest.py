@@ -1,0 +1,43 @@
+"""Shared fixtures: build c_reference once per flavour per session, temporary results files."""
+
+import fcntl
+import shutil
+import subprocess
+
+import pytest
+
+from mpilab import paths
+
+COMPILERS = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich", "smpi": "smpicc"}
+
+
+@pytest.fixture(scope="session")
+def built_flavour():
+    """A function ``build(flavour) -> build dir`` that runs ``make -C c_reference FLAVOUR=...``
+    once per flavour per session; skips only if that flavour's compiler is absent."""
+    done = {}
+
+    def build(flavour):
+        if flavour in done:
+            return done[flavour]
+        if shutil.which(COMPILERS[flavour]) is None:
+            pytest.skip(f"{COMPILERS[flavour]} not installed (flavour {flavour})")
+        lock = paths.c_reference_dir() / ".build.lock"
+        with open(lock, "w") as f:
+            # other test sessions may build at the same time
+            fcntl.flock(f, fcntl.LOCK_EX)
+            proc = subprocess.run(["make", "-C", str(paths.c_reference_dir()), f"FLAVOUR={flavour}"],
+                                  capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            pytest.fail(f"make -C c_reference FLAVOUR={flavour} failed:\n{proc.stdout[-3000:]}\n"
+                        f"{proc.stderr[-3000:]}")
+        done[flavour] = paths.build_dir(flavour)
+        return done[flavour]
+
+    return build
+
+
+@pytest.fixture
+def results_csv(tmp_path):
+    """A path for a results CSV that does not exist yet."""
+    return tmp_path / "results.csv"

@@ -1,0 +1,161 @@
+import os
+import sys
+
+import pytest
+
+from mpilab import collbench, launch
+from mpilab.errors import LaunchError, ParseError, UsageError
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def test_openmpi_argv_and_root_env():
+    lau = launch.get_launcher("openmpi", cores=2)
+    cmd = lau.command("./cb", ["-m", "1K"], 2, mapping="socket")
+    assert cmd.argv == ["mpirun.openmpi", "-n", "2", "--map-by", "socket", "--bind-to", "socket",
+                        "./cb", "-m", "1K"]
+    if os.geteuid() == 0:
+        assert cmd.env == {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    assert lau.flavour == "openmpi" and lau.name == "mpirun" and lau.platform == "local"
+
+
+def test_openmpi_oversubscribes_past_the_cores():
+    cmd = launch.get_launcher("openmpi", cores=2).command("./cb", [], 4, mapping="node")
+    assert cmd.argv[:8] == ["mpirun.openmpi", "-n", "4", "--oversubscribe", "--map-by", "node",
+                            "--bind-to", "none"]
+
+
+def test_mpich_argv():
+    cmd = launch.get_launcher("mpich").command("./cb", ["--iters", "3"], 3, mapping="core")
+    assert cmd.argv == ["mpirun.mpich", "-n", "3", "-bind-to", "core", "-map-by", "core",
+                        "./cb", "--iters", "3"]
+    assert cmd.env == {}
+
+
+def test_srun_argv():
+    assert launch.get_launcher("srun").command("cb", ["x"], 4).argv == \
+        ["srun", "--mpi=pmix", "-n", "4", "--distribution=block", "--cpu-bind=cores", "cb", "x"]
+    cmd = launch.get_launcher("srun", flavour="mpich").command("cb", [], 8, mapping="node")
+    assert cmd.argv == ["srun", "--mpi=pmi2", "-n", "8", "--distribution=cyclic", "cb"]
+    with pytest.raises(UsageError, match="'pmix3'"):
+        launch.get_launcher("srun", mpi="pmix3")
+
+
+def test_apptainer_wraps_an_inner_launcher():
+    lau = launch.get_launcher("apptainer", image="kit.sif", binds=["/scratch"], inner="srun")
+    cmd = lau.command("/opt/cb", ["-m", "1K"], 4)
+    assert cmd.argv[:6] == ["srun", "--mpi=pmix", "-n", "4", "--distribution=block", "--cpu-bind=cores"]
+    assert cmd.argv[6:] == ["apptainer", "exec", "--bind", "/scratch", "--env",
+                            "OMPI_MCA_btl_vader_single_copy_mechanism=none", "kit.sif",
+                            "/opt/cb", "-m", "1K"]
+    assert cmd.env["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none"
+    inner = launch.get_launcher("apptainer", image="kit.sif", inner="openmpi", cores=2)
+    assert inner.command("cb", [], 2).argv[0] == "mpirun.openmpi"
+    with pytest.raises(UsageError, match="image"):
+        launch.get_launcher("apptainer", image="")
+
+
+def test_smpi_argv(tmp_path):
+    pytest.importorskip("mpilab.platforms")
+    lau = launch.get_launcher("smpi", platform="orfeo-thin", coll={"allgather": "ring"},
+                              workdir=tmp_path)
+    cmd = lau.command("./cb", ["-m", "1K"], 4, mapping="socket")
+    a = cmd.argv
+    assert a[:3] == ["smpirun", "-np", "4"]
+    assert a[a.index("-platform") + 1].endswith(".xml")
+    hostfile = a[a.index("-hostfile") + 1]
+    assert open(hostfile).read().endswith("\n")
+    for cfg in ("--cfg=smpi/simulate-computation:no", "--cfg=smpi/display-timing:no",
+                "--cfg=smpi/allgather:ring"):
+        assert cfg in a
+    assert any(x.startswith("--cfg=smpi/host-speed:") for x in a)
+    assert a[-3:] == ["./cb", "-m", "1K"]
+    assert lau.platform == "orfeo-thin" and lau.flavour == "smpi"
+
+
+@pytest.mark.parametrize("bad, match", [(0, "bad number of processes 0"), (-2, "-2"), ("4", "'4'")])
+def test_bad_nprocs(bad, match):
+    with pytest.raises(UsageError, match=match):
+        launch.get_launcher("openmpi").command("cb", [], bad)
+
+
+def test_bad_mapping_and_launcher():
+    with pytest.raises(UsageError, match="unknown mapping 'numa'; valid: core, node, socket"):
+        launch.get_launcher("mpich").command("cb", [], 2, mapping="numa")
+    with pytest.raises(UsageError, match="unknown launcher 'mvapich'; valid: apptainer, mpich"):
+        launch.get_launcher("mvapich")
+
+
+class _Local(launch.Launcher):
+    """Runs the program directly: lets us test run()'s failure handling without MPI."""
+    name = "local"
+
+    def command(self, program, args=(), nprocs=1, mapping="core"):
+        return launch.Command([program, *args], {})
+
+
+def test_run_failure_reports_command_code_and_stderr():
+    with pytest.raises(LaunchError) as e:
+        _Local().run(sys.executable, ["-c", "import sys; sys.stderr.write('boom here'); sys.exit(3)"])
+    msg = str(e.value)
+    assert "exit code 3" in msg and "boom here" in msg and sys.executable in msg
+
+
+def test_run_timeout_kills_the_process_group(tmp_path):
+    marker = tmp_path / "child.pid"
+    code = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+            f"'import time; time.sleep(300)']); open({str(marker)!r}, 'w').write(str(p.pid)); "
+            f"time.sleep(300)")
+    with pytest.raises(LaunchError, match="timed out after 3 s"):
+        _Local().run(sys.executable, ["-c", code], timeout=3)
+    pid = int(marker.read_text())
+    import time
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        # a killed child of ours may linger as a zombie of init only briefly
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().split()[2] == "Z":
+                break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"grandchild {pid} survived the timeout")
+
+
+def test_parse_golden_output():
+    text = open(os.path.join(DATA, "collbench_openmpi_p2.csv")).read()
+    meta, rows = collbench.parse_output(text)
+    assert meta["algorithm"] == "pairwise" and meta["nprocs"] == "2"
+    assert meta["library"].startswith("Open MPI v4.1.4")
+    assert [r["bytes"] for r in rows] == [32, 64, 128, 256]
+    assert rows[0]["probe_us"] is None and rows[0]["avg_us"] > 0
+    out = collbench.to_results_rows(meta, rows, launcher="mpirun", platform="local")
+    assert out[0]["flavour"] == "openmpi" and out[0]["nprocs"] == 2 and out[0]["forced"] == "yes"
+
+
+def test_parse_malformed_names_the_line():
+    text = open(os.path.join(DATA, "collbench_openmpi_p2.csv")).read()
+    broken = text.replace("64,64,10,", "64,64,ten,")
+    with pytest.raises(ParseError, match=r"line 18: non-numeric"):
+        collbench.parse_output(broken)
+    with pytest.raises(ParseError, match="line 3: expected '# key: value'"):
+        collbench.parse_output(text.replace("# flavour: openmpi", "# flavour openmpi"))
+    with pytest.raises(ParseError, match="no table header"):
+        collbench.parse_output("# collbench 1\n")
+    with pytest.raises(ParseError, match=r"line 17: expected 9 fields"):
+        collbench.parse_output(text.replace("32,32,10,", "32,10,"))
+
+
+def test_collbench_args_and_sizes():
+    assert collbench.parse_size_range("32:1M") == (32, 1 << 20)
+    assert collbench.parse_size_range("1K") == (1, 1024)
+    assert collbench.sizes_in_range(32, 256) == [32, 64, 128, 256]
+    a = collbench.collbench_args("ring", sizes="32:1K", iters=5, check=True)
+    assert a == ["--coll", "allgather", "--algo", "ring", "-m", "32:1024", "--format", "csv",
+                 "--iters", "5", "--check"]
+    with pytest.raises(UsageError, match="bad size '1X'"):
+        collbench.parse_size_range("32:1X")
+    with pytest.raises(UsageError, match="'64:32'"):
+        collbench.parse_size_range("64:32")

@@ -1,0 +1,64 @@
+import multiprocessing
+
+import pytest
+
+from mpilab import results
+from mpilab.errors import UsageError
+
+
+def _row(b, rep=0, algo="ring"):
+    return {"collective": "allgather", "algorithm": algo, "flavour": "openmpi", "launcher": "mpirun",
+            "platform": "local", "mapping": "core", "nprocs": 2, "bytes": b, "datatype": "char",
+            "root": 0, "repetition": rep, "iterations": 10, "avg_us": 1.5, "maxrank_avg_us": 2.0}
+
+
+def test_columns_follow_the_contract_order():
+    assert results.COLUMNS[:3] == ("collective", "algorithm", "flavour")
+    assert results.COLUMNS[10] == "repetition"
+    assert results.COLUMNS[-1] == "command"
+    assert len(results.COLUMNS) == 27
+
+
+def test_append_and_read(results_csv):
+    assert results.append_rows(results_csv, [_row(32), _row(64)]) == 2
+    results.append_rows(results_csv, [_row(128)])
+    text = results_csv.read_text().splitlines()
+    assert text[0] == ",".join(results.COLUMNS)
+    assert len(text) == 4          # one header only
+    df = results.read_results(results_csv)
+    assert list(df.columns) == list(results.COLUMNS)
+    assert df["bytes"].tolist() == [32, 64, 128]
+    assert df["avg_us"].iloc[0] == 1.5
+    assert df["probe_us"].isna().all()
+
+
+def test_unknown_column_is_named(results_csv):
+    row = _row(32)
+    row["latency"] = 3
+    with pytest.raises(UsageError, match="'latency'"):
+        results.append_rows(results_csv, [row])
+    assert not results_csv.exists()
+
+
+def test_measured_keys(results_csv):
+    results.append_rows(results_csv, [_row(32), _row(32, rep=1)])
+    keys = results.measured_keys(results_csv)
+    assert results.key_of(_row(32)) in keys
+    assert results.key_of(_row(32, rep=1)) in keys
+    assert results.key_of(_row(64)) not in keys
+    assert results.measured_keys(results_csv.parent / "nope.csv") == set()
+
+
+def _writer(path, k):
+    results.append_rows(path, [_row(b, rep=k) for b in range(1, 201)])
+
+
+def test_concurrent_appends_do_not_interleave(results_csv):
+    procs = [multiprocessing.Process(target=_writer, args=(results_csv, k)) for k in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    df = results.read_results(results_csv)
+    assert len(df) == 800
+    assert sorted(df.groupby("repetition").size().tolist()) == [200] * 4
