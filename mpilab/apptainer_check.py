@@ -277,12 +277,31 @@ def _failing_line(sec, trace):
     return best if "best" in locals() else (None, last)
 
 
+#: Environment variables naming a CA bundle; when the host sets one (a site TLS proxy), the
+#: bundle is copied into the chroot and the same variables point at the copy.
+CA_VARS = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+_HOST_CA = "/.mpilab-check/host-ca.crt"
+
+
 def _chroot_env(extra=None):
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": "/root", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive",
            "TERM": "dumb"}
+    for var in CA_VARS:
+        if os.environ.get(var):
+            env[var] = _HOST_CA
     env.update(extra or {})
     return env
+
+
+def _copy_host_ca(root):
+    """Copy the host's CA bundle into the chroot when the host names one (see CA_VARS)."""
+    for var in CA_VARS:
+        src = os.environ.get(var)
+        if src and os.path.isfile(src):
+            os.makedirs(os.path.join(root, ".mpilab-check"), exist_ok=True)
+            shutil.copy2(src, os.path.join(root, _HOST_CA.lstrip("/")))
+            return
 
 
 def run_section(root, defn, sec, env_extra=None, with_environment=False, log=print, timeout=3600):
@@ -452,6 +471,7 @@ def check(def_path, build_args=None, context=None, keep=None, base=None, log=pri
             cached = base_tree(root, defn.header.get("osversion", "bookworm"),
                                defn.header.get("mirrorurl", DEFAULT_MIRROR), log=log)
         shutil.copy2("/etc/resolv.conf", os.path.join(root, "etc/resolv.conf"))
+        _copy_host_ca(root)
         env = {"APPTAINER_ROOTFS": root}
         setup = defn.section("setup")
         if setup:

@@ -173,3 +173,15 @@ def test_image_builds_and_tests(flavour, tmp_path):
     print(f"\n{flavour}: {res}")
     assert res["runscript"]["status"] == 200
     assert res["apps"] == ["collbench", "grader", "mpilab"]
+
+
+def test_host_ca_bundle_is_passed_into_the_chroot(tmp_path, monkeypatch):
+    bundle = tmp_path / "ca.crt"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("PIP_CERT", str(bundle))
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    root = tmp_path / "root"
+    ac._copy_host_ca(str(root))
+    assert (root / ".mpilab-check/host-ca.crt").read_text() == bundle.read_text()
+    assert ac._chroot_env()["PIP_CERT"] == "/.mpilab-check/host-ca.crt"
+    assert "SSL_CERT_FILE" not in ac._chroot_env()
