@@ -21,13 +21,17 @@ int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype 
     const int root = 0;
     MPI_Aint lb, extent;
     MPI_Request *req = NULL;
+    MPI_Status *st = NULL;   /* real statuses: GCC misreads MPI_STATUSES_IGNORE as an array */
 
     CHECK(MPI_Comm_rank(comm, &rank));
     CHECK(MPI_Comm_size(comm, &p));
     CHECK(MPI_Type_get_extent(recvtype, &lb, &extent));
-    req = malloc(sizeof(MPI_Request) * (size_t)(p + 1));
-    if (req == NULL)
-        CHECK(MPI_ERR_NO_MEM);
+    req = malloc(sizeof(MPI_Request) * ((size_t)p + 1));
+    st = malloc(sizeof(MPI_Status) * ((size_t)p + 1));
+    if (req == NULL || st == NULL) {
+        mpi_errno = MPI_ERR_NO_MEM;
+        goto fn_fail;
+    }
 
     /* What this rank contributes: its send buffer, or its block of recvbuf when in place. */
     const void *mine = sendbuf;
@@ -49,7 +53,7 @@ int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype 
         }
         if (sendbuf != MPI_IN_PLACE)
             CHECK(MPI_Isend(mine, mycount, mytype, root, LAB_TAG_GATHER, comm, &req[nreq++]));
-        CHECK(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
+        CHECK(MPI_Waitall(nreq, req, st));
         nreq = 0;
         /* Broadcast the whole buffer. */
         for (int i = 0; i < p; i++) {
@@ -58,7 +62,7 @@ int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype 
             CHECK(MPI_Isend(recvbuf, p * recvcount, recvtype, i, LAB_TAG_BCAST, comm,
                             &req[nreq++]));
         }
-        CHECK(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
+        CHECK(MPI_Waitall(nreq, req, st));
     } else {
         CHECK(MPI_Isend(mine, mycount, mytype, root, LAB_TAG_GATHER, comm, &req[0]));
         CHECK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
@@ -67,6 +71,7 @@ int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype 
     }
 fn_exit:
     free(req);
+    free(st);
     return mpi_errno;
 fn_fail:
     goto fn_exit;

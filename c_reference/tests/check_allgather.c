@@ -33,7 +33,16 @@ typedef struct {
     layout send, recv;
     int send_mult;  /* sendcount = send_mult * recvcount */
     int in_place_ok;
+    const char *skip;   /* non-NULL: why this case cannot run on this MPI */
 } tcase;
+
+#ifdef SMPI_SHARED_MALLOC
+/* SimGrid 3.32 copies resized types with a non-zero lb wrongly (native MPI_Allgather fails
+ * the same way, and reports true_extent 8 for a 4-byte type): not ours to test there. */
+#define SKIP_LB "SimGrid SMPI mishandles resized datatypes with a non-zero lb (native fails too)"
+#else
+#define SKIP_LB NULL
+#endif
 
 static size_t base_size(enum base b)
 {
@@ -102,7 +111,7 @@ static failure verify(const char *buf, const char *expect, size_t span, const la
 }
 
 static int world_rank;
-static int npass, nfail;
+static int npass, nfail, nskip;
 
 static void report(const char *algo, const char *cname, failure f, int rc, MPI_Comm world)
 {
@@ -237,13 +246,13 @@ int main(int argc, char **argv)
     const layout L_vec = {vec, B_INT, 2, {0, 8}, 12};
     const layout L_lb = {lbtype, B_INT, 1, {4}, 8};
     const tcase cases[] = {
-        {"int", L_int, L_int, 1, 1},
-        {"double", L_dbl, L_dbl, 1, 1},
-        {"char", L_chr, L_chr, 1, 1},
-        {"contiguous3int", L_c3, L_c3, 1, 1},
-        {"vector2of1stride2", L_vec, L_vec, 1, 1},
-        {"resized_lb4", L_lb, L_lb, 1, 1},
-        {"send4int_recvcontig4", L_int, L_c4, 4, 0},
+        {"int", L_int, L_int, 1, 1, NULL},
+        {"double", L_dbl, L_dbl, 1, 1, NULL},
+        {"char", L_chr, L_chr, 1, 1, NULL},
+        {"contiguous3int", L_c3, L_c3, 1, 1, NULL},
+        {"vector2of1stride2", L_vec, L_vec, 1, 1, NULL},
+        {"resized_lb4", L_lb, L_lb, 1, 1, SKIP_LB},
+        {"send4int_recvcontig4", L_int, L_c4, 4, 0, NULL},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
 
@@ -264,15 +273,27 @@ int main(int argc, char **argv)
         if (only && strcmp(only, name) != 0)
             continue;
         for (int c = 0; c < 3; c++)
-            for (int t = 0; t < ncases; t++)
+            for (int t = 0; t < ncases; t++) {
+                if (cases[t].skip) {
+                    if (world_rank == 0)
+                        printf("SKIP %s %s/%s: %s\n", name, comms[c].name, cases[t].name, cases[t].skip);
+                    nskip++;
+                    continue;
+                }
                 for (int count = 0; count <= maxcount; count = count ? 2 * count : 1)
                     for (int ip = 0; ip <= cases[t].in_place_ok; ip++)
                         run_case(name, fn, comms[c].name, comms[c].comm, &cases[t], count, ip,
                                  world);
+            }
     }
 
     if (world_rank == 0)
-        printf("%d passed, %d failed\n", npass, nfail);
+    {
+        if (nskip)
+            printf("%d passed, %d failed (%d skipped)\n", npass, nfail, nskip);
+        else
+            printf("%d passed, %d failed\n", npass, nfail);
+    }
     MPI_Bcast(&nfail, 1, MPI_INT, 0, world);
     MPI_Type_free(&contig3);
     MPI_Type_free(&contig4);

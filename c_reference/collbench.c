@@ -1,0 +1,533 @@
+/* collbench — the kit's benchmark driver (docs/DEVELOPING.md section 2).
+ *
+ * One options struct, one parser, one printer run only by rank 0. Timing follows OSU
+ * micro-benchmarks: a barrier before each iteration, each rank averages its own iterations,
+ * avg/min/max over ranks; plus the per-iteration max over ranks, averaged and its median.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "labcoll.h"
+
+#ifndef LAB_FLAVOUR
+#define LAB_FLAVOUR "unknown"
+#endif
+#define LARGE_THRESHOLD 8192
+#define PROBE_TAG 0x1ac0
+
+typedef struct {
+    const char *coll;       /* allgather | bcast | reduce | allreduce */
+    const char *algo;       /* registry name or native */
+    long min_bytes, max_bytes;
+    int iters, warmup, iters_large, warmup_large;
+    const char *dtname;
+    MPI_Datatype dtype;
+    int dtsize;
+    int root;
+    int check;
+    const char *format;     /* csv | osu */
+    int full;
+    long probe_bytes;
+    int list, json, help;
+} options;
+
+static int rank, nprocs;
+
+/* Print "collbench: ..." on rank 0 only. */
+static void fail_msg(const char *fmt, ...)
+{
+    if (rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("collbench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void usage(FILE *out)
+{
+    char valid[512];
+    lab_allgather_valid_names(valid, sizeof valid);
+    fprintf(out,
+            "usage: collbench [--coll allgather|bcast|reduce|allreduce] [--algo NAME|native]\n"
+            "                 [-m MIN:MAX] [--iters N] [--warmup N] [--iters-large N] [--warmup-large N]\n"
+            "                 [--datatype char|int|float|double] [--root R] [--check]\n"
+            "                 [--format csv|osu] [--full] [--probe BYTES] [--list [--json]] [--help]\n\n"
+            "  --coll C          collective (default allgather); bcast/reduce/allreduce: native only\n"
+            "  --algo NAME       allgather algorithm: %s (default native)\n"
+            "  -m MIN:MAX        sizes in bytes doubling from MIN to MAX, K/M suffixes; -m MAX = 1:MAX\n"
+            "                    (allgather: each process's contribution) (default 1:1M)\n"
+            "  --iters/--warmup  iterations up to 8 KiB (default 1000/100)\n"
+            "  --iters-large/--warmup-large  above 8 KiB (default 100/10)\n"
+            "  --datatype T      char|int|float|double (default char)\n"
+            "  --root R          root of bcast/reduce (default 0)\n"
+            "  --check           verify every element for every size before timing\n"
+            "  --format F        csv (default) or osu (OSU micro-benchmarks 7.x layout)\n"
+            "  --full            with --format osu: add min, max and iterations columns (OSU -f)\n"
+            "  --probe BYTES     ping-pong between ranks 0 and p-1 before each size (probe_us)\n"
+            "  --list [--json]   list the allgather algorithms\n\nalgorithms:\n",
+            valid);
+    for (int i = 0; i < lab_allgather_registry_size; i++)
+        fprintf(out, "  %-13s %s\n                cost: %s\n                restrictions: %s\n",
+                lab_allgather_registry[i].name, lab_allgather_registry[i].description,
+                lab_allgather_registry[i].cost, lab_allgather_registry[i].restrictions);
+    fprintf(out, "  %-13s the MPI library's own call\n", "native");
+}
+
+/* "64", "4K", "1M" -> bytes; -1 on error. */
+static long parse_bytes(const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || errno)
+        return -1;
+    if (*end == 'K' || *end == 'k') { v *= 1024; end++; }
+    else if (*end == 'M' || *end == 'm') { v *= 1024 * 1024; end++; }
+    return *end ? -1 : v;
+}
+
+static int parse_int(const char *opt, const char *s, int minimum, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < minimum || v > 1000000000) {
+        fail_msg("bad value '%s' for %s; expected an integer >= %d", s, opt, minimum);
+        return 2;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Returns 0, or the exit status (2) after printing the message on rank 0. */
+static int parse(int argc, char **argv, options *o)
+{
+    *o = (options){"allgather", "native", 1, 1 << 20, 1000, 100, 100, 10, "char", MPI_CHAR, 1,
+                   0, 0, "csv", 0, 0, 0, 0, 0};
+    const char *m = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1, rc = 0;
+        if (!strcmp(a, "--check")) { o->check = 1; takes = 0; }
+        else if (!strcmp(a, "--list")) { o->list = 1; takes = 0; }
+        else if (!strcmp(a, "--json")) { o->json = 1; takes = 0; }
+        else if (!strcmp(a, "--full") || !strcmp(a, "-f")) { o->full = 1; takes = 0; }
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = 1; takes = 0; }
+        else if (!v) {
+            if (!strcmp(a, "--coll") || !strcmp(a, "--algo") || !strcmp(a, "-m") ||
+                !strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--iters-large") ||
+                !strcmp(a, "--warmup-large") || !strcmp(a, "--datatype") || !strcmp(a, "--root") ||
+                !strcmp(a, "--format") || !strcmp(a, "--probe"))
+                fail_msg("option %s needs a value", a);
+            else
+                fail_msg("unknown option '%s'; see --help", a);
+            return 2;
+        }
+        else if (!strcmp(a, "--coll")) o->coll = v;
+        else if (!strcmp(a, "--algo")) o->algo = v;
+        else if (!strcmp(a, "-m")) m = v;
+        else if (!strcmp(a, "--iters")) rc = parse_int(a, v, 1, &o->iters);
+        else if (!strcmp(a, "--warmup")) rc = parse_int(a, v, 0, &o->warmup);
+        else if (!strcmp(a, "--iters-large")) rc = parse_int(a, v, 1, &o->iters_large);
+        else if (!strcmp(a, "--warmup-large")) rc = parse_int(a, v, 0, &o->warmup_large);
+        else if (!strcmp(a, "--datatype")) o->dtname = v;
+        else if (!strcmp(a, "--root")) rc = parse_int(a, v, 0, &o->root);
+        else if (!strcmp(a, "--format")) o->format = v;
+        else if (!strcmp(a, "--probe")) {
+            o->probe_bytes = parse_bytes(v);
+            if (o->probe_bytes <= 0) {
+                fail_msg("bad value '%s' for --probe; expected a positive size in bytes (K/M suffixes)", v);
+                return 2;
+            }
+        } else {
+            fail_msg("unknown option '%s'; see --help", a);
+            return 2;
+        }
+        if (rc)
+            return rc;
+        i += takes;
+    }
+    if (o->help || o->list)
+        return 0;
+
+    if (strcmp(o->coll, "allgather") && strcmp(o->coll, "bcast") && strcmp(o->coll, "reduce") &&
+        strcmp(o->coll, "allreduce")) {
+        fail_msg("unknown collective '%s'; valid: allgather, bcast, reduce, allreduce", o->coll);
+        return 2;
+    }
+    if (!strcmp(o->coll, "allgather")) {
+        if (strcmp(o->algo, "native") && !lab_allgather_lookup(o->algo)) {
+            char valid[512];
+            lab_allgather_valid_names(valid, sizeof valid);
+            fail_msg("unknown algorithm '%s'; valid: %s", o->algo, valid);
+            return 2;
+        }
+    } else if (strcmp(o->algo, "native")) {
+        fail_msg("unknown algorithm '%s' for %s; valid: native", o->algo, o->coll);
+        return 2;
+    }
+    if (!strcmp(o->dtname, "char")) { o->dtype = MPI_CHAR; o->dtsize = 1; }
+    else if (!strcmp(o->dtname, "int")) { o->dtype = MPI_INT; o->dtsize = sizeof(int); }
+    else if (!strcmp(o->dtname, "float")) { o->dtype = MPI_FLOAT; o->dtsize = sizeof(float); }
+    else if (!strcmp(o->dtname, "double")) { o->dtype = MPI_DOUBLE; o->dtsize = sizeof(double); }
+    else {
+        fail_msg("unknown datatype '%s'; valid: char, double, float, int", o->dtname);
+        return 2;
+    }
+    /* Reductions on characters use MPI_SIGNED_CHAR (MPI_CHAR is not a reduction type). */
+    if (o->dtype == MPI_CHAR && strstr(o->coll, "reduce"))
+        o->dtype = MPI_SIGNED_CHAR;
+    if (strcmp(o->format, "csv") && strcmp(o->format, "osu")) {
+        fail_msg("unknown format '%s'; valid: csv, osu", o->format);
+        return 2;
+    }
+    if (m) {
+        const char *colon = strchr(m, ':');
+        if (colon) {
+            char buf[64];
+            size_t len = (size_t)(colon - m);
+            if (len >= sizeof buf) len = sizeof buf - 1;
+            memcpy(buf, m, len);
+            buf[len] = '\0';
+            o->min_bytes = parse_bytes(buf);
+            o->max_bytes = parse_bytes(colon + 1);
+        } else {
+            o->min_bytes = 1;
+            o->max_bytes = parse_bytes(m);
+        }
+        if (o->min_bytes <= 0 || o->max_bytes <= 0) {
+            fail_msg("bad size range '%s' for -m; sizes must be positive byte counts (K/M suffixes), e.g. 32:1M", m);
+            return 2;
+        }
+        if (o->min_bytes > o->max_bytes) {
+            fail_msg("bad size range '%s' for -m; MIN %ld is larger than MAX %ld", m, o->min_bytes,
+                     o->max_bytes);
+            return 2;
+        }
+    }
+    for (long b = o->min_bytes; b <= o->max_bytes; b *= 2)
+        if (b % o->dtsize) {
+            fail_msg("size %ld bytes is not a multiple of the %s datatype size (%d bytes); use -m with multiples of %d",
+                     b, o->dtname, o->dtsize, o->dtsize);
+            return 2;
+        }
+    if (o->root >= nprocs) {
+        fail_msg("bad root %d; valid: 0..%d (nprocs %d)", o->root, nprocs - 1, nprocs);
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- the printer (rank 0 only) ---- */
+
+static const char *osu_name(const char *coll)
+{
+    if (!strcmp(coll, "bcast")) return "Broadcast";
+    if (!strcmp(coll, "reduce")) return "Reduce";
+    if (!strcmp(coll, "allreduce")) return "Allreduce";
+    return "Allgather";
+}
+
+static void print_header(const options *o)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING], host[256] = "unknown", date[32];
+    int len;
+    MPI_Get_library_version(lib, &len);
+    for (char *c = lib; *c; c++)             /* one line: newlines and tabs become spaces */
+        if (*c == '\n' || *c == '\t' || *c == '\r')
+            *c = ' ';
+    for (int n = (int)strlen(lib); n > 0 && lib[n - 1] == ' '; n--)
+        lib[n - 1] = '\0';
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    if (!strcmp(o->format, "osu")) {
+        printf("\n# OSU MPI %s Latency Test v7.3\n", osu_name(o->coll));
+        const char *dn = o->dtype == MPI_CHAR ? "MPI_CHAR" : o->dtype == MPI_SIGNED_CHAR ? "MPI_SIGNED_CHAR"
+                         : o->dtype == MPI_INT ? "MPI_INT" : o->dtype == MPI_FLOAT ? "MPI_FLOAT"
+                                                                                   : "MPI_DOUBLE";
+        printf("# Datatype: %s.\n", dn);
+        printf("%-10s%20s", "# Size", "Avg Latency(us)");
+        if (o->full)
+            printf("%20s%20s%12s", "Min Latency(us)", "Max Latency(us)", "Iterations");
+        printf("\n");
+    } else {
+        printf("# collbench 1\n# library: %s\n# flavour: %s\n# nprocs: %d\n# host: %s\n# date: %s\n",
+               lib, LAB_FLAVOUR, nprocs, host, date);
+        printf("# collective: %s\n# algorithm: %s\n# datatype: %s\n# root: %d\n", o->coll, o->algo,
+               o->dtname, o->root);
+        printf("# iterations: %d\n# warmup: %d\n# iterations_large: %d\n# warmup_large: %d\n",
+               o->iters, o->warmup, o->iters_large, o->warmup_large);
+        printf("# probe_bytes: %ld\n", o->probe_bytes);
+        printf("bytes,count,iterations,avg_us,min_us,max_us,maxrank_avg_us,maxrank_median_us,probe_us\n");
+    }
+    fflush(stdout);
+}
+
+typedef struct { long bytes, count; int iters; double avg, min, max, mr_avg, mr_median, probe; } row;
+
+static void print_row(const options *o, const row *r)
+{
+    if (!strcmp(o->format, "osu")) {
+        printf("%-10ld%20.2f", r->bytes, r->avg);
+        if (o->full)
+            printf("%20.2f%20.2f%12d", r->min, r->max, r->iters);
+        printf("\n");
+    } else {
+        printf("%ld,%ld,%d,%.3f,%.3f,%.3f,%.3f,%.3f,", r->bytes, r->count, r->iters, r->avg, r->min,
+               r->max, r->mr_avg, r->mr_median);
+        if (o->probe_bytes > 0)
+            printf("%.3f", r->probe);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+/* ---- buffers, checking, timing ---- */
+
+static void *bench_alloc(size_t n, int shared)
+{
+#ifdef SMPI_SHARED_MALLOC
+    if (shared)
+        return SMPI_SHARED_MALLOC(n > 0 ? n : 1);
+#endif
+    (void)shared;
+    return calloc(n > 0 ? n : 1, 1);
+}
+
+static void bench_free(void *p, int shared)
+{
+#ifdef SMPI_SHARED_FREE
+    if (shared) {
+        SMPI_SHARED_FREE(p);
+        return;
+    }
+#endif
+    (void)shared;
+    free(p);
+}
+
+/* Value of element i of rank r's data: small enough to sum exactly over 1000s of ranks. */
+static double pattern(int r, long i, int small) { return small ? (double)((r + i) % 2) : (double)((r * 7 + i) % 100); }
+
+static void store(void *buf, long i, double v, MPI_Datatype t)
+{
+    if (t == MPI_INT) ((int *)buf)[i] = (int)v;
+    else if (t == MPI_FLOAT) ((float *)buf)[i] = (float)v;
+    else if (t == MPI_DOUBLE) ((double *)buf)[i] = v;
+    else ((signed char *)buf)[i] = (signed char)v;
+}
+
+static double load(const void *buf, long i, MPI_Datatype t)
+{
+    if (t == MPI_INT) return ((const int *)buf)[i];
+    if (t == MPI_FLOAT) return ((const float *)buf)[i];
+    if (t == MPI_DOUBLE) return ((const double *)buf)[i];
+    return ((const signed char *)buf)[i];
+}
+
+static int run_once(const options *o, lab_allgather_fn fn, void *sbuf, void *rbuf, int count)
+{
+    if (!strcmp(o->coll, "allgather"))
+        return fn(sbuf, count, o->dtype, rbuf, count, o->dtype, MPI_COMM_WORLD);
+    if (!strcmp(o->coll, "bcast"))
+        return MPI_Bcast(sbuf, count, o->dtype, o->root, MPI_COMM_WORLD);
+    if (!strcmp(o->coll, "reduce"))
+        return MPI_Reduce(sbuf, rbuf, count, o->dtype, MPI_SUM, o->root, MPI_COMM_WORLD);
+    return MPI_Allreduce(sbuf, rbuf, count, o->dtype, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* Fill, run once, verify every element; returns 1 on failure after rank 0 printed it. */
+static int check_size(const options *o, lab_allgather_fn fn, void *sbuf, void *rbuf, int count,
+                      long bytes, int *mpi_rc)
+{
+    int ag = !strcmp(o->coll, "allgather"), bc = !strcmp(o->coll, "bcast");
+    int small = !ag && !bc;
+    long rn = ag ? (long)count * nprocs : count;
+    for (long i = 0; i < count; i++)
+        store(sbuf, i, bc ? (rank == o->root ? pattern(o->root, i, 0) : -1) : pattern(rank, i, small), o->dtype);
+    for (long i = 0; i < rn; i++)
+        store(rbuf, i, -1, o->dtype);
+    *mpi_rc = run_once(o, fn, sbuf, rbuf, count);
+    long bad = -1;
+    double got = 0, want = 0;
+    if (*mpi_rc == MPI_SUCCESS) {
+        const void *res = bc ? sbuf : rbuf;
+        int has = !(!strcmp(o->coll, "reduce") && rank != o->root);
+        for (long i = 0; has && i < rn && bad < 0; i++) {
+            double e;
+            if (ag) e = pattern((int)(i / count), i % count, 0);
+            else if (bc) e = pattern(o->root, i, 0);
+            else { e = 0; for (int r = 0; r < nprocs; r++) e += pattern(r, i, 1); }
+            double g = load(res, i, o->dtype);
+            if (g != e) { bad = i; got = g; want = e; }
+        }
+    }
+    double mine[4] = {(double)bad, got, want, *mpi_rc == MPI_SUCCESS ? 0 : 1};
+    double *all = rank == 0 ? malloc(sizeof(double) * 4 * (size_t)nprocs) : NULL;
+    MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    int failed = 0;
+    if (rank == 0) {
+        for (int r = 0; r < nprocs && !failed; r++) {
+            if (all[4 * r + 3] != 0) {
+                fail_msg("check failed: algorithm %s, size %ld bytes, rank %d: MPI error", o->algo, bytes, r);
+                failed = 1;
+            } else if (all[4 * r] >= 0) {
+                fail_msg("check failed: algorithm %s, size %ld bytes, rank %d, first wrong index %.0f: got %g expected %g",
+                         o->algo, bytes, r, all[4 * r], all[4 * r + 1], all[4 * r + 2]);
+                failed = 1;
+            }
+        }
+        free(all);
+    }
+    MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return failed;
+}
+
+/* One-way latency in µs of a ping-pong of `bytes` between rank 0 and rank p-1 (0 if p = 1). */
+static double probe(long bytes, char *buf)
+{
+    const int reps = 10;
+    double t = 0;
+    int last = nprocs - 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (last > 0 && (rank == 0 || rank == last)) {
+        int peer = rank == 0 ? last : 0;
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < reps; i++) {
+            if (rank == 0) {
+                MPI_Send(buf, (int)bytes, MPI_CHAR, peer, PROBE_TAG, MPI_COMM_WORLD);
+                MPI_Recv(buf, (int)bytes, MPI_CHAR, peer, PROBE_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(buf, (int)bytes, MPI_CHAR, peer, PROBE_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, (int)bytes, MPI_CHAR, peer, PROBE_TAG, MPI_COMM_WORLD);
+            }
+        }
+        t = (MPI_Wtime() - t0) * 1e6 / (2.0 * reps);
+    }
+    return t;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int bench(const options *o)
+{
+    lab_allgather_fn fn = NULL;
+    if (!strcmp(o->coll, "allgather")) {
+        const lab_algorithm *a = lab_allgather_lookup(o->algo);
+        fn = a ? a->fn : (lab_allgather_fn)MPI_Allgather;
+    }
+    int ag = !strcmp(o->coll, "allgather");
+    int shared = !o->check;   /* SMPI only: shared (content-free) buffers when not checking */
+    size_t sbytes = (size_t)o->max_bytes, rbytes = ag ? (size_t)o->max_bytes * nprocs : (size_t)o->max_bytes;
+    void *sbuf = bench_alloc(sbytes, shared), *rbuf = bench_alloc(rbytes, shared);
+    char *pbuf = o->probe_bytes > 0 ? calloc((size_t)o->probe_bytes, 1) : NULL;
+    int maxiters = o->iters > o->iters_large ? o->iters : o->iters_large;
+    double *times = malloc(sizeof(double) * (size_t)maxiters);
+    double *tmax = rank == 0 ? malloc(sizeof(double) * (size_t)maxiters) : NULL;
+    int status = 0;
+
+    if (rank == 0)
+        print_header(o);
+    for (long bytes = o->min_bytes; bytes <= o->max_bytes && status == 0; bytes *= 2) {
+        int count = (int)(bytes / o->dtsize), rc = MPI_SUCCESS;
+        int large = bytes > LARGE_THRESHOLD;
+        int iters = large ? o->iters_large : o->iters, warmup = large ? o->warmup_large : o->warmup;
+        if (o->check && check_size(o, fn, sbuf, rbuf, count, bytes, &rc)) {
+            status = 1;
+            break;
+        }
+        row r = {bytes, count, iters, 0, 0, 0, 0, 0, 0};
+        if (o->probe_bytes > 0)
+            r.probe = probe(o->probe_bytes, pbuf);
+        double sum = 0;
+        for (int i = 0; i < warmup + iters && rc == MPI_SUCCESS; i++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            rc = run_once(o, fn, sbuf, rbuf, count);
+            double t = MPI_Wtime() - t0;
+            if (i >= warmup) {
+                times[i - warmup] = t * 1e6;
+                sum += t * 1e6;
+            }
+        }
+        int anyfail = rc != MPI_SUCCESS;
+        MPI_Allreduce(MPI_IN_PLACE, &anyfail, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (anyfail) {
+            char msg[MPI_MAX_ERROR_STRING] = "";
+            int len;
+            if (rc != MPI_SUCCESS)
+                MPI_Error_string(rc, msg, &len);
+            fail_msg("algorithm %s failed at size %ld bytes: %s (%s:%d)", o->algo, bytes,
+                     rank == 0 ? msg : "", lab_error_file, lab_error_line);
+            status = 1;
+            break;
+        }
+        double avg = sum / iters, amin, amax, asum;
+        MPI_Reduce(&avg, &amin, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&avg, &amax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&avg, &asum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        MPI_Reduce(times, tmax, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            double s = 0;
+            for (int i = 0; i < iters; i++)
+                s += tmax[i];
+            qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
+            r.avg = asum / nprocs;
+            r.min = amin;
+            r.max = amax;
+            r.mr_avg = s / iters;
+            r.mr_median = iters % 2 ? tmax[iters / 2] : 0.5 * (tmax[iters / 2 - 1] + tmax[iters / 2]);
+            print_row(o, &r);
+        }
+    }
+    bench_free(sbuf, shared);
+    bench_free(rbuf, shared);
+    free(pbuf);
+    free(times);
+    free(tmax);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+
+    int status = parse(argc, argv, &o);
+    if (status == 0) {
+        if (o.help) {
+            if (rank == 0) usage(stdout);
+        } else if (o.list) {
+            if (rank == 0) {
+                if (o.json)
+                    lab_allgather_print_json(stdout);
+                else
+                    for (int i = 0; i < lab_allgather_registry_size; i++)
+                        printf("%-13s %s\n", lab_allgather_registry[i].name,
+                               lab_allgather_registry[i].description);
+            }
+        } else {
+            status = bench(&o);
+        }
+    }
+    MPI_Finalize();
+    return status;
+}
