@@ -59,7 +59,10 @@ def _report(result):
 
 
 def _host_check(args):
-    msg = apptainer_check.warn_if_mismatch(args.image_version, args.mpirun)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # printed below as the CLI's own warning
+        msg = apptainer_check.warn_if_mismatch(args.image_version, args.mpirun)
     if msg:
         print(f"mpilab: warning: {msg}", file=sys.stderr)
         return 1

@@ -130,7 +130,7 @@ def test_warn_if_mismatch_uses_real_host_mpirun():
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "mpilab.cli_image", *args],
+    return subprocess.run([sys.executable, "-m", "mpilab.cli", *args],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
 
 
