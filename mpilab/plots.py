@@ -135,7 +135,8 @@ def save(fig, path):
 
 def plot_all(df, outdir, sizes_for_nprocs=(1024, 1 << 20)):
     """Write one latency-vs-size PNG per (flavour, platform, mapping, nprocs) and latency-vs-P
-    PNGs at ``sizes_for_nprocs`` where several P were measured. Returns the written paths."""
+    PNGs at ``sizes_for_nprocs`` (or the largest size measured, if none of them was) where
+    several P were measured. Returns the written paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,8 +151,8 @@ def plot_all(df, outdir, sizes_for_nprocs=(1024, 1 << 20)):
             fig, _ = latency_vs_size(g, nprocs=p, flavour=fl, platform=pf, collective=coll, mapping=mp)
             written.append(save(fig, outdir / f"{coll}_{fl}_{pf}_{mp}_P{p}_vs_size.png"))
         if g["nprocs"].nunique() > 1:
-            for b in sizes_for_nprocs:
-                if b in set(g["bytes"]):
-                    fig, _ = latency_vs_nprocs(g, b, flavour=fl, platform=pf, collective=coll, mapping=mp)
-                    written.append(save(fig, outdir / f"{coll}_{fl}_{pf}_{mp}_{b}B_vs_nprocs.png"))
+            present = set(g["bytes"])
+            for b in [b for b in sizes_for_nprocs if b in present] or [max(present)]:
+                fig, _ = latency_vs_nprocs(g, b, flavour=fl, platform=pf, collective=coll, mapping=mp)
+                written.append(save(fig, outdir / f"{coll}_{fl}_{pf}_{mp}_{b}B_vs_nprocs.png"))
     return written

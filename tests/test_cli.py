@@ -1,0 +1,88 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mpilab import cli
+
+SUBS = ["list", "sweep", "plot", "doctor", "demo"]
+
+
+def run(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "mpilab.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_version():
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("mpilab ")
+
+
+@pytest.mark.parametrize("sub", SUBS)
+def test_help(sub):
+    r = run(sub, "--help")
+    assert r.returncode == 0 and f"mpilab {sub}" in r.stdout
+
+
+def test_every_registered_subcommand_has_help(capsys):
+    parser = cli.build_parser()
+    names = parser._subparsers._group_actions[0].choices.keys()
+    assert set(SUBS) <= set(names)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["sweep", "--nprocs", "0"], "bad process count 0"),
+    (["sweep", "--nprocs", "x"], "'x'"),
+    (["sweep", "-m", "1Q"], "bad size '1Q'"),
+    (["sweep", "--algos", "rign"], "unknown algorithm 'rign'; valid: bruck, gather_bcast, native, pairwise, ring"),
+    (["sweep", "--iters", "0"], "bad iters '0'"),
+    (["sweep", "--mapping", "numa"], "invalid choice: 'numa'"),
+    (["sweep", "--flavour", "mvapich"], "invalid choice: 'mvapich'"),
+    (["sweep", "--platform", "x.xml"], "--platform 'x.xml' only applies to --flavour smpi"),
+    (["list", "--flavour", "lam"], "invalid choice: 'lam'"),
+    (["plot", "/nonexistent.csv"], "results file '/nonexistent.csv' does not exist"),
+    (["doctor", "--require", "lam"], "unknown tool 'lam'"),
+    (["nosuch"], "invalid choice: 'nosuch'"),
+])
+def test_bad_arguments(built_flavour, args, message, tmp_path):
+    built_flavour("openmpi")
+    r = run(*args, "-o", str(tmp_path / "r.csv")) if args[0] == "sweep" else run(*args)
+    assert r.returncode == 2, r
+    assert "mpilab: " in r.stderr and message in r.stderr
+
+
+def test_list_json(built_flavour):
+    built_flavour("openmpi")
+    r = run("list", "--json")
+    assert r.returncode == 0
+    names = [a["name"] for a in json.loads(r.stdout)["algorithms"]]
+    assert {"gather_bcast", "pairwise", "ring", "bruck"} <= set(names)
+    assert "native" in run("list").stdout
+
+
+def test_doctor():
+    r = run("doctor")
+    assert r.returncode == 0 and "openmpi" in r.stdout and "smpi" in r.stdout
+    assert run("doctor", "--require", "openmpi").returncode == 0
+    r = run("doctor", "--require", "apptainer")
+    if "apptainer  MISSING" in r.stdout:
+        assert r.returncode == 1 and "required but missing: apptainer" in r.stdout
+    d = json.loads(run("doctor", "--json").stdout)
+    assert {i["name"] for i in d} >= {"openmpi", "mpich", "smpi", "slurm", "apptainer"}
+
+
+@pytest.mark.mpi
+def test_sweep_then_plot(built_flavour, tmp_path):
+    built_flavour("openmpi")
+    out = tmp_path / "r.csv"
+    r = run("sweep", "--nprocs", "1,2", "--algos", "ring,native", "-m", "32:128", "--iters", "5",
+            "--check", "-q", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "4 launches (12 rows" in r.stdout
+    r = run("sweep", "--nprocs", "1,2", "--algos", "ring,native", "-m", "32:128", "--iters", "5",
+            "-q", "-o", str(out))
+    assert "0 launches" in r.stdout and "4 already measured" in r.stdout
+    r = run("plot", str(out), "-o", str(tmp_path / "png"))
+    assert r.returncode == 0, r.stderr
+    assert len(list((tmp_path / "png").glob("*.png"))) == 3

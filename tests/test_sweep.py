@@ -1,0 +1,125 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mpilab import launch, results, sweep
+from mpilab.errors import LaunchError, UsageError
+
+
+def test_parse_nprocs():
+    assert sweep.parse_nprocs("1,2,4") == [1, 2, 4]
+    assert sweep.parse_nprocs("2..8:2") == [2, 4, 6, 8]
+    assert sweep.parse_nprocs("1..3,8") == [1, 2, 3, 8]
+    for bad, match in [("0", "bad process count 0"), ("a", "'a'"), ("4..2", "end 2 < start 4"),
+                       ("2..8:0", "bad step 0")]:
+        with pytest.raises(UsageError, match=match):
+            sweep.parse_nprocs(bad)
+
+
+def test_validate_algorithms():
+    valid = ["bruck", "ring", "native"]
+    assert sweep.validate_algorithms("ring,native", valid) == ["ring", "native"]
+    with pytest.raises(UsageError, match="unknown algorithm 'rign'; valid: bruck, native, ring"):
+        sweep.validate_algorithms("rign", valid)
+
+
+def test_mpich_warning():
+    with pytest.warns(UserWarning, match=r"busy-polls.*\[8\]"):
+        assert sweep.check_mpich_nprocs("mpich", [2, 8])
+    assert not sweep.check_mpich_nprocs("openmpi", [8])
+
+
+class FailingAfter(launch.OpenMPILauncher):
+    """A real Open MPI launcher whose n-th launch fails, as a crash mid-sweep would."""
+
+    def __init__(self, ok_launches, **kw):
+        super().__init__(**kw)
+        self.left = ok_launches
+
+    def run(self, *a, **kw):
+        if self.left == 0:
+            raise LaunchError("simulated crash")
+        self.left -= 1
+        return super().run(*a, **kw)
+
+
+@pytest.mark.mpi
+def test_interrupted_sweep_resumes_with_only_the_rest(built_flavour, results_csv):
+    built_flavour("openmpi")
+    algos, nprocs = ["ring", "pairwise", "native"], [1, 2]
+    with pytest.raises(LaunchError, match="simulated crash"):
+        sweep.run_sweep(FailingAfter(4), results_csv, algos, nprocs, "32:256", iters=5, warmup=1,
+                        progress=False, timeout=120)
+    df = results.read_results(results_csv)
+    assert len(df) == 4 * 4        # four finished launches, four sizes each, all kept
+    stats = sweep.run_sweep(launch.get_launcher("openmpi"), results_csv, algos, nprocs, "32:256",
+                            iters=5, warmup=1, progress=False, timeout=120)
+    assert stats == {"launched": 2, "skipped": 4, "rows": 8}
+    df = results.read_results(results_csv)
+    assert len(df) == 24
+    assert df.groupby(["algorithm", "nprocs"]).size().eq(4).all()
+    again = sweep.run_sweep(launch.get_launcher("openmpi"), results_csv, algos, nprocs, "32:256",
+                            iters=5, warmup=1, progress=False, timeout=120)
+    assert again["launched"] == 0
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_killed_cli_sweep_loses_nothing_finished(built_flavour, results_csv):
+    built_flavour("openmpi")
+    argv = [sys.executable, "-m", "mpilab.cli", "sweep", "--nprocs", "1..2", "-m", "32:64",
+            "--iters", "3", "--warmup", "0", "--repetitions", "4", "-o", str(results_csv), "-q"]
+    proc = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results_csv.exists() and len(results_csv.read_text().splitlines()) > 1:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the sweep finished before it could be killed; make it longer"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = results.read_results(results_csv)
+    assert len(before) >= 2 and len(before) % 2 == 0   # only whole launches (2 sizes each)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    after = results.read_results(results_csv)
+    total_launches = 5 * 2 * 4     # 4 algorithms + native, 2 process counts, 4 repetitions
+    assert len(after) == total_launches * 2
+    assert f"{len(before) // 2} already measured" in out.stdout
+    assert not after.duplicated(list(results.KEY_COLUMNS)).any()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich"])
+def test_real_sweep(built_flavour, results_csv, flavour):
+    built_flavour(flavour)
+    stats = sweep.run_sweep(launch.get_launcher(flavour), results_csv, ["gather_bcast", "native"],
+                            [1, 2], "32:1K", iters=10, warmup=2, check=True, progress=False,
+                            timeout=300)
+    assert stats["launched"] == 4 and stats["rows"] == 4 * 6
+    df = results.read_results(results_csv)
+    assert set(df["flavour"]) == {flavour} and set(df["platform"]) == {"local"}
+    assert (df["avg_us"] > 0).all() and (df["maxrank_avg_us"] >= df["min_us"]).all()
+    assert df["library"].str.contains("Open MPI" if flavour == "openmpi" else "MPICH").all()
+    assert sorted(df["nprocs"].unique()) == [1, 2]
+
+
+@pytest.mark.smpi
+def test_smpi_sweep_is_deterministic(built_flavour, results_csv):
+    pytest.importorskip("mpilab.platforms")
+    built_flavour("smpi")
+    lau = launch.get_launcher("smpi", platform="orfeo-thin")
+    sweep.run_sweep(lau, results_csv, ["ring", "gather_bcast"], [4], "1K:64K", iters=2, warmup=1,
+                    repetitions=2, progress=False, timeout=300)
+    df = results.read_results(results_csv)
+    assert set(df["platform"]) == {"orfeo-thin"} and set(df["launcher"]) == {"smpirun"}
+    assert len(df) == 2 * 7 * 2
+    piv = df.pivot_table(index=["algorithm", "bytes"], columns="repetition", values="maxrank_avg_us")
+    assert (piv[0] == piv[1]).all()          # simulated time: repetitions agree exactly
+    big = df[df["bytes"] == 65536].set_index("algorithm")["maxrank_avg_us"]
+    assert big["gather_bcast"] > big["ring"]
