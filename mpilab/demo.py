@@ -69,6 +69,12 @@ def run_demo(outdir="results/demo", quick=False, progress=True, timeout=900, ech
         if not prog_ok:
             skipped.append(f"{flavour}: launcher not installed")
             continue
+        if flavour == "smpi":
+            try:
+                from . import platforms  # noqa: F401
+            except ImportError:
+                skipped.append("smpi: mpilab.platforms (the shipped platform files) is not installed")
+                continue
         try:
             from . import collbench
             collbench.collbench_program(flavour)
