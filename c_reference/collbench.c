@@ -157,14 +157,15 @@ static int parse(int argc, char **argv, options *o)
             return rc;
         i += takes;
     }
-    if (o->help || o->list)
+    if (o->help)
         return 0;
-
     if (strcmp(o->coll, "allgather") && strcmp(o->coll, "bcast") && strcmp(o->coll, "reduce") &&
         strcmp(o->coll, "allreduce")) {
         fail_msg("unknown collective '%s'; valid: allgather, bcast, reduce, allreduce", o->coll);
         return 2;
     }
+    if (o->list)
+        return 0;
     if (!strcmp(o->coll, "allgather")) {
         if (strcmp(o->algo, "native") && !lab_allgather_lookup(o->algo)) {
             char valid[512];
@@ -517,7 +518,9 @@ int main(int argc, char **argv)
             if (rank == 0) usage(stdout);
         } else if (o.list) {
             if (rank == 0) {
-                if (o.json)
+                if (strcmp(o.coll, "allgather"))   /* the others run the native call only */
+                    printf(o.json ? "{\"collective\": \"%s\", \"algorithms\": []}\n" : "", o.coll);
+                else if (o.json)
                     lab_allgather_print_json(stdout);
                 else
                     for (int i = 0; i < lab_allgather_registry_size; i++)

@@ -186,6 +186,9 @@ def test_collbench_list_json(built_flavour):
     for a in data["algorithms"]:
         assert set(a) == {"name", "description", "cost", "restrictions"} and all(a.values())
     assert json.loads((build / "registry.json").read_text()) == data
+    for coll in ["bcast", "reduce", "allreduce"]:   # native only: an empty list
+        proc = launch("openmpi", build, "collbench", ["--coll", coll, "--list", "--json"], 1)
+        assert json.loads(proc.stdout) == {"collective": coll, "algorithms": []}
     helptext = launch("openmpi", build, "collbench", ["--help"], 1).stdout
     assert all(n in helptext for n in names)
 
