@@ -1,0 +1,65 @@
+"""Statistics on synthetic data with known answers."""
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pandas as pd
+import pytest
+
+from mpilab import stats
+from mpilab.errors import UsageError
+
+
+def _synthetic(R=30, seed=1):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p, true in [(16, 10.0), (32, 20.0), (64, 40.0)]:
+        for r in range(R):
+            rows.append(dict(collective="reduce", algorithm="binomial", flavour="smpi",
+                             platform="x", mapping="core", nprocs=p, bytes=8, repetition=r,
+                             maxrank_avg_us=true + rng.normal(0, 1), avg_us=true))
+    return pd.DataFrame(rows)
+
+
+def test_order_shuffled_and_complete():
+    pts = list(range(10))
+    a = stats.measurement_order(pts, 3, seed=1)
+    assert sorted(a) == sorted((p, r) for p in pts for r in range(3))
+    assert a != stats.measurement_order(pts, 3, shuffle=False)
+    assert a == stats.measurement_order(pts, 3, seed=1)
+    with pytest.raises(UsageError, match="repetitions must be >= 1, got 0"):
+        stats.measurement_order(pts, 0)
+
+
+@pytest.mark.parametrize("method", ["bootstrap", "order"])
+def test_median_ci_covers_truth(method):
+    s = stats.summarize(_synthetic(), method=method)
+    assert list(s.nprocs) == [16, 32, 64] and set(s.n) == {30}
+    for true, (_, r) in zip([10, 20, 40], s.iterrows()):
+        assert r.ci_low_us < true < r.ci_high_us
+        assert r.ci_high_us - r.ci_low_us < 2.0
+
+
+def test_order_ci_is_order_statistics():
+    x = np.arange(1, 31, dtype=float)
+    med, lo, hi = stats.median_ci(x, method="order")
+    assert med == 15.5 and lo in x and hi in x and lo < med < hi
+
+
+def test_boxplot_returns_fig_ax():
+    fig, ax = stats.boxplot_by_nprocs(_synthetic())
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["16", "32", "64"]
+    with pytest.raises(UsageError, match="needs one bytes"):
+        stats.boxplot_by_nprocs(pd.concat([_synthetic(), _synthetic().assign(bytes=128)]))
+
+
+def test_compare_reference():
+    ref = [{"nprocs": 16, "reference_us": 10.0}, {"nprocs": 32, "reference_us": 10.0},
+           {"nprocs": 128, "reference_us": 80.0}]
+    table, (fig, ax) = stats.compare_reference(_synthetic(), ref)
+    assert list(table.nprocs) == [16, 32, 64, 128]
+    assert abs(table.ratio[0] - 1) < 0.1 and abs(table.ratio[1] - 2) < 0.1
+    assert np.isnan(table.reference_us[2]) and np.isnan(table.median_us[3])
+    assert len(ax.get_lines()) >= 2
+    with pytest.raises(UsageError, match="reference_us"):
+        stats.compare_reference(_synthetic(), [{"nprocs": 16, "ref": 1}])
