@@ -1,0 +1,93 @@
+"""Forced library algorithms run for real, are checked correct, and carry verified evidence."""
+import importlib.util
+import shutil
+
+import pytest
+
+from mpilab import forcing, launch, libalgs
+from mpilab.errors import UsageError
+
+
+def _algs(flavour, colls=libalgs.COLLECTIVES):
+    return [(c, n) for c in colls for n in libalgs.names(c, flavour)]
+
+
+# --- the verification logic on captured output ------------------------------------------
+
+def test_default_is_never_forced():
+    for fl in libalgs.FLAVOURS:
+        assert forcing.verify(fl, "bcast", "default", "Switch to algorithm flattree for collective bcast")[0] == "no"
+
+
+def test_smpi_switch_line():
+    ok = "[0.000000] [smpi_coll/INFO] Switch to algorithm flattree for collective bcast\n"
+    assert forcing.verify("smpi", "bcast", "basic_linear", ok)[0] == "yes"
+    assert forcing.verify("smpi", "bcast", "pipeline", ok)[0] == "no"
+    assert forcing.verify("smpi", "bcast", "pipeline", "")[0] == "unverified"
+
+
+def test_openmpi_without_dynamic_rules_is_not_forced():
+    err = ("[vm:1] coll_tuned_bcast_algorithm=chain (environment)\n"
+           "[vm:1] coll:base:comm_select: selecting       tuned, priority  30, Enabled\n")
+    forced, ev = forcing.verify("openmpi", "bcast", "chain", err)
+    assert forced == "no" and "use_dynamic_rules=None" in ev
+    err = "[vm:1] coll_tuned_use_dynamic_rules=true (environment)\n" + err
+    assert forcing.verify("openmpi", "bcast", "chain", err)[0] == "yes"
+    assert forcing.verify("openmpi", "bcast", "pipeline", err)[0] == "no"
+    assert forcing.verify("openmpi", "bcast", "chain", "")[0] == "unverified"
+
+
+# --- real runs ----------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coll,name", _algs("openmpi"))
+def test_openmpi_forced_runs_and_checks(built_flavour, coll, name):
+    built_flavour("openmpi")
+    nprocs = 2 if name == "two_proc" else (4 if coll in ("bcast", "reduce") else 3)
+    if name == "neighbor":
+        nprocs = 4  # Open MPI's neighbour exchange needs an even P
+    rows = forcing.measure(launch.get_launcher("openmpi"), coll, name, nprocs, sizes="4:4K",
+                           check=True, iters=5, warmup=1, datatype="int", timeout=90)
+    assert rows and all(r["requested"] == name for r in rows)
+    assert {r["forced"] for r in rows} == ({"no"} if name == "default" else {"yes"}), rows[0]["evidence"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coll,name", _algs("mpich"))
+def test_mpich_forced_runs_and_checks(built_flavour, coll, name):
+    built_flavour("mpich")
+    nprocs = 2 if name == "recursive_doubling" and coll == "allgather" else 3
+    # MPICH's reduce_scatter_gather needs count >= P: start at 16 bytes (4 ints)
+    rows = forcing.measure(launch.get_launcher("mpich"), coll, name, nprocs, sizes="16:1K",
+                           check=True, iters=5, warmup=1, datatype="int", timeout=90)
+    assert {r["forced"] for r in rows} == ({"no"} if name == "default" else {"yes"})
+
+
+@pytest.mark.slow
+def test_mpich_inapplicable_fails_loudly(built_flavour):
+    built_flavour("mpich")
+    with pytest.raises(UsageError, match="refused allgather algorithm 'recursive_doubling' at P=3"):
+        forcing.measure(launch.get_launcher("mpich"), "allgather", "recursive_doubling", 3,
+                        sizes="4:64", check=True, iters=2, warmup=0)
+
+
+def test_not_available_is_clear():
+    with pytest.raises(UsageError, match="not available on smpi"):
+        forcing.prepare("smpi", "bcast", "chain")
+
+
+_has_platforms = importlib.util.find_spec("mpilab.platforms") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_platforms, reason="mpilab.platforms (orfeo-thin) not in this checkout yet")
+@pytest.mark.parametrize("coll,name", _algs("smpi"))
+def test_smpi_forced_runs_and_checks(built_flavour, coll, name):
+    built_flavour("smpi")
+    # sample P: a non-power of two everywhere, 48 (two THIN nodes) for the seed's collectives
+    nprocs = {"bcast": 48, "reduce": 24}.get(coll, 7)
+    if name in ("neighbor",):
+        nprocs = 8
+    rows = forcing.measure(launch.get_launcher("smpi", platform="orfeo-thin"), coll, name, nprocs,
+                           sizes="4:16K", check=True, iters=3, warmup=1, datatype="int", timeout=600)
+    assert {r["forced"] for r in rows} == ({"no"} if name == "default" else {"yes"}), rows[0]["evidence"]
