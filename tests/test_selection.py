@@ -1,0 +1,91 @@
+"""Decision table, regret, and an Open MPI rules file that Open MPI really follows."""
+import pandas as pd
+import pytest
+
+from mpilab import collbench, forcing, launch, libalgs, selection
+from mpilab.errors import UsageError
+
+
+def _synthetic():
+    # linear wins small messages, pipeline wins large; at P >= 8 binomial wins small ones
+    rows = []
+    for p in (2, 4, 8, 16):
+        for b in (2, 64, 1024, 65536, 1048576):
+            for a, t in {"basic_linear": 1 + p * 0.5 + b * 1e-3 * p,
+                         "pipeline": 20 + b * 1e-3,
+                         "binomial": (3 if p >= 8 else 50) + b * 2e-3}.items():
+                for rep in range(3):
+                    rows.append(dict(collective="bcast", algorithm=a, nprocs=p, bytes=b,
+                                     repetition=rep, maxrank_avg_us=t * (1 + 0.01 * rep)))
+    return pd.DataFrame(rows)
+
+
+def test_decision_table_ranges():
+    t = selection.decision_table(_synthetic())
+    small = t[(t.nprocs_min == 2)]
+    assert small.nprocs_max.iloc[0] == 4  # P=2 and P=4 share their ranges
+    assert list(small.algorithm) == ["basic_linear", "pipeline"]
+    big = t[t.nprocs_min == 8]
+    assert big.nprocs_max.iloc[0] == 16 and big.algorithm.iloc[0] == "binomial"
+    assert selection.choose(t, "bcast", 12, 2) == "binomial"
+    assert selection.choose(t, "bcast", 3, 1 << 20) == "pipeline"
+
+
+def test_regret():
+    r = selection.regret(_synthetic())
+    assert set(r.algorithm) == {"basic_linear", "pipeline", "binomial"}
+    assert (r.mean_regret >= 0).all() and (r.max_regret > 0).all()
+    lin = r[r.algorithm == "basic_linear"].iloc[0]
+    assert lin.worst_bytes == 1048576 and lin.worst_nprocs == 16
+
+
+def test_rules_file_text(tmp_path):
+    t = selection.decision_table(_synthetic())
+    text = selection.write_ompi_rules(t, tmp_path / "r.txt")
+    nums = [int(x) for x in text.split()]
+    # 1 collective, bcast = 7, 2 comm sizes, first from 1 with 2 message rules starting at 0
+    assert nums[:6] == [1, 7, 2, 1, 2, 0]
+    assert nums[6] == libalgs.lookup("bcast", "basic_linear").ompi_id
+    with pytest.raises(UsageError, match="not available on openmpi"):
+        selection.write_ompi_rules(t.iloc[:1].assign(collective="allreduce", algorithm="smp"),
+                                   tmp_path / "x")
+
+
+def _median_us(settings, sizes="1K:64K"):
+    L = launch.get_launcher("openmpi")
+    prog = collbench.collbench_program("openmpi")
+    args = collbench.collbench_args("native", "bcast", sizes, iters=20, warmup=2, iters_large=20,
+                                    warmup_large=2, check=True)
+    proc = forcing.run(L, prog, args, 2, settings, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _, table = collbench.parse_output(proc.stdout)
+    return {r["bytes"]: r["maxrank_median_us"] for r in table}, proc.stderr
+
+
+@pytest.mark.slow
+def test_openmpi_follows_rules_file(built_flavour, tmp_path):
+    """Table: bcast below 8 KiB basic_linear, from 8 KiB pipeline with 64-byte segments.
+
+    The 64-byte pipeline is ~1000 segments for 64 KiB: far slower than linear, so which
+    algorithm Open MPI ran is visible in the timing even on a loaded machine.
+    """
+    built_flavour("openmpi")
+    table = pd.DataFrame([dict(collective="bcast", nprocs_min=2, nprocs_max=2, bytes_min=1,
+                               bytes_max=4096, algorithm="basic_linear"),
+                          dict(collective="bcast", nprocs_min=2, nprocs_max=2, bytes_min=8192,
+                               bytes_max=65536, algorithm="pipeline")])
+    rules = tmp_path / "rules.txt"
+    selection.write_ompi_rules(table, rules, segsizes={("bcast", "pipeline"): 64})
+    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+           "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(rules), **forcing.OMPI_VERIFY_ENV}
+    with_rules, err = _median_us(libalgs.Settings(env=env))
+    assert f"coll_tuned_dynamic_rules_filename={rules}" in err  # Open MPI read our file
+    linear, _ = _median_us(forcing.prepare("openmpi", "bcast", "basic_linear"))
+    seg = forcing.prepare("openmpi", "bcast", "pipeline")
+    seg.env["OMPI_MCA_coll_tuned_bcast_algorithm_segmentsize"] = "64"
+    pipe64, _ = _median_us(seg)
+    # large message: the file's pipeline, not linear
+    assert with_rules[65536] > 5 * linear[65536]
+    assert with_rules[65536] > 0.2 * pipe64[65536]
+    # small message: the file's linear, not the 64-byte pipeline
+    assert with_rules[1024] < pipe64[1024]
