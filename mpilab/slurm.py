@@ -697,35 +697,27 @@ def point_rows(text, meta, source="collbench output"):
     return out
 
 
-def _key(row):
-    return tuple(str(row[k]) for k in KEY_COLUMNS)
-
-
 def append_results(rows, results):
-    """Append rows to a results CSV under a file lock, skipping keys already present.
+    """Append rows to a results table, skipping keys already present.
+
+    Writing goes through :func:`mpilab.results.append_rows` (its lock, its columns); a second
+    lock, ``<results>.lock``, makes "check the keys, then write" one step for concurrent
+    array tasks and ``collect``.
 
     Returns
     -------
     int
         Rows written.
     """
+    from . import results as _results
+
     results = Path(results)
     results.parent.mkdir(parents=True, exist_ok=True)
     with open(str(results) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        have = set()
-        if results.is_file() and results.stat().st_size:
-            with open(results, newline="") as f:
-                have = {_key(r) for r in csv.DictReader(f)}
-        new = [r for r in rows if _key(r) not in have]
-        if new:
-            write_header = not results.is_file() or results.stat().st_size == 0
-            with open(results, "a", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=RESULT_COLUMNS, extrasaction="ignore")
-                if write_header:
-                    w.writeheader()
-                w.writerows(new)
-    return len(new)
+        have = _results.measured_keys(results)
+        new = [r for r in rows if _results.key_of(r) not in have]
+        return _results.append_rows(results, new) if new else 0
 
 
 def ingest_point(point, results, meta):

@@ -282,7 +282,7 @@ def test_sweep_job_array_with_openmpi_and_pmix(local_slurm, tmp_path):
 def test_sweep_with_mpich_and_pmi2(local_slurm, tmp_path):
     bench = built("mpich")
     script = slurm.render_to_dir("sweep", "local", "local", tmp_path, flavour="mpich", collbench=bench,
-                                 algos="native", nprocs="2", sizes="1K", iters=10, time="5")
+                                 algos="native", nprocs="2", sizes="1K:1K", iters=10, time="5")
     assert 'srun --mpi=pmi2 -n "$NP"' in script.read_text()
     job = slurm.submit(script)
     states = slurm.wait(job, timeout=240)
@@ -433,7 +433,7 @@ def test_apptainer_sweep_runs_through_srun_with_a_stand_in(local_slurm, tmp_path
     run = tmp_path / "run"
     script = slurm.render_to_dir("sweep-apptainer", "local", "local", run, image=str(image),
                                  container_kit_dir=str(kit), algos="native", nprocs="2",
-                                 sizes="32", iters=5, time="5")
+                                 sizes="32:32", iters=5, time="5")
     shim_log = tmp_path / "apptainer.log"
     job = slurm.submit(script, env={"PATH": f"{bindir}:{os.environ['PATH']}",
                                     "APPTAINER_SHIM_LOG": str(shim_log)})
