@@ -89,3 +89,36 @@ def test_openmpi_follows_rules_file(built_flavour, tmp_path):
     assert with_rules[65536] > 0.2 * pipe64[65536]
     # small message: the file's linear, not the 64-byte pipeline
     assert with_rules[1024] < pipe64[1024]
+
+
+@pytest.mark.slow
+def test_probe_and_collective_both_move_under_load(built_flavour):
+    """--probe stores a ping-pong next to each collective point; CPU hogs slow both down."""
+    import subprocess
+    import sys
+
+    built_flavour("openmpi")
+    L = launch.get_launcher("openmpi", bind=False)  # unbound ranks share the cores with the hogs
+    prog = collbench.collbench_program("openmpi")
+    args = collbench.collbench_args("native", "bcast", "1K:8K", iters=200, warmup=10, probe=8)
+
+    def measure():
+        proc = forcing.run(L, prog, args, 2, libalgs.Settings(forcing=False), timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        _, table = collbench.parse_output(proc.stdout)
+        assert all(r["probe_us"] not in ("", None) for r in table)
+        return (sum(float(r["probe_us"]) for r in table), sum(float(r["avg_us"]) for r in table))
+
+    quiet = min(measure() for _ in range(2))
+    import time
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(6)]
+    try:
+        time.sleep(1.0)  # let the hogs get going
+        loaded = measure()
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert loaded[0] > 2 * quiet[0], (quiet, loaded)  # the probe sees the load...
+    assert loaded[1] > 2 * quiet[1], (quiet, loaded)  # ...and so does the collective
