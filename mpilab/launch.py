@@ -194,8 +194,10 @@ class SMPILauncher(Launcher):
         self._tmp = []
 
     def command(self, program, args=(), nprocs=1, mapping="core"):
-        from . import platforms
-
+        try:
+            from . import platforms
+        except ImportError as e:
+            raise ToolMissing(f"SMPI needs mpilab.platforms (the shipped platform files): {e}") from None
         _check_nprocs(nprocs)
         _check_mapping(mapping)
         xml = platforms.platform_file(self.platform_arg)
