@@ -30,7 +30,9 @@ def _cmd(args):
     opts = {"platform": args.platform or "orfeo-thin"} if flavour == "smpi" else {}
     launcher = launch.get_launcher(flavour, **opts)
     valid = collbench.algorithm_names(flavour, args.coll)
-    algos = sweep.validate_algorithms(args.algos or ",".join(valid), valid)
+    from . import libalgs  # the libraries' own algorithms, forced and verified
+    library = [a for a in libalgs.names(args.coll, flavour) if a not in valid]
+    algos = sweep.validate_algorithms(args.algos or ",".join(valid), list(valid) + library)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if sweep.check_mpich_nprocs(flavour, nprocs):
@@ -38,7 +40,8 @@ def _cmd(args):
                   f"{sweep.MPICH_MAX_NPROCS} will be slow and unrepresentative")
     stats = sweep.run_sweep(launcher, args.output, algos, nprocs, args.m, coll=args.coll,
                             mapping=args.mapping, iters=iters, warmup=warmup, repetitions=reps,
-                            check=args.check, timeout=args.timeout, progress=not args.quiet)
+                            check=args.check, timeout=args.timeout, progress=not args.quiet,
+                            shuffle=args.shuffle)
     print(f"{stats['launched']} launches ({stats['rows']} rows appended to {args.output}), "
           f"{stats['skipped']} already measured")
     return 0
@@ -59,6 +62,7 @@ def add_parser(subparsers):
     p.add_argument("--warmup", help="warm-up iterations per size")
     p.add_argument("--repetitions", default="1", help="independent launches per point (default 1)")
     p.add_argument("--check", action="store_true", help="verify every element before timing")
+    p.add_argument("--shuffle", action="store_true", help="measure the launches in random order")
     p.add_argument("-o", "--output", default="results.csv", help="results CSV (appended, resumed)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per launch (default 600)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

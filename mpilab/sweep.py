@@ -71,7 +71,7 @@ def _point_keys(launcher, coll, algo, p, rep, sizes, mapping, datatype="char", r
 
 def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather", mapping="core",
               iters=None, warmup=None, iters_large=None, warmup_large=None, repetitions=1,
-              check=False, timeout=600, progress=True, program=None):
+              check=False, timeout=600, progress=True, program=None, shuffle=False, seed=None):
     """Run a sweep and append its rows to ``output``; skip points already measured.
 
     Parameters
@@ -111,10 +111,24 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     points = plan(algos, nprocs, repetitions)
     todo = [pt for pt in points
             if not set(_point_keys(launcher, coll, *pt, size_list, mapping)) <= done]
+    if shuffle:  # random order, so drift in the machine does not look like an effect
+        import random
+        random.Random(seed).shuffle(todo)
+    registered = set(collbench.algorithm_names(launcher.flavour, coll))
     stats = {"launched": 0, "skipped": len(points) - len(todo), "rows": 0}
     bar = tqdm(todo, disable=not progress, unit="launch", file=sys.stderr, dynamic_ncols=True)
     for algo, p, rep in bar:
         bar.set_description(f"{launcher.flavour} {algo} P={p} rep={rep}")
+        if algo not in registered:  # a library algorithm (mpilab.libalgs): forced and verified
+            from . import forcing
+            rows = forcing.measure(launcher, coll, algo, p, sizes=(lo, hi), mapping=mapping,
+                                   repetition=rep, check=check, iters=iters, warmup=warmup,
+                                   iters_large=iters_large, warmup_large=warmup_large,
+                                   timeout=timeout)
+            results.append_rows(output, rows)
+            stats["launched"] += 1
+            stats["rows"] += len(rows)
+            continue
         args = collbench.collbench_args(algo=algo, coll=coll, sizes=(lo, hi), iters=iters,
                                         warmup=warmup, iters_large=iters_large,
                                         warmup_large=warmup_large, check=check)

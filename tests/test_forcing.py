@@ -91,3 +91,29 @@ def test_smpi_forced_runs_and_checks(built_flavour, coll, name):
     rows = forcing.measure(launch.get_launcher("smpi", platform="orfeo-thin"), coll, name, nprocs,
                            sizes="4:16K", check=True, iters=3, warmup=1, datatype="int", timeout=600)
     assert {r["forced"] for r in rows} == ({"no"} if name == "default" else {"yes"}), rows[0]["evidence"]
+
+
+@pytest.mark.slow
+def test_sweep_forces_library_algorithms(built_flavour, tmp_path):
+    """`mpilab sweep` with library names forces each one and records the evidence per row."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    built_flavour("openmpi")
+    out = tmp_path / "r.csv"
+    cmd = [sys.executable, "-m", "mpilab.cli", "sweep", "--coll", "bcast", "--algos",
+           "default,basic_linear,chain,pipeline", "--flavour", "openmpi", "--nprocs", "2,3",
+           "-m", "2:1K", "--iters", "5", "--repetitions", "2", "--shuffle", "--check", "-q",
+           "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(out)
+    assert len(df) == 4 * 2 * 2 * 10
+    assert set(df[df.algorithm == "default"].forced) == {"no"}
+    forced = df[df.algorithm != "default"]
+    assert set(forced.forced) == {"yes"} and (forced.requested == forced.algorithm).all()
+    assert forced.evidence.str.contains("coll_tuned_bcast_algorithm=").all()
+    r = subprocess.run(cmd[:7] + ["default,knomial_x"] + cmd[8:], capture_output=True, text=True)
+    assert r.returncode == 2 and "knomial_x" in r.stderr and "pipeline" in r.stderr
