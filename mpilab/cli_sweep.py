@@ -32,6 +32,9 @@ def _cmd(args):
     valid = collbench.algorithm_names(flavour, args.coll)
     from . import libalgs  # the libraries' own algorithms, forced and verified
     library = [a for a in libalgs.names(args.coll, flavour) if a not in valid]
+    for a in (args.algos or "").split(","):
+        if a.strip() in libalgs.names(args.coll) and a.strip() not in valid + library:
+            libalgs.settings(flavour, args.coll, a.strip())  # raises "not available on ..."
     algos = sweep.validate_algorithms(args.algos or ",".join(valid), list(valid) + library)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

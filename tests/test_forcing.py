@@ -117,3 +117,15 @@ def test_sweep_forces_library_algorithms(built_flavour, tmp_path):
     assert forced.evidence.str.contains("coll_tuned_bcast_algorithm=").all()
     r = subprocess.run(cmd[:7] + ["default,knomial_x"] + cmd[8:], capture_output=True, text=True)
     assert r.returncode == 2 and "knomial_x" in r.stderr and "pipeline" in r.stderr
+
+
+def test_sweep_names_unavailable_library_algorithm(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "mpilab.cli", "sweep", "--coll", "bcast", "--algos",
+                        "default,chain", "--flavour", "smpi", "--nprocs", "2", "-o",
+                        str(tmp_path / "r.csv")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "'chain' is not available on smpi (available on: openmpi)" in r.stderr
+    assert not (tmp_path / "r.csv").exists()
