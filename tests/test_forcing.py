@@ -88,8 +88,10 @@ def test_smpi_forced_runs_and_checks(built_flavour, coll, name):
     nprocs = {"bcast": 48, "reduce": 24}.get(coll, 7)
     if name in ("neighbor",):
         nprocs = 8
-    rows = forcing.measure(launch.get_launcher("smpi", platform="orfeo-thin"), coll, name, nprocs,
-                           sizes="4:16K", check=True, iters=3, warmup=1, datatype="int", timeout=600)
+    L = launch.get_launcher("smpi", platform="orfeo-thin")
+    sizes = "4:16K"
+    rows = forcing.measure(L, coll, name, nprocs, sizes=sizes, check=True, iters=3, warmup=1,
+                           datatype="int", timeout=600)
     assert {r["forced"] for r in rows} == ({"no"} if name == "default" else {"yes"}), rows[0]["evidence"]
 
 
