@@ -19,6 +19,7 @@ SUBCOMMANDS = [
     "mpilab.demo",
     "mpilab.cli_slurm",
     "mpilab.cli_osu",
+    "mpilab.cli_libalgs",
     "mpilab.cli_image",
 ]
 

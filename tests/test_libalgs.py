@@ -61,3 +61,19 @@ def test_openmpi_ids_match_ompi_info():
             if a.ompi_id not in (None, 0):
                 lib = ids[a.ompi_id].replace("-", "_")
                 assert lib == a.name or (lib, a.name) in {("linear", "basic_linear")}, (coll, a.name, lib)
+
+
+def _cli(*args):
+    import sys
+    return subprocess.run([sys.executable, "-m", "mpilab.cli", "libalgs", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_lists_and_shows():
+    r = _cli("--coll", "bcast", "--flavour", "smpi")
+    assert r.returncode == 0 and "flattree" in r.stdout and "chain " not in r.stdout
+    r = _cli("--flavour", "mpich", "--show", "allgather", "ring")
+    assert "MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM=ring" in r.stdout
+    r = _cli("--flavour", "mpich", "--show", "bcast", "chain")
+    assert r.returncode == 2 and "not available on mpich" in r.stderr
+    assert _cli("--help").returncode == 0
