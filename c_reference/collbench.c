@@ -434,6 +434,7 @@ static int bench(const options *o)
     }
     int ag = !strcmp(o->coll, "allgather");
     int shared = !o->check;   /* SMPI only: shared (content-free) buffers when not checking */
+    lab_shared_scratch = shared;
     size_t sbytes = (size_t)o->max_bytes, rbytes = ag ? (size_t)o->max_bytes * nprocs : (size_t)o->max_bytes;
     void *sbuf = bench_alloc(sbytes, shared), *rbuf = bench_alloc(rbytes, shared);
     char *pbuf = o->probe_bytes > 0 ? calloc((size_t)o->probe_bytes, 1) : NULL;

@@ -6,7 +6,8 @@
  * Cost:         ceil(log2 p)·α + ((p-1)/p)·n·β + local copies of n bytes
  *               n = bytes gathered on each process
  * Restrictions: none (any p, any datatype, MPI_IN_PLACE, count 0)
- * Memory:       a temporary buffer of n bytes (p blocks, true extent of recvtype)
+ * Memory:       a temporary buffer of n bytes (p blocks, true extent of recvtype); shared
+ *               (content-free) under SMPI when lab_shared_scratch is set by the benchmark
  *
  *   p=4, temporary buffer of each rank:
  *           rank0   rank1   rank2   rank3
@@ -33,7 +34,7 @@ int lab_allgather_bruck(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
     /* p*recvcount elements laid out like recvbuf; shift so element data starts at tmp_alloc. */
     MPI_Aint span = (MPI_Aint)p * recvcount > 0
                         ? ((MPI_Aint)p * recvcount - 1) * extent + true_extent : 0;
-    tmp_alloc = malloc(span > 0 ? (size_t)span : 1);
+    tmp_alloc = lab_scratch_alloc(span > 0 ? (size_t)span : 1);
     if (tmp_alloc == NULL)
         CHECK(MPI_ERR_NO_MEM);
     tmp = tmp_alloc - true_lb;
@@ -61,7 +62,7 @@ int lab_allgather_bruck(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
         CHECK(lab_typed_copy(lab_block(tmp, p - rank, recvcount, extent), rank * recvcount,
                              recvtype, recvbuf, rank * recvcount, recvtype, comm));
 fn_exit:
-    free(tmp_alloc);
+    lab_scratch_free(tmp_alloc);
     return mpi_errno;
 fn_fail:
     goto fn_exit;

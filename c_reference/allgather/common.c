@@ -1,5 +1,31 @@
 /* common.c — typed local copies shared by the allgather algorithms. */
+#include <stdlib.h>
 #include "labcoll_impl.h"
+
+int lab_shared_scratch = 0;
+
+/* Under SMPI with lab_shared_scratch set, one shared (content-free) buffer per call site. */
+void *lab_scratch_alloc(size_t bytes)
+{
+#ifdef SMPI_SHARED_MALLOC
+    if (lab_shared_scratch)
+        return SMPI_SHARED_MALLOC(bytes > 0 ? bytes : 1);
+#endif
+    return malloc(bytes > 0 ? bytes : 1);
+}
+
+void lab_scratch_free(void *p)
+{
+    if (p == NULL)
+        return;
+#ifdef SMPI_SHARED_FREE
+    if (lab_shared_scratch) {
+        SMPI_SHARED_FREE(p);
+        return;
+    }
+#endif
+    free(p);
+}
 
 const char *lab_error_file = "";
 int lab_error_line = 0;

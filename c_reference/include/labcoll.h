@@ -45,6 +45,11 @@ void lab_allgather_valid_names(char *buf, size_t len);
 /* Print {"collective": "allgather", "algorithms": [...]} followed by a newline. */
 void lab_allgather_print_json(FILE *out);
 
+/* Non-zero: algorithms allocate their temporary buffers with SMPI_SHARED_MALLOC under SMPI
+ * (contents are not kept: benchmarking only). collbench sets it when it does not --check,
+ * so P=48 x 1 MiB Bruck fits in memory and runs fast. No effect on real MPI. */
+extern int lab_shared_scratch;
+
 /* Where the last CHECK in algorithm code failed (for the driver's message). */
 extern const char *lab_error_file;
 extern int lab_error_line;

@@ -39,4 +39,8 @@ int lab_copy_own_block(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 int lab_typed_copy(const void *src, int scount, MPI_Datatype stype,
                    void *dst, int dcount, MPI_Datatype dtype, MPI_Comm comm);
 
+/* Temporary buffers of the algorithms (see lab_shared_scratch). */
+void *lab_scratch_alloc(size_t bytes);
+void lab_scratch_free(void *p);
+
 #endif
