@@ -10,6 +10,7 @@ import importlib.resources
 import math
 import os
 import shutil
+import warnings
 
 import numpy as np
 import sympy
@@ -22,7 +23,7 @@ VISIBLE_NPROCS = (1, 2, 3, 5, 8)
 #: Process counts of the hidden sweep (every P from 1 to 8).
 HIDDEN_NPROCS = (1, 2, 3, 4, 5, 6, 7, 8)
 #: Wall-time limit of one correctness run, seconds.
-RUN_TIMEOUT = 30.0
+RUN_TIMEOUT = float(os.environ.get("MPILAB_RUN_TIMEOUT", "30"))
 #: Function name the lab's skeletons define, per algorithm.
 STUDENT_FUNCTIONS = {"ring": "student_allgather_ring", "bruck": "student_allgather_bruck"}
 
@@ -105,6 +106,7 @@ def benchmark_c(c_files, nprocs=(2, 4), timeout=RUN_TIMEOUT):
     -------
     pandas.DataFrame
         Columns algorithm, nprocs, bytes (per rank), avg_us (max over ranks of the average).
+        An algorithm that fails to build or run is left out with a warning saying why.
     """
     import io
 
@@ -112,17 +114,25 @@ def benchmark_c(c_files, nprocs=(2, 4), timeout=RUN_TIMEOUT):
 
     frames = []
     for algorithm, c_file in c_files.items():
-        work = _build(os.fspath(c_file), algorithm)
+        try:
+            work = _build(os.fspath(c_file), algorithm)
+        except AssertionError as exc:
+            warnings.warn(f"{algorithm} left out: {exc}")
+            continue
         try:
             for p in nprocs:
                 res = sandbox.run(_OPENMPI["mpirun"] + [str(p), "./check_student", "--time", algorithm],
                                   cwd=work, timeout=timeout)
                 if not res.ok:
-                    raise AssertionError(f"timing {algorithm} with P = {p}: {res.failure()}")
+                    warnings.warn(f"{algorithm} left out: timing it with P = {p}: {res.failure()}")
+                    break
                 frames.append(pd.read_csv(io.StringIO(res.stdout)))
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    if not frames:
+        raise AssertionError("no algorithm could be timed; fix the correctness checks first")
     df = pd.concat(frames, ignore_index=True)
+    df = df[df["algorithm"].isin(list(c_files) + ["native"])]
     return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False)["avg_us"].mean()
 
 
@@ -247,3 +257,44 @@ def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorit
             problems.append(f"the line {name!r} does not match your results table's {y} by {x}")
     if problems:
         raise AssertionError("; ".join(problems))
+
+
+# --- the gradebook -----------------------------------------------------------------------------
+
+def score_table(course_root, assignment):
+    """Scores per student and graded cell, from an nbgrader course's gradebook.
+
+    Parameters
+    ----------
+    course_root : str or path
+        The nbgrader course root (holds ``gradebook.db``).
+    assignment : str
+        The assignment name, e.g. ``"lab2"``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per student; one column per graded cell (``grade_id``), then ``total`` and
+        ``max``. Manually graded cells show their score so far (0 until graded).
+    """
+    import pandas as pd
+    from nbgrader.api import Gradebook, MissingEntry
+
+    db = os.path.join(os.fspath(course_root), "gradebook.db")
+    if not os.path.exists(db):
+        raise UsageError(f"no gradebook at {db}; run nbgrader generate_assignment there first")
+    rows = []
+    with Gradebook(f"sqlite:///{db}") as gb:
+        try:
+            gb.find_assignment(assignment)
+        except MissingEntry:
+            names = [a.name for a in gb.assignments]
+            raise one_of("assignment", assignment, names) from None
+        for sub in gb.assignment_submissions(assignment):
+            row = {"student": sub.student_id}
+            for nb in sub.notebooks:
+                for grade in nb.grades:
+                    row[grade.name] = grade.score
+            row["total"], row["max"] = sub.score, sub.max_score
+            rows.append(row)
+    return pd.DataFrame(rows).sort_values("student").set_index("student")

@@ -20,7 +20,7 @@ needs_openmpi = pytest.mark.skipif(shutil.which("mpicc.openmpi") is None, reason
 @needs_openmpi
 @pytest.mark.parametrize("algorithm", ["ring", "bruck"])
 def test_solutions_pass_hidden_cases(algorithm):
-    grading.check_allgather_c(ROOT / "solutions" / "lab2" / f"{algorithm}.c", algorithm, hidden=True)
+    grading.check_allgather_c(ROOT / "solutions" / "lab2" / "c_solutions" / f"{algorithm}.c", algorithm, hidden=True)
 
 
 @needs_openmpi

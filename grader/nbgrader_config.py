@@ -1,0 +1,22 @@
+"""nbgrader configuration of the mpilab course (run nbgrader from this directory).
+
+Source notebooks live in ../solutions/<lab>/, student versions are released to ../labs/<lab>/;
+submissions go to submitted/<student>/<lab>/.
+"""
+import os
+
+c = get_config()  # noqa: F821 (provided by nbgrader)
+
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.source_directory = "../solutions"
+c.CourseDirectory.release_directory = "../labs"
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "check_student*", "test-output", "c_solutions"]
+
+# MPI cells run sweeps and compile C: nbgrader's 30 s default would kill them. Each grading
+# check still has its own per-run limit (mpilab.grading.RUN_TIMEOUT) well inside this one.
+c.ExecutePreprocessor.timeout = int(os.environ.get("MPILAB_CELL_TIMEOUT", "600"))
+c.ExecutePreprocessor.startup_timeout = 120
+
+# students' files are collected from an LMS zip with: nbgrader zip_collect <lab>
+c.ZipCollectApp.archive_directory = "downloaded/{assignment_id}/archive"
+c.FileNameCollectorPlugin.named_regexp = r".*_(?P<student_id>\w+)_attempt_.*_(?P<file_id>[^/]+)$"
