@@ -85,8 +85,10 @@ start() {
     [ "$(id -u)" -eq 0 ] || die "run as root: the daemons and /etc/slurm/slurm.conf need it"
     mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" /etc/slurm /run/munge /var/log/munge /var/lib/munge
     # Several test sessions may start the cluster at once: one at a time.
+    # The daemons must not inherit fd 9: a munged or slurmctld holding the lock would make
+    # every later `start` wait forever.
     exec 9>"$DIR/.start.lock"
-    flock 9
+    flock -w 120 9 || die "another 'local-slurm.sh start' holds $DIR/.start.lock for more than 120 s"
     if [ -f "$CONF" ] && ! head -1 "$CONF" | grep -q "^$MARK"; then
         die "$CONF exists and was not written by this script; refusing to replace it"
     fi
@@ -109,9 +111,9 @@ start() {
     if ! munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
         say "starting munged"
         if id munge >/dev/null 2>&1; then
-            runuser -u munge -- munged
+            runuser -u munge -- munged 9>&-
         else
-            munged --force
+            munged --force 9>&-
         fi
         sleep 0.5
         munge -n </dev/null | unmunge >/dev/null || die "munged does not answer; see /var/log/munge/munged.log"
@@ -123,11 +125,11 @@ start() {
     fi
     if ! running "$DIR/slurmctld.pid" slurmctld; then
         say "starting slurmctld"
-        slurmctld
+        slurmctld 9>&-
     fi
     if ! running "$DIR/slurmd.pid" slurmd; then
         say "starting slurmd"
-        slurmd
+        slurmd 9>&-
     fi
     local i
     for i in $(seq 1 60); do
