@@ -17,6 +17,15 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "check
 c.ExecutePreprocessor.timeout = int(os.environ.get("MPILAB_CELL_TIMEOUT", "600"))
 c.ExecutePreprocessor.startup_timeout = 120
 
+# Autograde normally copies the source's files over the submission's: the students' C files
+# (the skeletons they filled in) must be graded as submitted, so every *.c of a lab is excluded.
+_solutions = os.path.join(c.CourseDirectory.root, c.CourseDirectory.source_directory)
+c.Autograde.exclude_overwriting = {
+    lab: sorted(f for f in os.listdir(os.path.join(_solutions, lab)) if f.endswith(".c"))
+    for lab in (os.listdir(_solutions) if os.path.isdir(_solutions) else [])
+    if os.path.isdir(os.path.join(_solutions, lab))
+}
+
 # students' files are collected from an LMS zip with: nbgrader zip_collect <lab>
 c.ZipCollectApp.archive_directory = "downloaded/{assignment_id}/archive"
 c.FileNameCollectorPlugin.named_regexp = r".*_(?P<student_id>\w+)_attempt_.*_(?P<file_id>[^/]+)$"
