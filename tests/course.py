@@ -1,0 +1,102 @@
+"""A throw-away nbgrader course for end-to-end grading tests of any lab.
+
+Real nbgrader, run through ``scripts/grade.sh`` exactly as an instructor runs it; only the
+course root, the source and the release directories are private to the test::
+
+    course = Course(tmp_path)
+    course.submit("solution", "lab2", solved_notebook("lab2"), {"ring.c": SOL / "ring.c"})
+    table, elapsed = course.grade("lab2")
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def strip_fences(src):
+    """A solution cell's source without its ``### BEGIN/END SOLUTION`` lines."""
+    return re.sub(r"^\s*### (BEGIN|END) SOLUTION\n?", "", src, flags=re.M)
+
+
+def released_notebook(lab):
+    """The student version of ``labs/<lab>/<lab>.ipynb``, as a dict."""
+    return json.loads((ROOT / "labs" / lab / f"{lab}.ipynb").read_text())
+
+
+def solved_notebook(lab, edit=None):
+    """The released notebook with the source's solutions pasted in, as a student would.
+
+    ``edit(grade_id, source) -> source`` may change any code answer cell (a wrong submission).
+    Markdown answer cells stay as released (they are graded by hand).
+    """
+    release = released_notebook(lab)
+    source = {c["metadata"]["nbgrader"]["grade_id"]: c
+              for c in json.loads((ROOT / "solutions" / lab / f"{lab}.ipynb").read_text())["cells"]
+              if "nbgrader" in c["metadata"]}
+    for cell in release["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        if meta.get("solution") and cell["cell_type"] == "code":
+            cell["source"] = strip_fences("".join(source[meta["grade_id"]]["source"]))
+            if edit:
+                cell["source"] = edit(meta["grade_id"], cell["source"])
+    return release
+
+
+class Course:
+    """An nbgrader course root under ``tmp_path`` with the repository's config and sources."""
+
+    def __init__(self, tmp_path):
+        self.tmp = Path(tmp_path)
+        self.root = self.tmp / "course"
+        self.root.mkdir()
+        cfg = (ROOT / "grader" / "nbgrader_config.py").read_text()
+        cfg = cfg.replace('"../solutions"', repr(str(ROOT / "solutions")))
+        cfg = cfg.replace('"../labs"', repr(str(self.tmp / "release")))
+        (self.root / "nbgrader_config.py").write_text(cfg)
+
+    def submit(self, student, lab, notebook, files=None):
+        """Put a submission in ``submitted/<student>/<lab>/``: the notebook and other files.
+
+        ``files`` maps a name in the submission to a path to copy (e.g. the student's C file).
+        """
+        d = self.root / "submitted" / student / lab
+        d.mkdir(parents=True)
+        (d / f"{lab}.ipynb").write_text(json.dumps(notebook))
+        for name, src in (files or {}).items():
+            shutil.copy(src, d / name)
+        return d
+
+    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=1200):
+        """Run ``scripts/grade.sh lab`` on the course; return (score table, seconds).
+
+        The output is saved under ``test-output/grade_<lab>.txt``; a non-zero exit fails.
+        """
+        from mpilab.grading import score_table
+        env = dict(os.environ, COURSE=str(self.root), MPILAB_CELL_TIMEOUT=str(cell_timeout),
+                   MPILAB_RUN_TIMEOUT=str(run_timeout))
+        start = time.monotonic()
+        proc = subprocess.run([str(ROOT / "scripts" / "grade.sh"), lab], env=env,
+                              capture_output=True, text=True, timeout=timeout)
+        elapsed = time.monotonic() - start
+        (ROOT / "test-output").mkdir(exist_ok=True)
+        (ROOT / "test-output" / f"grade_{lab}.txt").write_text(
+            proc.stdout + proc.stderr + f"\nelapsed {elapsed:.0f} s\n")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return score_table(self.root, lab), elapsed
+
+    def feedback(self, student, lab):
+        """The HTML feedback nbgrader generated for one student."""
+        return (self.root / "feedback" / student / lab / f"{lab}.html").read_text()
+
+
+def assert_scores(table, expected):
+    """Every student's score per graded cell is exactly as expected."""
+    for student, want in expected.items():
+        got = {k: float(table.loc[student, k]) for k in want}
+        assert got == want, f"{student}: {got} != {want}"

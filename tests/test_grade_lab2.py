@@ -1,0 +1,66 @@
+"""End to end: release lab 2, make seven submissions, run scripts/grade.sh, check every score.
+
+Real nbgrader, real Open MPI. Per-run limit 10 s and per-cell limit 60 s keep the batch short.
+"""
+
+import shutil
+
+import pytest
+from course import ROOT, Course, assert_scores, released_notebook, solved_notebook
+
+DATA = ROOT / "tests" / "data" / "grading"
+SOL = ROOT / "solutions" / "lab2"
+
+#: Autograded points per cell of lab 2 (schedules and discussion are graded by hand: 0 here).
+FULL = {"cost_pairwise": 1, "cost_ring": 1, "cost_bruck": 2, "ring_correct": 3, "bruck_correct": 3,
+        "plot_check": 2, "schedules": 0, "discussion": 0}
+ZERO = dict.fromkeys(FULL, 0)
+EXPECTED = {
+    "solution": FULL,
+    "untouched": ZERO,
+    "wrong_cost": {**FULL, "cost_ring": 0},
+    "ring_deadlock": {**FULL, "ring_correct": 0},
+    "bruck_segfault": {**FULL, "bruck_correct": 0},
+    "wrong_plot": {**FULL, "plot_check": 0},
+    "loops_forever": {**FULL, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0},
+}
+
+
+def _edit_cost(gid, src):
+    return src.replace("cost_ring = (p - 1) * alpha + (p - 1) * n * beta", "cost_ring = p * (alpha + n * beta)") \
+        if gid == "costs" else src
+
+
+def _edit_plot(gid, src):
+    if gid != "plot":
+        return src
+    src = src.replace('ax.set_xscale("log")\n', "").replace('ax.set_yscale("log")\n', "")
+    return src.replace("for name, sub in at4.groupby(\"algorithm\"):\n",
+                       "for name, sub in at4.groupby(\"algorithm\"):\n    if name == \"bruck\":\n        continue\n")
+
+
+def _edit_loop(gid, src):
+    return "while True:\n    pass\n" + src if gid == "costs" else src
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("mpicc.openmpi") is None, reason="Open MPI not installed")
+def test_grade_seven_submissions(tmp_path):
+    course = Course(tmp_path)
+    c_ring, c_bruck = SOL / "c_solutions" / "ring.c", SOL / "c_solutions" / "bruck.c"
+
+    def submit(student, notebook, ring, bruck):
+        course.submit(student, "lab2", notebook, {"ring.c": ring, "bruck.c": bruck})
+
+    submit("solution", solved_notebook("lab2"), c_ring, c_bruck)
+    submit("untouched", released_notebook("lab2"), SOL / "ring.c", SOL / "bruck.c")
+    submit("wrong_cost", solved_notebook("lab2", _edit_cost), c_ring, c_bruck)
+    submit("ring_deadlock", solved_notebook("lab2"), DATA / "ring_deadlock.c", c_bruck)
+    submit("bruck_segfault", solved_notebook("lab2"), c_ring, DATA / "bruck_segfault.c")
+    submit("wrong_plot", solved_notebook("lab2", _edit_plot), c_ring, c_bruck)
+    submit("loops_forever", solved_notebook("lab2", _edit_loop), c_ring, c_bruck)
+    table, elapsed = course.grade("lab2")
+    assert_scores(table, EXPECTED)
+    assert (course.root / "grades-lab2.csv").exists()
+    assert "a deadlock? check the order of sends and receives" in course.feedback("ring_deadlock", "lab2")
+    assert elapsed < 900, f"the batch took {elapsed:.0f} s"
