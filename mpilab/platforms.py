@@ -101,6 +101,58 @@ def list_platforms():
     return sorted(_FIXED) + [f"orfeo-thin-{n}" for n in range(2, 11)]
 
 
+def variant(base, label, **changes):
+    """A shipped platform with some link parameters changed, e.g. a busy network.
+
+    Parameters
+    ----------
+    base : str
+        A name from :func:`list_platforms`.
+    label : str
+        Name of the variant (letters, digits, ``-``, ``_``, ``.``): the XML file is
+        ``<label>.xml`` in the user cache and SMPI rows record ``label`` as their platform.
+    **changes
+        Fields of :class:`Spec` to replace: ``lat_socket``, ``bw_socket``, ``lat_node``,
+        ``bw_node`` (inside a node), ``lat_nic``, ``bw_nic`` (each node's network card, shared
+        by its ranks' flows), ``lat_switch``, ``bw_switch``. Latencies in µs, bandwidths in
+        bytes/µs (= MB/s).
+
+    Returns
+    -------
+    Path
+        The platform file, for ``launch.get_launcher("smpi", platform=path)``.
+
+    Examples
+    --------
+    Another job's traffic on the network: a quarter of the card's bandwidth and ten times its
+    latency::
+
+        busy = platforms.variant("orfeo-thin", "orfeo-thin-busy", bw_nic=1.25e3, lat_nic=5.0)
+    """
+    import dataclasses
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(label)) or label in list_platforms():
+        raise UsageError(f"bad platform label {label!r}; valid: letters, digits, '-', '_', '.', "
+                         f"and not a shipped name ({', '.join(list_platforms())})")
+    spec = _spec(base)
+    links = [f.name for f in dataclasses.fields(Spec) if f.name.startswith(("lat_", "bw_"))]
+    for key, value in changes.items():
+        if key not in links:
+            raise one_of("platform parameter", key, links)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise UsageError(f"bad {key} {value!r}; valid: a positive number "
+                             f"({'µs' if key.startswith('lat_') else 'bytes/µs'})")
+    spec = dataclasses.replace(spec, description=f"{spec.description}; variant {label}: "
+                               + ", ".join(f"{k}={v:g}" for k, v in sorted(changes.items())),
+                               **changes)
+    target = _cache_dir() / f"{label}.xml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(render_xml(spec))
+    tmp.replace(target)
+    return target
+
+
 def _spec(name):
     name = str(name)
     if name in _FIXED:
