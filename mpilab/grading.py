@@ -209,7 +209,7 @@ def _fallback_check(answer, collective, name):
 
 # --- plots -------------------------------------------------------------------------------------
 
-def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorithm"):
+def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorithm", log="xy"):
     """Check a latency plot: log axes, labels with units, one line per algorithm, true data.
 
     Parameters
@@ -219,7 +219,11 @@ def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorit
     results_df : pandas.DataFrame
         The student's own results table (columns ``x``, ``y`` and ``by``).
     x, y, by : str
-        Columns plotted on x, on y, and one line per value of ``by``.
+        Columns plotted on x, on y, and one line per value of ``by``. A count (``nprocs``)
+        needs a label but no unit.
+    log : str
+        The axes that must be logarithmic: ``"xy"`` (default), ``"y"`` (e.g. latency against
+        the number of processes, where a linear x axis is as good), ``"x"`` or ``""``.
 
     Raises
     ------
@@ -231,13 +235,15 @@ def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorit
         if col not in results_df.columns:
             raise UsageError(f"results table has no column {col!r}; columns: {', '.join(results_df.columns)}")
     problems = []
+    if set(log) - {"x", "y"}:
+        raise UsageError(f"bad log {log!r}; valid: 'xy', 'x', 'y' or ''")
     for axis, scale in (("x", ax.get_xscale()), ("y", ax.get_yscale())):
-        if scale != "log":
+        if axis in log and scale != "log":
             problems.append(f"the {axis} axis is {scale}: use a log scale (ax.set_{axis}scale('log'))")
-    for axis, label in (("x", ax.get_xlabel()), ("y", ax.get_ylabel())):
+    for axis, label, col in (("x", ax.get_xlabel(), x), ("y", ax.get_ylabel(), y)):
         if not label.strip():
             problems.append(f"the {axis} axis has no label")
-        elif "(" not in label and "[" not in label:
+        elif col != "nprocs" and "(" not in label and "[" not in label:
             problems.append(f"the {axis} label {label!r} has no unit in parentheses, e.g. '(bytes)' or '(us)'")
     lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
     if ax.get_legend() is None:

@@ -191,3 +191,20 @@ def test_correlation_check():
     bad = stats.correlate(df).assign(pearson_r=0.0)
     with pytest.raises(AssertionError, match="collective bcast, algorithm basic_linear, bytes 2: r = 0.0000"):
         grading.check_correlation(bad, df)
+
+
+def test_latency_plot_over_processes():
+    """plots.latency_vs_nprocs passes the check for latency over P (no unit needed for P)."""
+    from mpilab import plots
+    df = _results().assign(flavour="smpi", platform="orfeo-thin", mapping="core")
+    at = df[(df.collective == "bcast") & (df.bytes == 1024)]
+    fig, ax = plots.latency_vs_nprocs(df, 1024, collective="bcast", metric="avg_us")
+    grading.check_latency_plot(ax, at, x="nprocs", log="y")
+    ax.set_xscale("linear")
+    grading.check_latency_plot(ax, at, x="nprocs", log="y")
+    with pytest.raises(AssertionError, match="the x axis is linear"):
+        grading.check_latency_plot(ax, at, x="nprocs")
+    fig, ax = plots.latency_vs_nprocs(df, 1024, collective="bcast")   # maxrank_avg_us, not avg_us
+    with pytest.raises(AssertionError, match="line 'chain' does not match your results table's avg_us by nprocs"):
+        grading.check_latency_plot(ax, at, x="nprocs", log="y")
+    plt.close("all")
