@@ -29,8 +29,12 @@ _MEMORY = ("import numpy as np\n"
 
 
 @contextlib.contextmanager
-def background(cpu=0, memory=0, memory_mib=256, settle=0.5):
+def background(cpu=0, memory=0, cpus=None, memory_mib=256, settle=0.5):
     """Run CPU and memory-bandwidth hogs for the duration of a ``with`` block.
+
+    With ``cpus``, this process and everything it starts in the block (the hogs, and the MPI
+    ranks of a launcher made with ``bind=False``) share the same CPUs, so the load reaches the
+    ranks whatever the size of the machine; without it the hogs go where the scheduler puts them.
 
     Parameters
     ----------
@@ -38,6 +42,9 @@ def background(cpu=0, memory=0, memory_mib=256, settle=0.5):
         Busy-loop processes.
     memory : int
         Processes that copy a ``memory_mib`` MiB buffer back and forth without pause.
+    cpus : int or set of int, optional
+        Confine the block to this many CPUs (the first ones this process may use) or to this
+        set of CPUs; the previous affinity is restored at the end.
     memory_mib : int
         Size of each memory hog's buffer (MiB; well above the caches).
     settle : float
@@ -53,6 +60,15 @@ def background(cpu=0, memory=0, memory_mib=256, settle=0.5):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (name == "memory_mib" and v < 1):
             raise UsageError(f"bad {name} {v!r}; valid: an integer >= {1 if name == 'memory_mib' else 0}")
     code = [_CPU] * cpu + [_MEMORY.format(n=memory_mib << 20)] * memory
+    saved = os.sched_getaffinity(0)
+    if cpus is not None:
+        allowed = sorted(saved)
+        target = set(allowed[:cpus]) if isinstance(cpus, int) and not isinstance(cpus, bool) \
+            else set(cpus) & saved
+        if not target or (isinstance(cpus, int) and not 1 <= cpus):
+            raise UsageError(f"bad cpus {cpus!r}; valid: 1..{len(allowed)} or a set of the CPUs "
+                             f"this process may use ({', '.join(map(str, allowed))})")
+        os.sched_setaffinity(0, target)
     hogs = []
     try:
         for c in code:
@@ -69,3 +85,4 @@ def background(cpu=0, memory=0, memory_mib=256, settle=0.5):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(h.pid, signal.SIGKILL)
             h.wait()
+        os.sched_setaffinity(0, saved)
