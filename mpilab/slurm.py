@@ -848,14 +848,50 @@ def collect(run_dir, job_ids=None, results=None):
 
 # --------------------------------------------------------------------------- helpers for labs
 
+def _controller_refuses(conf=None):
+    """True when slurm.conf names a controller whose port refuses a connection right now.
+
+    ``sinfo`` retries a dead controller for about ``MessageTimeout`` (10 s); a TCP connect to the
+    port says the same in milliseconds. False when there is no readable slurm.conf (configless
+    clusters) or something listens: then ``sinfo`` decides.
+    """
+    import socket
+
+    conf = Path(conf or os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    try:
+        text = conf.read_text()
+    except OSError:
+        return False
+    kv = {}
+    for line in text.splitlines():
+        key, sep, value = line.split("#", 1)[0].partition("=")
+        if sep and key.strip().lower() not in kv:
+            kv[key.strip().lower()] = value.strip()
+    host = (kv.get("slurmctldhost") or kv.get("controlmachine") or "").split("(")[0].strip()
+    port = (kv.get("slurmctldport") or "6817").split("-")[0].strip()
+    addr = (kv.get("slurmctldhost") or "").partition("(")[2].rstrip(")").strip() or host
+    if not addr or not port.isdigit():
+        return False
+    try:
+        with socket.create_connection((addr, int(port)), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
 def cluster_answers(timeout=10):
     """True when ``sbatch`` is installed and a SLURM controller answers ``sinfo``.
 
     A notebook uses it to submit only where a cluster exists (a real one, or the test cluster of
     ``scripts/local-slurm.sh``); installed SLURM commands without a running controller give
-    False, as does a controller that does not answer within ``timeout`` seconds.
+    False — at once when slurm.conf names a controller port that refuses connections — as does
+    a controller that does not answer within ``timeout`` seconds.
     """
     if not shutil.which("sbatch") or not shutil.which("sinfo"):
+        return False
+    if _controller_refuses():
         return False
     try:
         proc = subprocess.run(["sinfo", "--noheader", "--format=%P"], capture_output=True,

@@ -556,5 +556,23 @@ def test_cluster_answers_needs_a_controller(monkeypatch, tmp_path):
     assert slurm.cluster_answers() is False          # installed, no controller
 
 
+def test_cluster_answers_fast_when_the_controller_port_is_closed(monkeypatch, tmp_path):
+    """A slurm.conf whose controller refuses connections: False at once, without sinfo's retries."""
+    import socket
+    with socket.socket() as s:                      # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=x\nSlurmctldHost=nohost(127.0.0.1)\nSlurmctldPort={port}\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    start = time.monotonic()
+    assert slurm._controller_refuses() is True
+    if shutil.which("sinfo"):
+        assert slurm.cluster_answers() is False
+    assert time.monotonic() - start < 2
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "missing.conf"))
+    assert slurm._controller_refuses() is False      # no conf: sinfo decides
+
+
 def test_cluster_answers_with_the_local_cluster(local_slurm):
     assert slurm.cluster_answers() is True
