@@ -1,0 +1,405 @@
+"""Communication schedules of the kit's algorithms, and the α-β event model that times them.
+
+A schedule is, for every rank, the list of point-to-point calls that the C code in
+``c_reference/`` makes (same peers, sizes, tags and order; the local copies that the C code
+does with a send-receive to itself are left out). :func:`simulate` plays the schedules against
+the α-β (Hockney) model:
+
+* a message moves once its send and its receive are both posted (the receiver is ready) and,
+  with ``ports``, once the sender has a free send slot and the receiver a free receive slot;
+  a message of ``m`` bytes that starts moving at ``t`` arrives at ``t + α + m·β``;
+* the receive request completes when its message arrives; the send request too — or at once,
+  when the message is smaller than ``eager_bytes`` (the library copies it out and lets the
+  sender go); posting ``MPI_Isend``/``MPI_Irecv`` takes no time;
+* a blocking ``MPI_Send``, ``MPI_Recv`` or ``MPI_Sendrecv`` is a post followed by a wait: a
+  ``Sendrecv`` ends when both its send and its receive are done;
+* ``ports``: a rank can send at most ``ports`` messages at a time and receive at most ``ports``
+  at a time (the seed's overlap degree o), first come, first served. ``ports=1`` (one message
+  in and one out at a time) is the model behind :mod:`mpilab.costs`; ``ports=None`` lets any
+  number of messages overlap.
+
+SimGrid's SMPI follows the same rules (a transfer starts when both sides are posted; sends
+below 64 KiB release the sender at once; links inside a node of the kit's platforms do not
+limit how many messages overlap), so ``ports=None, eager_bytes=65536`` with the platform's
+α and β reproduces an SMPI run.
+
+Examples
+--------
+>>> calls, messages = simulate(schedule("ring", 4, 1024), alpha=2.0, beta=0.001)
+>>> round(float(calls["end_us"].max()), 6)   # 3 steps of 2 + 1024 * 0.001 us
+9.072
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .errors import UsageError, one_of
+
+#: Tags of c_reference/include/labcoll_impl.h, so predicted and traced messages look alike.
+TAGS = {"allgather": 0x1AB0, "gather": 0x1AB1, "bcast": 0x1AB2, "fold": 0x1AB3}
+
+#: Columns of the calls table (one row per MPI call of one rank) and of the messages table.
+CALL_COLUMNS = ["rank", "call", "start_us", "end_us", "dst", "sbytes", "src", "rbytes", "tag"]
+MESSAGE_COLUMNS = ["src", "dst", "tag", "bytes", "send_us", "recv_us"]
+
+
+@dataclass
+class Op:
+    """One MPI call of a rank's program. ``reqs``: the requests a wait completes."""
+
+    call: str
+    dst: int | None = None
+    sbytes: int = 0
+    src: int | None = None
+    rbytes: int = 0
+    tag: int = 0
+    reqs: tuple = ()
+    req: int | None = None
+
+
+@dataclass
+class Program:
+    """The point-to-point calls of one rank, in program order (built with the methods below)."""
+
+    rank: int
+    ops: list = field(default_factory=list)
+    _next: int = 0
+
+    def _new(self):
+        self._next += 1
+        return self._next - 1
+
+    def isend(self, dst, nbytes, tag=0):
+        """Post ``MPI_Isend``; returns the request number for :meth:`wait`."""
+        r = self._new()
+        self.ops.append(Op("Isend", dst=dst, sbytes=nbytes, tag=tag, req=r))
+        return r
+
+    def irecv(self, src, nbytes, tag=0):
+        """Post ``MPI_Irecv``; returns the request number for :meth:`wait`."""
+        r = self._new()
+        self.ops.append(Op("Irecv", src=src, rbytes=nbytes, tag=tag, req=r))
+        return r
+
+    def wait(self, *reqs):
+        """``MPI_Wait`` (one request) or ``MPI_Waitall``."""
+        self.ops.append(Op("Wait" if len(reqs) == 1 else "Waitall", reqs=tuple(reqs)))
+
+    def send(self, dst, nbytes, tag=0):
+        self.ops.append(Op("Send", dst=dst, sbytes=nbytes, tag=tag))
+
+    def recv(self, src, nbytes, tag=0):
+        self.ops.append(Op("Recv", src=src, rbytes=nbytes, tag=tag))
+
+    def sendrecv(self, dst, sbytes, src, rbytes, tag=0):
+        self.ops.append(Op("Sendrecv", dst=dst, sbytes=sbytes, src=src, rbytes=rbytes, tag=tag))
+
+
+# --- the schedules (each mirrors one C file) ---------------------------------------------------
+
+def _ring(p, n, root):
+    """c_reference/allgather/ring.c: p - 1 send-receives with the neighbours, one block each."""
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        for _ in range(p - 1):
+            prog.sendrecv((r + 1) % p, n, (r - 1) % p, n, TAGS["allgather"])
+    return progs
+
+
+def _pairwise(p, n, root):
+    """c_reference/allgather/pairwise.c: recursive doubling, extra ranks folded in and out."""
+    q = 1
+    while q * 2 <= p:
+        q *= 2
+    e = p - q
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        if r >= q:
+            prog.send(r - q, n, TAGS["fold"])
+        else:
+            if r < e:
+                prog.recv(q + r, n, TAGS["fold"])
+            dist = 1
+            while dist < q:
+                partner = r ^ dist
+                mybase, pbase = r & ~(dist - 1), partner & ~(dist - 1)
+                prog.sendrecv(partner, dist * n, partner, dist * n, TAGS["allgather"])
+                if e > 0:   # the folded blocks of each group, possibly none
+                    mycnt = max(0, min(mybase + dist, e) - mybase)
+                    pcnt = max(0, min(pbase + dist, e) - pbase)
+                    prog.sendrecv(partner, mycnt * n, partner, pcnt * n, TAGS["allgather"])
+                dist *= 2
+        if r >= q:
+            prog.recv(r - q, p * n, TAGS["fold"])
+        elif r < e:
+            prog.send(q + r, p * n, TAGS["fold"])
+    return progs
+
+
+def _bruck(p, n, root):
+    """c_reference/allgather/bruck.c: ceil(log2 p) send-receives to r - d, doubling blocks."""
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        d = 1
+        while d < p:
+            cnt = min(d, p - d)
+            prog.sendrecv((r - d) % p, cnt * n, (r + d) % p, cnt * n, TAGS["allgather"])
+            d *= 2
+    return progs
+
+
+def _gather_bcast(p, n, root):
+    """c_reference/allgather/gather_bcast.c: non-blocking gather to rank 0, then broadcast."""
+    root = 0
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        if r == root:
+            prog.wait(*[prog.irecv(i, n, TAGS["gather"]) for i in range(p) if i != root])
+            prog.wait(*[prog.isend(i, p * n, TAGS["bcast"]) for i in range(p) if i != root])
+        else:
+            prog.wait(prog.isend(root, n, TAGS["gather"]))
+            prog.wait(prog.irecv(root, p * n, TAGS["bcast"]))
+    return progs
+
+
+def _binomial(p, n, root):
+    """c_reference/bcast/binomial.c: receive from the parent, send to children farthest first."""
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        v = (r - root) % p
+        mask = 1
+        while mask < p:
+            if v & mask:
+                prog.recv((v - mask + root) % p, n, TAGS["bcast"])
+                break
+            mask <<= 1
+        mask >>= 1
+        while mask > 0:
+            if v + mask < p:
+                prog.send((v + mask + root) % p, n, TAGS["bcast"])
+            mask >>= 1
+    return progs
+
+
+#: name -> (collective, schedule builder, source file)
+ALGORITHMS = {
+    "ring": ("allgather", _ring, "c_reference/allgather/ring.c"),
+    "pairwise": ("allgather", _pairwise, "c_reference/allgather/pairwise.c"),
+    "bruck": ("allgather", _bruck, "c_reference/allgather/bruck.c"),
+    "gather_bcast": ("allgather", _gather_bcast, "c_reference/allgather/gather_bcast.c"),
+    "binomial": ("bcast", _binomial, "c_reference/bcast/binomial.c"),
+}
+
+
+def collective_of(algorithm):
+    """The collective an algorithm implements (``"allgather"`` or ``"bcast"``)."""
+    if algorithm not in ALGORITHMS:
+        raise one_of("algorithm with a schedule", algorithm, ALGORITHMS)
+    return ALGORITHMS[algorithm][0]
+
+
+def schedule(algorithm, nprocs, nbytes, root=0):
+    """The programs of every rank for one run of an algorithm.
+
+    Parameters
+    ----------
+    algorithm : str
+        A name of :data:`ALGORITHMS`.
+    nprocs : int
+    nbytes : int
+        Allgather: the bytes each rank contributes (its block). Bcast: the buffer.
+    root : int
+        Root of a broadcast (the allgathers' gather_bcast always uses rank 0).
+
+    Returns
+    -------
+    list of Program
+    """
+    collective_of(algorithm)
+    if int(nprocs) < 1:
+        raise UsageError(f"bad number of processes {nprocs!r}; valid: an integer >= 1")
+    if int(nbytes) < 0:
+        raise UsageError(f"bad size {nbytes!r}; valid: bytes >= 0")
+    if not 0 <= int(root) < int(nprocs):
+        raise UsageError(f"bad root {root!r}; valid: 0..{int(nprocs) - 1}")
+    return ALGORITHMS[algorithm][1](int(nprocs), int(nbytes), int(root))
+
+
+# --- the event model -----------------------------------------------------------------------------
+
+def _as_pair_fn(x, name):
+    if callable(x):
+        return x
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise UsageError(f"bad {name} {x!r}; valid: a number (us) or a function (src, dst) -> us") from None
+    if v < 0:
+        raise UsageError(f"bad {name} {x!r}; valid: a number >= 0")
+    return lambda src, dst: v
+
+
+class _Ports:
+    """Free-at times of ``k`` send slots or receive slots of each rank (None: unlimited)."""
+
+    def __init__(self, nprocs, k):
+        self.k = k
+        self.free = [[0.0] * k for _ in range(nprocs)] if k else None
+
+    def earliest(self, rank):
+        return self.free[rank][0] if self.k else 0.0
+
+    def take(self, rank, until):
+        if self.k:
+            heapq.heapreplace(self.free[rank], until)
+
+
+def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None):
+    """Time every call of every rank's program with the α-β model (see the module docstring).
+
+    Parameters
+    ----------
+    programs : list of Program
+        One per rank, e.g. from :func:`schedule`.
+    alpha : float or callable
+        Latency in µs, or ``alpha(src, dst)`` for pairs that differ.
+    beta : float or callable
+        µs per byte, or ``beta(src, dst)``.
+    ports : int or None
+        Messages a rank sends (and receives) at the same time; None for no limit.
+    eager_bytes : int
+        Sends of fewer bytes complete as soon as they are posted (0: every send waits for
+        its message to arrive, the model of :mod:`mpilab.costs`).
+    start_us : sequence of float, optional
+        When each rank starts (default: all at 0), e.g. a measured run's start times.
+
+    Returns
+    -------
+    (pandas.DataFrame, pandas.DataFrame)
+        The calls (:data:`CALL_COLUMNS`) and the messages (:data:`MESSAGE_COLUMNS` plus
+        ``start_us`` and ``arrive_us``: when the transfer started and when it arrived).
+
+    Raises
+    ------
+    UsageError
+        When the programs deadlock (a rank waits for a message nobody sends); the message
+        names the ranks and what they wait for.
+    """
+    alpha_fn, beta_fn = _as_pair_fn(alpha, "alpha"), _as_pair_fn(beta, "beta")
+    if ports is not None and (int(ports) != ports or ports < 1):
+        raise UsageError(f"bad ports {ports!r}; valid: an integer >= 1 or None (no limit)")
+    p = len(programs)
+    out_ports, in_ports = _Ports(p, ports), _Ports(p, ports)
+    done = [dict() for _ in range(p)]           # rank -> request -> completion time (None: not yet)
+    waiting = defaultdict(deque)                # (src, dst, tag) -> posted sends or receives
+    calls, messages = [], []
+    pc = [0] * p
+    blocked = {}                                # rank -> (wait start, requests, call row)
+    internal = itertools.count(10 ** 9)         # request numbers of blocking calls
+    if start_us is None:
+        start_us = [0.0] * p
+    if len(start_us) != p:
+        raise UsageError(f"start_us has {len(start_us)} times for {p} ranks; give one per rank")
+    heap = [(float(start_us[r]), r) for r in range(p)]
+    heapq.heapify(heap)
+
+    def complete(rank, req, t):
+        done[rank][req] = t
+        if rank in blocked:
+            wake(rank)
+
+    def move(msg, t):
+        """Both sides are posted at time t: the transfer starts when the ports allow."""
+        src, dst = msg["src"], msg["dst"]
+        if src == dst:
+            start = arrive = t
+        else:
+            start = max(t, out_ports.earliest(src), in_ports.earliest(dst))
+            arrive = start + alpha_fn(src, dst) + msg["bytes"] * beta_fn(src, dst)
+            out_ports.take(src, arrive)
+            in_ports.take(dst, arrive)
+        msg.update(start_us=start, arrive_us=arrive, recv_us=arrive)
+        complete(dst, msg.pop("recv_req"), arrive)
+        if done[src][msg["send_req"]] is None:
+            complete(src, msg["send_req"], arrive)
+
+    def post(kind, r, t, req, peer, nbytes, tag):
+        done[r][req] = None
+        key = (r, peer, tag) if kind == "send" else (peer, r, tag)
+        queue = waiting[key]
+        if kind == "send":
+            msg = dict(src=r, dst=peer, tag=tag, bytes=nbytes, send_us=t, recv_us=None,
+                       start_us=None, arrive_us=None, send_req=req)
+            messages.append(msg)
+            if nbytes < eager_bytes:
+                done[r][req] = t
+            if queue and queue[0][0] == "recv":
+                msg["recv_req"] = queue.popleft()[1]
+                move(msg, t)
+            else:
+                queue.append(("send", msg))
+        elif queue and queue[0][0] == "send":
+            msg = queue.popleft()[1]
+            msg["recv_req"] = req
+            move(msg, t)
+        else:
+            queue.append(("recv", req))
+
+    def wake(r):
+        t0, reqs, row = blocked[r]
+        times = [done[r][q] for q in reqs]
+        if any(x is None for x in times):
+            return
+        del blocked[r]
+        end = max([t0] + times)
+        row["end_us"] = end
+        heapq.heappush(heap, (end, r))
+
+    def run(r, t):
+        ops = programs[r].ops
+        while pc[r] < len(ops):
+            op = ops[pc[r]]
+            pc[r] += 1
+            row = dict(rank=r, call=op.call, start_us=t, end_us=t, dst=op.dst,
+                       sbytes=op.sbytes if op.dst is not None else None, src=op.src,
+                       rbytes=op.rbytes if op.src is not None else None, tag=op.tag)
+            calls.append(row)
+            if op.call == "Isend":
+                post("send", r, t, op.req, op.dst, op.sbytes, op.tag)
+                continue
+            if op.call == "Irecv":
+                post("recv", r, t, op.req, op.src, op.rbytes, op.tag)
+                continue
+            if op.call in ("Wait", "Waitall"):
+                reqs = op.reqs
+            else:                               # blocking: post, then wait
+                reqs = []
+                if op.dst is not None:
+                    reqs.append(next(internal))
+                    post("send", r, t, reqs[-1], op.dst, op.sbytes, op.tag)
+                if op.src is not None:
+                    reqs.append(next(internal))
+                    post("recv", r, t, reqs[-1], op.src, op.rbytes, op.tag)
+            blocked[r] = (t, reqs, row)
+            wake(r)
+            return                               # resumed from the heap at the wait's end
+
+    while heap:
+        t, r = heapq.heappop(heap)
+        run(r, t)
+    if blocked or any(pc[r] < len(programs[r].ops) for r in range(p)):
+        waits = []
+        for r, (_, reqs, row) in sorted(blocked.items()):
+            waits.append(f"rank {r} in {row['call']} (src {row['src']}, dst {row['dst']})")
+        raise UsageError("the schedule deadlocks: " + "; ".join(waits))
+    for msg in messages:
+        msg.pop("send_req", None)
+        msg.pop("recv_req", None)
+    calls = pd.DataFrame(calls, columns=CALL_COLUMNS)
+    messages = pd.DataFrame(messages, columns=MESSAGE_COLUMNS + ["start_us", "arrive_us"])
+    return calls, messages
