@@ -21,6 +21,7 @@ SUBCOMMANDS = [
     "mpilab.cli_osu",
     "mpilab.cli_libalgs",
     "mpilab.cli_image",
+    "mpilab.cli_pingpong",
 ]
 
 

@@ -1,16 +1,10 @@
 """Platforms: names, hostfiles per mapping, real smpirun ping-pongs and the THIN calibration."""
-import shutil
-import subprocess
-from pathlib import Path
-
-import numpy as np
 import pytest
 
-from mpilab import platforms
+from mpilab import pingpong, platforms
 from mpilab.errors import UsageError
 from mpilab.models import segmented_fit
 
-HERE = Path(__file__).resolve().parent
 
 # FACTS.md: first segment of the point-to-point model measured on THIN (µs, µs/byte).
 REPORT = {"core": (1.1736, 0.0001), "socket": (4.3637, 0.0001), "node": (1.6064, 0.0002)}
@@ -68,44 +62,39 @@ def test_user_xml_path(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pingpong(tmp_path_factory):
-    if not shutil.which("smpicc") or not shutil.which("smpirun"):
-        pytest.skip("SimGrid (smpicc, smpirun) is not installed")
-    d = tmp_path_factory.mktemp("pp")
-    exe = d / "pingpong_tiny"
-    subprocess.run(["smpicc", "-O2", str(HERE / "data" / "pingpong_tiny.c"), "-o", str(exe)],
-                   check=True, capture_output=True, timeout=300)
-    return exe
+def simulated(built_flavour):
+    """Simulated ping-pong of c_reference's pingpong on THIN, one run per mapping (0 B..4 MiB)."""
+    built_flavour("smpi")
+    runs = {}
 
+    def get(mapping, platform="orfeo-thin"):
+        if (mapping, platform) not in runs:
+            df = pingpong.run("smpi", mapping, platform=platform, iters=5, warmup=1,
+                              iters_large=2, warmup_large=1)
+            runs[(mapping, platform)] = (df["bytes"].to_numpy(float), df["avg_us"].to_numpy(float))
+        return runs[(mapping, platform)]
 
-def simulate(exe, mapping, tmp_path, platform="orfeo-thin"):
-    host = platforms.write_hostfile(platform, 2, mapping, tmp_path / f"h-{mapping}")
-    out = subprocess.run(["smpirun", "-np", "2", "-platform", str(platforms.platform_file(platform)),
-                          "-hostfile", str(host), "--cfg=smpi/simulate-computation:no",
-                          "--log=root.thres:critical", str(exe)],
-                         check=True, capture_output=True, text=True, timeout=600).stdout
-    rows = [tuple(map(float, line.split())) for line in out.splitlines() if line[:1].isdigit()]
-    n, t = np.array(rows).T
-    return n, t
+    return get
 
 
 @pytest.mark.slow
-def test_three_distinct_distances(pingpong, tmp_path):
-    small = {m: simulate(pingpong, m, tmp_path)[1][0] for m in REPORT}
+def test_three_distinct_distances(simulated):
+    small = {m: simulated(m)[1][0] for m in REPORT}
     assert small["core"] < small["node"] < small["socket"]
     assert len({round(v, 2) for v in small.values()}) == 3
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mapping", sorted(REPORT))
-def test_thin_calibration_first_segment(pingpong, tmp_path, mapping):
+def test_thin_calibration_first_segment(simulated, mapping):
     """Simulated THIN ping-pong, fitted with the kit's segmented fit, vs the report.
 
     The intercept must be within 15 % of the report's. The report rounds slopes to 4
     decimals (0.0001 stands for anything in [0.00005, 0.00015)), so the slope must round to
     the report's value and lie within 15 % of it.
     """
-    n, t = simulate(pingpong, mapping, tmp_path)
+    n, t = simulated(mapping)
+    assert n[0] == 0 and n[-1] == 4 << 20
     fit = segmented_fit(n, t, segments=2, min_points=3)
     first = fit.table.iloc[0]
     ref_ic, ref_sl = REPORT[mapping]

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "labcoll.h"
+#include "labopts.h"
 
 #ifndef LAB_FLAVOUR
 #define LAB_FLAVOUR "unknown"
@@ -40,27 +41,10 @@ static int rank, nprocs;
 
 static void fail_msg(const char *fmt, ...)
 {
-    if (rank != 0)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("timeline: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    lab_vfail("timeline", rank, fmt, ap);
     va_end(ap);
-}
-
-static long parse_bytes(const char *s)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || v < 0)
-        return -1;
-    if (*end == 'K' || *end == 'k')
-        v *= 1024, end++;
-    else if (*end == 'M' || *end == 'm')
-        v *= 1024 * 1024, end++;
-    return *end == '\0' ? v : -1;
 }
 
 static int usage_error(const char *msg, const char *val)
@@ -107,13 +91,13 @@ int main(int argc, char **argv)
             coll = v;
         else if (!strcmp(a, "--algo"))
             algo = v;
-        else if (!strcmp(a, "-b") && (bytes = parse_bytes(v)) < 0)
-            status = usage_error("bad size '%s'; expected bytes with an optional K or M", v);
-        else if (!strcmp(a, "--reps") && (reps = atoi(v)) < 1)
+        else if (!strcmp(a, "-b") && ((bytes = lab_parse_bytes(v)) < 0 || bytes > 1L << 30))
+            status = usage_error("bad size '%s'; expected bytes (up to 1G) with an optional K or M", v);
+        else if (!strcmp(a, "--reps") && lab_parse_int(v, 1, &reps))
             status = usage_error("bad --reps '%s'; expected an integer >= 1", v);
-        else if (!strcmp(a, "--warmup") && (warmup = atoi(v)) < 0)
+        else if (!strcmp(a, "--warmup") && lab_parse_int(v, 0, &warmup))
             status = usage_error("bad --warmup '%s'; expected an integer >= 0", v);
-        else if (!strcmp(a, "--root") && ((root = atoi(v)) < 0 || root >= nprocs))
+        else if (!strcmp(a, "--root") && (lab_parse_int(v, 0, &root) || root >= nprocs))
             status = usage_error("bad --root '%s'; expected a rank of the communicator", v);
     }
     lab_allgather_fn ag = NULL;
