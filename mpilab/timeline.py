@@ -284,7 +284,7 @@ def _match(sel):
                           "rbytes": recvs["rbytes"], "posted": recvs["start"],
                           "recv_us": np.where(recvs["call"] == "Irecv", recvs["done"], recvs["end"])})
     for df in (sends, recvs):
-        for col in ("src", "dst", "tag"):
+        for col in ("src", "dst", "tag", "bytes" if "bytes" in df else "rbytes"):
             df[col] = df[col].astype(int)
     sends = sends.sort_values(["send_us"], kind="stable")
     recvs = recvs.sort_values(["posted"], kind="stable")
@@ -295,6 +295,7 @@ def _match(sel):
     unmatched_r = both[both["_merge"] == "right_only"][["src", "dst", "tag", "rbytes"]].to_dict("records")
     msgs = both[both["_merge"] == "both"].copy()
     msgs["bytes"] = msgs["bytes"].astype(int)
+    msgs["rbytes"] = msgs["rbytes"].astype(int)
     messages = msgs[schedules.MESSAGE_COLUMNS + ["rbytes"]].sort_values("send_us").reset_index(drop=True)
     return messages, unmatched_s, unmatched_r
 
@@ -422,13 +423,39 @@ def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping
     return tl
 
 
+def pingpong_alpha_beta(flavour, max_bytes, mapping="core", timeout=300):
+    """α (µs) and β (µs/B) of this machine: a Hockney fit to a ping-pong up to ``max_bytes``.
+
+    Runs ``c_reference/build/<flavour>/pingpong`` (:func:`mpilab.pingpong.run`, short
+    iteration counts) and fits :func:`mpilab.models.hockney_fit` to sizes 0..``max_bytes``.
+
+    Returns
+    -------
+    (float, float)
+    """
+    from . import models, pingpong
+
+    hi = max(int(max_bytes), 1024)
+    rows = pingpong.run(flavour, mapping, sizes=(0, hi), iters=200, warmup=20, iters_large=50,
+                        warmup_large=5, timeout=timeout)
+    fit = models.hockney_fit(rows["bytes"].astype(float), rows["avg_us"].astype(float))
+    return max(float(fit["alpha"]), 0.0), max(float(fit["beta"]), 0.0)
+
+
+def largest_message(algorithm, nprocs, nbytes, root=0):
+    """Bytes of the largest message one run of the algorithm sends."""
+    progs = schedules.schedule(algorithm, nprocs, nbytes, root)
+    return max([op.sbytes for prog in progs for op in prog.ops if op.dst is not None] + [0])
+
+
 def predicted_and_measured(algorithm, nprocs, nbytes, flavour="smpi", platform=None,
                            mapping="core", alpha=None, beta=None, ports=1, eager_bytes=0,
                            same_start=True, **run_opts):
     """Run the algorithm traced and predict it with the α-β model, for :func:`plot_side_by_side`.
 
     ``alpha`` and ``beta`` default, on SMPI, to each pair's route on the platform
-    (:func:`platform_alpha_beta`); real runs need them (e.g. from a ping-pong fit).
+    (:func:`platform_alpha_beta`) and, on a real MPI, to a ping-pong fit on this machine up to
+    the run's largest message (:func:`pingpong_alpha_beta`).
     ``same_start``: start each rank of the prediction when it started in the measured run
     (ranks leave the barrier before the run at slightly different times); False starts all
     at 0. ``ports``, ``eager_bytes``: see :func:`predict`; ``run_opts``: see :func:`run_traced`.
@@ -440,16 +467,20 @@ def predicted_and_measured(algorithm, nprocs, nbytes, flavour="smpi", platform=N
     """
     if (alpha is None) != (beta is None):
         raise UsageError("give both alpha and beta, or neither")
-    if alpha is None:
-        if flavour != "smpi":
-            raise UsageError(f"the {flavour} prediction needs alpha (us) and beta (us/B): fit them "
-                             "to a ping-pong on this machine, or use flavour smpi")
+    source = "given"
+    if alpha is None and flavour == "smpi":
         alpha, beta = platform_alpha_beta(platform or "orfeo-thin", nprocs, mapping)
+        source = f"routes of {platform or 'orfeo-thin'}"
+    elif alpha is None:
+        alpha, beta = pingpong_alpha_beta(flavour, largest_message(
+            algorithm, nprocs, nbytes, run_opts.get("root", 0)))
+        source = f"{flavour} ping-pong fit"
     measured = run_traced(algorithm, nprocs, nbytes, flavour=flavour, platform=platform,
                           mapping=mapping, **run_opts)
     predicted = predict(algorithm, nprocs, nbytes, alpha, beta, ports=ports,
                         eager_bytes=eager_bytes, root=run_opts.get("root", 0),
                         start_us=measured.rank_start_us() if same_start else None)
+    predicted.meta["alpha_beta_from"] = source
     return predicted, measured
 
 
