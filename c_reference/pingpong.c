@@ -240,7 +240,7 @@ static int bench(const options *o)
             }
             qsort(half, (size_t)iters, sizeof(double), cmp_double);
             double med = iters % 2 ? half[iters / 2] : 0.5 * (half[iters / 2 - 1] + half[iters / 2]);
-            printf("%ld,%d,%.4f,%.4f,%.4f,%.4f\n", bytes, iters, sum / iters, mn, mx, med);
+            printf("%ld,%d,%.6f,%.6f,%.6f,%.6f\n", bytes, iters, sum / iters, mn, mx, med);
             fflush(stdout);
         }
     }

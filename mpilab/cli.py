@@ -22,6 +22,7 @@ SUBCOMMANDS = [
     "mpilab.cli_libalgs",
     "mpilab.cli_image",
     "mpilab.cli_pingpong",
+    "mpilab.cli_calibrate",
     "mpilab.cli_timeline",
 ]
 

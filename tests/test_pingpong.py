@@ -1,12 +1,11 @@
 """The ping-pong: the C program for every flavour, its errors, the Python entry and the CLI."""
 import os
 import subprocess
-import sys
 import warnings
 
 import pytest
 
-from mpilab import launch, pingpong, results
+from mpilab import cli, launch, pingpong, results
 from mpilab.errors import UsageError
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -151,25 +150,23 @@ def test_custom_launcher_is_used(built_flavour):
     assert set(df["platform"]) == {"orfeo-fat"} and "fat00-s1-c00" in df["evidence"][0]
 
 
-def cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "mpilab.cli", "pingpong", *args],
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def test_cli_help_run_fit_and_errors(built_flavour, tmp_path):
+def test_cli_help_run_fit_and_errors(built_flavour, tmp_path, capsys):
     built_flavour("smpi")
-    r = cli("--help")
-    assert r.returncode == 0 and "mpilab pingpong" in r.stdout and "--mapping" in r.stdout
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["pingpong", "--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and "mpilab pingpong" in out and "--mapping" in out
     out = tmp_path / "r.csv"
-    r = cli("--flavour", "smpi", "--platform", "orfeo-thin", "--mapping", "socket", "-m", "0:64K",
-            "--iters", "3", "--iters-large", "2", "-o", str(out), "--fit")
-    assert r.returncode == 0, r.stderr
-    assert "1 launches (18 rows appended" in r.stdout
-    assert "socket" in r.stdout and "intercept" in r.stdout
+    assert cli.main(["pingpong", "--flavour", "smpi", "--platform", "orfeo-thin", "--mapping", "socket",
+                     "-m", "0:64K", "--iters", "3", "--iters-large", "2", "-o", str(out), "--fit"]) == 0
+    got = capsys.readouterr().out
+    assert "1 launches (18 rows appended" in got
+    assert "socket" in got and "intercept" in got
     assert len(results.read_results(out)) == 18
     for args, msg in ((["--mapping", "board"], "unknown mapping 'board'"),
                       (["-m", "9:3"], "bad size range '9:3'"),
                       (["--iters", "0"], "bad iters '0'"),
-                      (["--flavour", "openmpi", "--platform", "orfeo-thin"], "--platform 'orfeo-thin' only applies to --flavour smpi")):
-        r = cli(*args, "-o", str(out))
-        assert r.returncode == 2 and f"mpilab: {msg}" in r.stderr, (args, r.stderr)
+                      (["--flavour", "openmpi", "--platform", "orfeo-thin"],
+                       "--platform 'orfeo-thin' only applies to --flavour smpi")):
+        assert cli.main(["pingpong", *args, "-o", str(out)]) == 2
+        assert f"mpilab: {msg}" in capsys.readouterr().err, args
