@@ -113,9 +113,23 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
     -------
     Timeline
     """
-    calls, messages = schedules.simulate(schedules.schedule(algorithm, nprocs, nbytes, root),
-                                         alpha, beta, ports=ports, eager_bytes=eager_bytes,
-                                         start_us=start_us)
+    tl = simulate_programs(schedules.schedule(algorithm, nprocs, nbytes, root), alpha, beta,
+                           ports=ports, eager_bytes=eager_bytes, start_us=start_us)
+    tl.meta.update(algorithm=algorithm, bytes=int(nbytes))
+    return tl
+
+
+def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, label="predicted"):
+    """The α-β model's timeline of any schedule (a list of :class:`mpilab.schedules.Program`).
+
+    Parameters are those of :func:`predict`; ``label`` starts the timeline's title.
+
+    Returns
+    -------
+    Timeline
+    """
+    calls, messages = schedules.simulate(programs, alpha, beta, ports=ports,
+                                         eager_bytes=eager_bytes, start_us=start_us)
     if callable(alpha) or callable(beta):
         what = "alpha, beta per pair of ranks"
     else:
@@ -125,9 +139,8 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
     if eager_bytes:
         what += f", sends < {eager_bytes} B eager"
     return Timeline(calls.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True),
-                    messages, int(nprocs), f"predicted ({what})",
-                    dict(algorithm=algorithm, bytes=int(nbytes), ports=ports,
-                         eager_bytes=eager_bytes, kind="predicted",
+                    messages, len(programs), f"{label} ({what})",
+                    dict(ports=ports, eager_bytes=eager_bytes, kind="predicted",
                          rank_start_us=dict(enumerate(start_us)) if start_us is not None else None))
 
 
