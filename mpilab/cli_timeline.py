@@ -20,6 +20,8 @@ def _float(name):
 def _ports(text):
     if str(text).lower() in ("inf", "none", "unlimited"):
         return None
+    if str(text).lower() == "shared":
+        return "shared"
     return _int("ports", 1)(text)
 
 
@@ -72,7 +74,8 @@ def add_parser(subparsers):
                                    "a ping-pong fit on a real MPI)")
     p.add_argument("--beta", help="us per byte for the prediction (give it with --alpha)")
     p.add_argument("--ports", default="1",
-                   help="messages a rank sends and receives at once in the model, or 'inf' (default 1)")
+                   help="messages a rank sends and receives at once in the model: a number, 'inf', or "
+                        "'shared' (any number sharing the port's bandwidth, as SMPI does; default 1)")
     p.add_argument("--eager", default="0",
                    help="sends smaller than this complete when posted in the model (default 0)")
     p.add_argument("--zero-start", action="store_true",

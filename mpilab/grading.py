@@ -7,6 +7,7 @@ memory and output caps, no network.
 """
 
 import importlib.resources
+import itertools
 import math
 import os
 import shutil
@@ -371,9 +372,8 @@ def _model_matches(options, measured, rtol=0.01):
     from mpilab import timeline
 
     meta = measured.meta
-    alpha, beta = timeline.platform_alpha_beta(meta["platform"], measured.nprocs,
-                                               meta.get("mapping", "core"))
-    pred = timeline.predict(meta["algorithm"], measured.nprocs, meta["bytes"], alpha, beta,
+    pair = timeline.platform_model(meta["platform"], measured.nprocs, meta.get("mapping", "core"))
+    pred = timeline.predict(meta["algorithm"], measured.nprocs, meta["bytes"], **pair,
                             start_us=measured.rank_start_us(), **options)
     got, want = pred.rank_end_us().to_numpy(), measured.rank_end_us().to_numpy()
     bad = np.flatnonzero(np.abs(got - want) > rtol * np.abs(want) + 0.01)
@@ -393,7 +393,8 @@ def check_model_options(options, traces=(), hidden=False):
         Keyword arguments of :func:`mpilab.timeline.predict`: ``ports`` and ``eager_bytes``.
     traces : sequence of Timeline
         Measured SMPI timelines (:func:`mpilab.timeline.run_traced`); the model, with the
-        platform's α and β and each run's start times, must end every rank within 1 %.
+        platform's α, β and port sharing (:func:`mpilab.timeline.platform_model`) and each
+        run's start times, must end every rank within 1 %.
     hidden : bool
         Also check fresh SMPI runs of :data:`HIDDEN_TRACES`.
 
@@ -479,7 +480,8 @@ def check_calibrated_platform(platform, pingpong_rows):
     ------
     AssertionError
         When the platform's latency and time per byte between two cores of one socket are not
-        the intercept and slope of the first segment of a 1-, 2- or 3-segment fit of the rows.
+        the intercept and slope of the first segment of a 1-, 2- or 3-segment fit of the rows
+        (of their medians or of their averages).
     """
     from mpilab import pingpong, platforms
 
@@ -490,12 +492,14 @@ def check_calibrated_platform(platform, pingpong_rows):
         raise AssertionError(f"cannot read the platform {str(platform)!r}: {exc}") from None
     rows = pingpong_rows[pingpong_rows["mapping"] == "core"]
     fits = []
-    for segments in (1, 2, 3):
+    values = [v for v in ("maxrank_median_us", "avg_us") if v in rows.columns]
+    for value, segments in itertools.product(values, (1, 2, 3)):
         try:
-            first = pingpong.fit(rows, segments=segments).iloc[0]
+            first = pingpong.fit(rows, segments=segments, value=value).iloc[0]
         except UsageError:
             continue
-        fits.append(f"{first['intercept']:.4g} us + {first['slope']:.4g} us/B ({segments} segment(s))")
+        fits.append(f"{first['intercept']:.4g} us + {first['slope']:.4g} us/B ({segments} "
+                    f"segment(s) of {value})")
         if math.isclose(a, first["intercept"], rel_tol=1e-3, abs_tol=1e-6) \
                 and math.isclose(b, first["slope"], rel_tol=1e-3):
             return

@@ -689,6 +689,8 @@ def _routes(path):
 
 
 _ROUTES_CACHE = {}
+#: SimGrid's default ``network/weight-S`` (bytes): the bandwidth part of a flow's sharing penalty.
+WEIGHT_S = 8775.0
 
 
 def route_cost(name_or_path, src_host, dst_host):
@@ -723,6 +725,28 @@ def route_cost(name_or_path, src_host, dst_host):
         raise UsageError(f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
                          f"{dst_host!r} listed host to host; give alpha and beta yourself")
     return sum(links[i][0] for i in ids), 1.0 / min(links[i][1] for i in ids)
+
+
+def route_weight(name_or_path, src_host, dst_host):
+    """SimGrid's sharing penalty of the route between two hosts, in µs.
+
+    Flows that share a link get bandwidth in inverse proportion to their penalty: the route's
+    latency plus :data:`WEIGHT_S` bytes over the bandwidth of each of its links (SimGrid's
+    model of TCP, which favours short round trips). :mod:`mpilab.schedules` uses it to share
+    a rank's port the way SMPI does.
+
+    Returns
+    -------
+    float
+    """
+    if src_host == dst_host:
+        return 1.0
+    links, routes = _routes(platform_file(name_or_path))
+    ids = routes.get((src_host, dst_host))
+    if not ids:
+        raise UsageError(f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
+                         f"{dst_host!r} listed host to host")
+    return sum(links[i][0] + WEIGHT_S / links[i][1] for i in ids)
 
 
 if __name__ == "__main__":   # python -m mpilab.platforms

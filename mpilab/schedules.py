@@ -16,12 +16,15 @@ the α-β (Hockney) model:
 * ``ports``: a rank can send at most ``ports`` messages at a time and receive at most ``ports``
   at a time (the seed's overlap degree o), first come, first served. ``ports=1`` (one message
   in and one out at a time) is the model behind :mod:`mpilab.costs`; ``ports=None`` lets any
-  number of messages overlap.
+  number of messages overlap; ``ports="shared"`` lets them overlap but share the bandwidth of
+  the rank's outgoing and incoming port fairly (max-min, the way SimGrid shares a link): every
+  message pays its α in parallel with the others, then moves at its share of ``1/port_beta``
+  bytes/µs (and never faster than ``1/β`` of its own route).
 
-SimGrid's SMPI follows the same rules (a transfer starts when both sides are posted; sends
-below 64 KiB release the sender at once; links inside a node of the kit's platforms do not
-limit how many messages overlap), so ``ports=None, eager_bytes=65536`` with the platform's
-α and β reproduces an SMPI run.
+SimGrid's SMPI follows the same rules on the kit's platforms (a transfer starts when both
+sides are posted; sends below 64 KiB release the sender at once; each core has one full-duplex
+port), so ``ports="shared", eager_bytes=65536`` with the platform's α and β reproduces an SMPI
+run inside one node.
 
 Examples
 --------
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
@@ -259,7 +263,79 @@ class _Ports:
             heapq.heapreplace(self.free[rank], until)
 
 
-def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None):
+class _Fluid:
+    """Messages sharing the ranks' ports: each pays its latency, then moves at a weighted
+    max-min fair share of its sender's outgoing and its receiver's incoming port, capped by its
+    own route (SimGrid's bandwidth sharing, as SMPI simulates it)."""
+
+    def __init__(self, port_beta):
+        self.capacity = math.inf if port_beta <= 0 else 1.0 / port_beta
+        self.now = 0.0
+        self.waiting = []       # (latency end, seq, message, cap): not moving bytes yet
+        self.active = {}        # seq -> [message, remaining bytes, cap, rate]
+        self.seq = itertools.count()
+
+    def busy(self):
+        return bool(self.waiting or self.active)
+
+    def add(self, msg, latency_end, beta, weight=1.0):
+        heapq.heappush(self.waiting, (latency_end, next(self.seq), msg,
+                                      math.inf if beta <= 0 else 1.0 / beta, weight))
+
+    def next_event(self):
+        t = self.waiting[0][0] if self.waiting else math.inf
+        for _, left, _, rate, _ in self.active.values():
+            t = min(t, self.now + (left / rate if rate < math.inf else 0.0))
+        return t
+
+    def advance(self, t):
+        """Move to time t; return the (message, arrival time) pairs that arrived."""
+        arrived = []
+        for key, flow in list(self.active.items()):
+            flow[1] -= flow[3] * (t - self.now) if flow[3] < math.inf else flow[1]
+            if flow[1] <= 1e-9 * max(1.0, flow[0]["bytes"]):
+                arrived.append((flow[0], t))
+                del self.active[key]
+        self.now = t
+        while self.waiting and self.waiting[0][0] <= t:
+            _, key, msg, cap, weight = heapq.heappop(self.waiting)
+            if msg["bytes"] <= 0:
+                arrived.append((msg, t))
+            else:
+                self.active[key] = [msg, float(msg["bytes"]), cap, 0.0, weight]
+        self._share()
+        return arrived
+
+    def _share(self):
+        """Weighted max-min rates (progressive filling): on a shared port a flow of weight w
+        gets level / w; each flow is also capped by its own route."""
+        left = {}
+        users = defaultdict(set)
+        for key, flow in self.active.items():
+            for port in (("out", flow[0]["src"]), ("in", flow[0]["dst"])):
+                left[port] = self.capacity
+                users[port].add(key)
+        todo = set(self.active)
+        while todo:
+            inv = {k: 1.0 / self.active[k][4] for k in todo}
+            cands = [left[q] / sum(inv[k] for k in users[q] & todo) for q in users if users[q] & todo]
+            cands += [self.active[k][2] * self.active[k][4] for k in todo]
+            level = min(cands)
+            fixed = {k for k in todo if self.active[k][2] * self.active[k][4] <= level * (1 + 1e-12)}
+            for q in users:
+                live = users[q] & todo
+                if live and left[q] / sum(inv[k] for k in live) <= level * (1 + 1e-12):
+                    fixed |= live
+            for k in fixed:
+                rate = level * inv[k]
+                self.active[k][3] = rate
+                for port in (("out", self.active[k][0]["src"]), ("in", self.active[k][0]["dst"])):
+                    left[port] -= rate
+            todo -= fixed
+
+
+def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_beta=None,
+             weight=None):
     """Time every call of every rank's program with the α-β model (see the module docstring).
 
     Parameters
@@ -270,8 +346,17 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None):
         Latency in µs, or ``alpha(src, dst)`` for pairs that differ.
     beta : float or callable
         µs per byte, or ``beta(src, dst)``.
-    ports : int or None
-        Messages a rank sends (and receives) at the same time; None for no limit.
+    ports : int, None or "shared"
+        Messages a rank sends (and receives) at the same time; None for no limit; "shared"
+        for any number sharing the port's bandwidth.
+    port_beta : float, optional
+        With ``ports="shared"``: µs per byte of a rank's port (default: β if it is a number,
+        else the smallest β between two ranks).
+    weight : callable, optional
+        With ``ports="shared"``: ``weight(src, dst)``, the sharing penalty of a message; on a
+        shared port a message of weight w moves at ``level / w`` (default: all equal). SimGrid
+        gives a route the penalty latency + 8775 B · Σ 1/bandwidth of its links
+        (:func:`mpilab.platforms.route_weight`): long round trips get less, as under TCP.
     eager_bytes : int
         Sends of fewer bytes complete as soon as they are posted (0: every send waits for
         its message to arrive, the model of :mod:`mpilab.costs`).
@@ -291,10 +376,17 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None):
         names the ranks and what they wait for.
     """
     alpha_fn, beta_fn = _as_pair_fn(alpha, "alpha"), _as_pair_fn(beta, "beta")
-    if ports is not None and (int(ports) != ports or ports < 1):
-        raise UsageError(f"bad ports {ports!r}; valid: an integer >= 1 or None (no limit)")
+    shared = ports == "shared"
+    if not (shared or ports is None or (isinstance(ports, (int, float)) and not isinstance(ports, bool)
+                                        and int(ports) == ports and ports >= 1)):
+        raise UsageError(f"bad ports {ports!r}; valid: an integer >= 1, None (no limit) or 'shared'")
     p = len(programs)
-    out_ports, in_ports = _Ports(p, ports), _Ports(p, ports)
+    out_ports, in_ports = _Ports(p, None if shared else ports), _Ports(p, None if shared else ports)
+    if shared and port_beta is None:
+        port_beta = (beta_fn(0, 0) if not callable(beta) else
+                     min([beta_fn(a, b) for a in range(p) for b in range(p) if a != b] or [0.0]))
+    fluid = _Fluid(port_beta) if shared else None
+    weight_fn = weight if weight is not None else (lambda src, dst: 1.0)
     done = [dict() for _ in range(p)]           # rank -> request -> completion time (None: not yet)
     waiting = defaultdict(deque)                # (src, dst, tag) -> posted sends or receives
     calls, messages = [], []
@@ -313,9 +405,19 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None):
         if rank in blocked:
             wake(rank)
 
+    def arrived(msg, arrive):
+        msg.update(arrive_us=arrive, recv_us=arrive)
+        complete(msg["dst"], msg.pop("recv_req"), arrive)
+        if done[msg["src"]][msg["send_req"]] is None:
+            complete(msg["src"], msg["send_req"], arrive)
+
     def move(msg, t):
         """Both sides are posted at time t: the transfer starts when the ports allow."""
         src, dst = msg["src"], msg["dst"]
+        if fluid is not None and src != dst:
+            msg["start_us"] = t
+            fluid.add(msg, t + alpha_fn(src, dst), beta_fn(src, dst), weight_fn(src, dst))
+            return
         if src == dst:
             start = arrive = t
         else:
@@ -323,10 +425,8 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None):
             arrive = start + alpha_fn(src, dst) + msg["bytes"] * beta_fn(src, dst)
             out_ports.take(src, arrive)
             in_ports.take(dst, arrive)
-        msg.update(start_us=start, arrive_us=arrive, recv_us=arrive)
-        complete(dst, msg.pop("recv_req"), arrive)
-        if done[src][msg["send_req"]] is None:
-            complete(src, msg["send_req"], arrive)
+        msg["start_us"] = start
+        arrived(msg, arrive)
 
     def post(kind, r, t, req, peer, nbytes, tag):
         done[r][req] = None
@@ -389,9 +489,14 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None):
             wake(r)
             return                               # resumed from the heap at the wait's end
 
-    while heap:
-        t, r = heapq.heappop(heap)
-        run(r, t)
+    while heap or (fluid is not None and fluid.busy()):
+        t_flow = fluid.next_event() if fluid is not None else math.inf
+        if heap and heap[0][0] < t_flow:
+            t, r = heapq.heappop(heap)
+            run(r, t)
+        else:
+            for msg, t in fluid.advance(t_flow):
+                arrived(msg, t)
     if blocked or any(pc[r] < len(programs[r].ops) for r in range(p)):
         waits = []
         for r, (_, reqs, row) in sorted(blocked.items()):

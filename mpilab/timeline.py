@@ -86,7 +86,7 @@ class Timeline:
 # --- predicted --------------------------------------------------------------------------------
 
 def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root=0,
-            start_us=None):
+            start_us=None, port_beta=None, weight=None):
     """The α-β model's timeline of one run of ``algorithm``.
 
     Parameters
@@ -99,8 +99,9 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
         Allgather: bytes per rank; bcast: the buffer.
     alpha, beta : float or callable
         Latency (µs) and time per byte (µs/B), or functions ``(src, dst) -> value``.
-    ports : int or None
-        Messages a rank may send (and receive) at once; 1 is the model of :mod:`mpilab.costs`.
+    ports : int, None or "shared"
+        Messages a rank may send (and receive) at once; 1 is the model of :mod:`mpilab.costs`;
+        None: no limit; "shared": no limit, but they share the port's bandwidth.
     eager_bytes : int
         Sends smaller than this complete when posted (0: when their message arrives).
     root : int
@@ -108,18 +109,23 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
     start_us : sequence of float, optional
         When each rank starts (default all at 0); a measured timeline's ``rank_start_us()``
         predicts the same run from the same start.
+    port_beta, weight
+        How a shared port is shared (see :func:`mpilab.schedules.simulate`);
+        :func:`platform_model` gives them for an SMPI platform.
 
     Returns
     -------
     Timeline
     """
     tl = simulate_programs(schedules.schedule(algorithm, nprocs, nbytes, root), alpha, beta,
-                           ports=ports, eager_bytes=eager_bytes, start_us=start_us)
+                           ports=ports, eager_bytes=eager_bytes, start_us=start_us,
+                           port_beta=port_beta, weight=weight)
     tl.meta.update(algorithm=algorithm, bytes=int(nbytes))
     return tl
 
 
-def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, label="predicted"):
+def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None,
+                      port_beta=None, weight=None, label="predicted"):
     """The α-β model's timeline of any schedule (a list of :class:`mpilab.schedules.Program`).
 
     Parameters are those of :func:`predict`; ``label`` starts the timeline's title.
@@ -129,12 +135,15 @@ def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=No
     Timeline
     """
     calls, messages = schedules.simulate(programs, alpha, beta, ports=ports,
-                                         eager_bytes=eager_bytes, start_us=start_us)
+                                         eager_bytes=eager_bytes, start_us=start_us,
+                                         port_beta=port_beta, weight=weight)
     if callable(alpha) or callable(beta):
         what = "alpha, beta per pair of ranks"
     else:
         what = f"alpha = {float(alpha):.4g} us, beta = {float(beta):.4g} us/B"
-    if ports != 1:
+    if ports == "shared":
+        what += ", ports shared"
+    elif ports != 1:
         what += f", {'any number of' if ports is None else ports} messages at once"
     if eager_bytes:
         what += f", sends < {eager_bytes} B eager"
@@ -144,26 +153,35 @@ def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=No
                          rank_start_us=dict(enumerate(start_us)) if start_us is not None else None))
 
 
-def platform_alpha_beta(platform, nprocs, mapping="core"):
-    """Per-pair α and β of the ranks placed on an SMPI platform, as functions for :func:`predict`.
+def platform_model(platform, nprocs, mapping="core"):
+    """The α-β model of the ranks placed on an SMPI platform, as keyword arguments of :func:`predict`.
 
     Returns
     -------
-    (callable, callable)
-        ``alpha(src, dst)`` in µs and ``beta(src, dst)`` in µs/B, from the platform's routes
-        (:func:`mpilab.platforms.route_cost`).
+    dict
+        ``alpha(src, dst)`` in µs and ``beta(src, dst)`` in µs/B of each pair's route
+        (:func:`mpilab.platforms.route_cost`); ``port_beta``, the time per byte of a rank's
+        port (the fastest route's β), and ``weight(src, dst)``, SimGrid's sharing penalty
+        (:func:`mpilab.platforms.route_weight`) — both used only with ``ports="shared"``.
     """
     from . import platforms
 
     hosts = platforms.placement(platform, nprocs, mapping)
-    table = {}
+    cost, weights = {}, {}
 
-    def cost(a, b):
-        if (a, b) not in table:
-            table[(a, b)] = platforms.route_cost(platform, hosts[a], hosts[b])
-        return table[(a, b)]
+    def pair(a, b):
+        if (a, b) not in cost:
+            cost[(a, b)] = platforms.route_cost(platform, hosts[a], hosts[b])
+        return cost[(a, b)]
 
-    return (lambda a, b: cost(a, b)[0]), (lambda a, b: cost(a, b)[1])
+    def weight(a, b):
+        if (a, b) not in weights:
+            weights[(a, b)] = platforms.route_weight(platform, hosts[a], hosts[b])
+        return weights[(a, b)]
+
+    betas = [pair(a, b)[1] for a in range(nprocs) for b in range(nprocs) if a != b]
+    return dict(alpha=lambda a, b: pair(a, b)[0], beta=lambda a, b: pair(a, b)[1],
+                port_beta=min(betas) if betas else 0.0, weight=weight)
 
 
 # --- measured ---------------------------------------------------------------------------------
@@ -467,7 +485,7 @@ def predicted_and_measured(algorithm, nprocs, nbytes, flavour="smpi", platform=N
     """Run the algorithm traced and predict it with the α-β model, for :func:`plot_side_by_side`.
 
     ``alpha`` and ``beta`` default, on SMPI, to each pair's route on the platform
-    (:func:`platform_alpha_beta`) and, on a real MPI, to a ping-pong fit on this machine up to
+    (:func:`platform_model`, which also says how a shared port is shared) and, on a real MPI, to a ping-pong fit on this machine up to
     the run's largest message (:func:`pingpong_alpha_beta`).
     ``same_start``: start each rank of the prediction when it started in the measured run
     (ranks leave the barrier before the run at slightly different times); False starts all
@@ -480,9 +498,10 @@ def predicted_and_measured(algorithm, nprocs, nbytes, flavour="smpi", platform=N
     """
     if (alpha is None) != (beta is None):
         raise UsageError("give both alpha and beta, or neither")
-    source = "given"
+    source, sharing = "given", {}
     if alpha is None and flavour == "smpi":
-        alpha, beta = platform_alpha_beta(platform or "orfeo-thin", nprocs, mapping)
+        sharing = platform_model(platform or "orfeo-thin", nprocs, mapping)
+        alpha, beta = sharing.pop("alpha"), sharing.pop("beta")
         source = f"routes of {platform or 'orfeo-thin'}"
     elif alpha is None:
         alpha, beta = pingpong_alpha_beta(flavour, largest_message(
@@ -492,7 +511,7 @@ def predicted_and_measured(algorithm, nprocs, nbytes, flavour="smpi", platform=N
                           mapping=mapping, **run_opts)
     predicted = predict(algorithm, nprocs, nbytes, alpha, beta, ports=ports,
                         eager_bytes=eager_bytes, root=run_opts.get("root", 0),
-                        start_us=measured.rank_start_us() if same_start else None)
+                        start_us=measured.rank_start_us() if same_start else None, **sharing)
     predicted.meta["alpha_beta_from"] = source
     return predicted, measured
 

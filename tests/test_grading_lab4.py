@@ -98,15 +98,17 @@ def test_messages_from_rank0():
 def smpi_traces(built_flavour):
     built_flavour("smpi")
     return [timeline.run_traced(a, 8, b, flavour="smpi", platform="orfeo-thin", reps=1)
-            for a in ("gather_bcast", "binomial") for b in (4096, 65536)]
+            for a in ("gather_bcast", "binomial") for b in (1024, 65536)]
 
 
 @pytest.mark.smpi
 def test_model_options(smpi_traces):
-    grading.check_model_options(dict(ports=None, eager_bytes=65536), smpi_traces, hidden=True)
-    with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 4096 B: with \{'ports': 1\} the model ends"):
+    grading.check_model_options(dict(ports="shared", eager_bytes=65536), smpi_traces, hidden=True)
+    with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 1024 B: with \{'ports': 1\} the model ends"):
         grading.check_model_options(dict(ports=1), smpi_traces)
-    eager_40k = dict(ports=None, eager_bytes=40000)
+    with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 1024 B: with \{'ports': None, 'eager"):
+        grading.check_model_options(dict(ports=None, eager_bytes=65536), smpi_traces)
+    eager_40k = dict(ports="shared", eager_bytes=40000)
     grading.check_model_options(eager_40k, smpi_traces)                  # the visible runs pass ...
     with pytest.raises(AssertionError, match="binomial, P = 16, 65535 B"):  # ... the hidden do not
         grading.check_model_options(eager_40k, smpi_traces, hidden=True)

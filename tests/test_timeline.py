@@ -36,9 +36,33 @@ def test_pairwise_folds_extra_ranks():
 
 @pytest.mark.parametrize("p", (3, 8))
 def test_unlimited_ports_overlap_the_roots_messages(p):
-    """Without the one-port limit, gather_bcast is one gather and one broadcast message deep."""
+    """Without the one-port limit, gather_bcast is one gather and one broadcast message deep;
+    with a shared port the latencies overlap but the bytes share the port's bandwidth."""
     tl = timeline.predict("gather_bcast", p, N, ALPHA, BETA, ports=None)
     assert tl.total_us == pytest.approx(2 * ALPHA + (p + 1) * N * BETA)
+    tl = timeline.predict("gather_bcast", p, N, ALPHA, BETA, ports="shared")
+    assert tl.total_us == pytest.approx(2 * ALPHA + (p * p - 1) * N * BETA)
+    arrivals = tl.messages.loc[tl.messages["dst"] == 0, "arrive_us"]
+    assert arrivals.max() - arrivals.min() < 1e-9               # fair: the gather ends at once
+
+
+def test_shared_port_weights_and_caps():
+    """Two messages out of one port: equal weights halve the bandwidth; a weight of 3 gets a
+    quarter; a message capped by a slow route leaves the rest of the port to the other."""
+    progs = [schedules.Program(r) for r in range(3)]
+    a, b = progs[0].isend(1, 1000), progs[0].isend(2, 1000)
+    progs[0].wait(a, b)
+    progs[1].recv(0, 1000)
+    progs[2].recv(0, 1000)
+
+    def arrive(**kw):
+        _, msgs = schedules.simulate(progs, 1.0, 0.001, ports="shared", **kw)
+        return msgs.set_index("dst")["arrive_us"].round(9).to_dict()
+    assert arrive() == {1: 3.0, 2: 3.0}                                   # 1 + 2000 B at 1 B/ns
+    assert arrive(weight=lambda s, d: 3.0 if d == 2 else 1.0) == {1: round(1 + 1000 / 750, 9), 2: 3.0}
+    _, msgs = schedules.simulate(progs, 1.0, lambda s, d: 0.004 if d == 2 else 0.001,
+                                 ports="shared", port_beta=0.001)
+    assert msgs.set_index("dst")["arrive_us"].round(9).to_dict() == {1: round(1 + 1000 / 750, 9), 2: 5.0}
 
 
 def test_eager_sends_and_matching():
@@ -76,6 +100,8 @@ def test_route_cost_is_the_thin_point_to_point_model():
     """The platform's core, socket and node routes give the report's intercepts and slopes."""
     hosts = platforms.placement("orfeo-thin", 48, "core")
     assert platforms.route_cost("orfeo-thin", hosts[0], hosts[1]) == pytest.approx((1.1736, 1e-4))
+    # SimGrid's sharing penalty: latency + 8775 B / bandwidth of each of the 3 links (2 ports)
+    assert platforms.route_weight("orfeo-thin", hosts[0], hosts[1]) == pytest.approx(1.1736 + 3 * 0.8775)
     assert platforms.route_cost("orfeo-thin", hosts[0], hosts[12]) == pytest.approx((4.3637, 1e-4))
     assert platforms.route_cost("orfeo-thin", hosts[0], hosts[24]) == pytest.approx((1.6064, 2e-4))
 
@@ -140,24 +166,28 @@ def test_mpich_trace(built_flavour):
 
 @pytest.mark.smpi
 @pytest.mark.parametrize("algo", list(schedules.ALGORITHMS))
-@pytest.mark.parametrize("p, nbytes", [(5, 4096), (8, 65536), (16, 4096)])
+@pytest.mark.parametrize("p, nbytes", [(5, 4096), (8, 65536), (16, 65535)])
 def test_smpi_run_is_the_event_model(built_flavour, algo, p, nbytes):
-    """SMPI's traced run is the model with SMPI's rules (any overlap, sends < 64 KiB eager),
-    the platform's per-pair α and β and the run's start times: every rank ends within 0.1 %."""
+    """SMPI's traced run is the model with SMPI's rules (shared ports, sends < 64 KiB eager),
+    the platform's per-pair α and β and the run's start times: every rank ends within 0.2 %."""
     built_flavour("smpi")
     pred, meas = timeline.predicted_and_measured(algo, p, nbytes, flavour="smpi",
-                                                 platform="orfeo-thin", ports=None,
+                                                 platform="orfeo-thin", ports="shared",
                                                  eager_bytes=65536, reps=1)
     _assert_trace_is_the_schedule(meas, algo, p, nbytes)
-    np.testing.assert_allclose(pred.rank_end_us(), meas.rank_end_us(), rtol=1e-3, atol=0.01)
+    np.testing.assert_allclose(pred.rank_end_us(), meas.rank_end_us(), rtol=2e-3, atol=0.01)
 
 
 @pytest.mark.smpi
 def test_smpi_gather_bcast_breaks_the_one_port_model(built_flavour):
-    """The platform lets the root's messages overlap: the one-port cost is far too high."""
+    """The root's messages overlap their latencies on SMPI: the one-port cost is far too high
+    for small messages; letting them overlap without sharing the port is far too low."""
     built_flavour("smpi")
-    pred, meas = timeline.predicted_and_measured("gather_bcast", 8, 65536, flavour="smpi", reps=1)
-    assert pred.total_us > 5 * meas.total_us
+    pred, meas = timeline.predicted_and_measured("gather_bcast", 8, 1024, flavour="smpi", reps=1)
+    assert pred.total_us > 2 * meas.total_us
+    pred, meas = timeline.predicted_and_measured("gather_bcast", 8, 65536, flavour="smpi",
+                                                 ports=None, reps=1)
+    assert pred.total_us < meas.total_us / 5
 
 
 def test_read_trace_errors(tmp_path):
@@ -235,6 +265,7 @@ def test_cli_help(capsys):
     (["--algo", "ring", "--flavour", "openmpi", "--platform", "orfeo-thin"],
      "--platform 'orfeo-thin' only applies to --flavour smpi"),
     (["--algo", "ring", "--ports", "0"], "bad ports '0'"),
+    (["--algo", "ring", "--ports", "many"], "bad ports 'many'"),
     (["--algo", "ring", "--alpha", "1"], "give both alpha and beta"),
     (["--algo", "ring", "--flavour", "lam"], "invalid choice: 'lam'"),
 ])
