@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from . import paths, schedules
-from .plots import _fmt_bytes
 from .errors import ParseError, ToolMissing, UsageError, one_of
+from .plots import _fmt_bytes
 
 #: Colours of the calls in the drawings.
 CALL_COLOURS = {"Send": "tab:blue", "Recv": "tab:orange", "Sendrecv": "tab:purple",
