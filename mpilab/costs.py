@@ -55,6 +55,9 @@ _F = sympy.floor(sympy.log(p, 2))
 _LOG2 = sympy.log(p, 2)                       # exact for p a power of two
 _NSEG = sympy.ceiling(n / s)                 # number of segments of a pipelined algorithm
 _SEG = sympy.Min(n, s)                       # bytes of one segment (the whole buffer if n < s)
+# Open MPI's chain: 4 chains (coll_tuned_<coll>_algorithm_chain_fanout = 4); the root serves
+# the 4 chain heads one after another, the last chain then takes ceil((p-1)/4) - 1 more hops.
+_CHAIN = sympy.Max(0, sympy.Min(4, p - 1) + sympy.ceiling((p - 1) / 4) - 1)
 
 _PER_RANK = "n = bytes contributed by each rank (each rank ends with p*n bytes)"
 _BUF = "n = bytes of the buffer"
@@ -137,7 +140,8 @@ TABLE = {
     # bcast
     ("bcast", "basic_linear"): Cost((p - 1) * (alpha + n * beta), _BUF,
                                     "ompi 1: root sends to each rank"),
-    ("bcast", "chain"): Cost((p - 1) * (alpha + n * beta), _BUF, "ompi 2: unsegmented single chain"),
+    ("bcast", "chain"): Cost(_CHAIN * (alpha + n * beta), _BUF,
+                             "ompi 2: 4 unsegmented chains (fanout 4), fed by the root in turn"),
     ("bcast", "pipeline"): Cost((p - 2 + _NSEG) * (alpha + _SEG * beta), _BUF,
                                 "ompi 3: chain pipelined in segments of s bytes"),
     ("bcast", "binary_tree"): Cost(2 * _F * (alpha + n * beta), _BUF,
@@ -154,7 +158,8 @@ TABLE = {
     # reduce
     ("reduce", "basic_linear"): Cost((p - 1) * (alpha + n * beta), _BUF,
                                      "ompi 1: root receives from each rank"),
-    ("reduce", "chain"): Cost((p - 1) * (alpha + n * beta), _BUF, "ompi 2: unsegmented single chain"),
+    ("reduce", "chain"): Cost(_CHAIN * (alpha + n * beta), _BUF,
+                              "ompi 2: 4 unsegmented chains (fanout 4) into the root"),
     ("reduce", "pipeline"): Cost((p - 2 + _NSEG) * (alpha + _SEG * beta), _BUF,
                                  "ompi 3: pipelined chain"),
     ("reduce", "binary"): Cost(2 * _F * (alpha + n * beta), _BUF, "ompi 4: binary tree"),

@@ -50,6 +50,9 @@ def test_evaluate_numbers():
     # ceil(log2 p) and floor(log2 p) stay right at large powers of two
     big = np.array([2.0 ** k for k in range(1, 31)])
     assert np.array_equal(costs.evaluate("allgather", "bruck", big, 0, 1.0, 0.0), np.arange(1, 31))
+    # Open MPI's chain has 4 chains: p <= 5 is linear, p = 16 is 4 sends + 3 more hops
+    chain = costs.evaluate("bcast", "chain", np.arange(1, 18), 0, 1.0, 0.0)
+    assert list(chain[:5]) == [0, 1, 2, 3, 4] and chain[15] == 7
     # pipeline: a buffer smaller than a segment is one segment of n bytes
     assert costs.evaluate("bcast", "pipeline", 4, 100, 1.0, 0.01) == pytest.approx(3 * 2.0)
 
