@@ -14,9 +14,16 @@ of ranks, out of the 100 Gb/s link). SMPI's size-dependent correction factors ar
 off in the file (``smpi/bw-factor`` and ``smpi/lat-factor`` are 1) so that a ping-pong of
 ``n`` bytes costs exactly ``latency + n / bandwidth``.
 
-Links inside a node are FATPIPE (no contention between flows: memory bandwidth is not the
-subject of the labs); each node's network card is a SHARED link, so ranks of one node that
-send to other nodes at the same time share it.
+Every core has its own full-duplex port (a SPLITDUPLEX link of ``bw_port``, zero latency) on
+every route: what a rank sends at the same time shares its outgoing side, what it receives
+shares its incoming side. Without it a root could feed fifteen 16 MiB messages at full speed
+each, and a linear broadcast would cost no more than one message. The socket and node links
+themselves are FATPIPE (they carry the latency; memory bandwidth is not the subject of the
+labs). Between nodes a message crosses its node's network card, the switch and the other
+node's card: each card is a full-duplex link of ``bw_switch`` (100 Gb/s on THIN) shared by
+all the flows of that node in that direction, and the switch hop is a FATPIPE of ``bw_nic``,
+the most one pair of ranks gets (5 GB/s measured on THIN). A single ping-pong sees exactly the
+calibrated latency and the smallest bandwidth on its route.
 
 Shipped names: ``orfeo-thin`` (2 nodes), ``orfeo-thin-N`` (N = 2..10 nodes), ``orfeo-epyc``,
 ``orfeo-fat``, ``jupiter-32x16``. Files are generated from Python and cached under
@@ -79,9 +86,10 @@ class Spec:
     lat_node: float = 4.3637
     bw_node: float = 1.0e4
     lat_nic: float = 0.5
-    bw_nic: float = 5.0e3
+    bw_nic: float = 5.0e3              # one pair of ranks on two nodes
     lat_switch: float = 0.6064
-    bw_switch: float = 12.5e3          # 100 Gb/s
+    bw_switch: float = 12.5e3          # a node's full-duplex network link, 100 Gb/s
+    bw_port: float = 1.0e4             # what one core can inject (and, separately, absorb)
     speed: str = "1Gf"
     description: str = ""
 
@@ -179,26 +187,32 @@ def render_xml(spec):
                 h = host_name(spec.prefix, n, s, c)
                 hosts.append((h, n, s))
                 out.append(f'  <host id="{h}" speed="{spec.speed}" core="1"/>')
+                out.append(f'  <link id="port-{h}" bandwidth="{_bw(spec.bw_port)}" latency="0us" '
+                           f'sharing_policy="SPLITDUPLEX"/>')
     for n in range(spec.nodes):
         for s in range(spec.sockets):
             out.append(f'  <link id="sock{n}.{s}" bandwidth="{_bw(spec.bw_socket)}" '
                        f'latency="{_lat(spec.lat_socket)}" sharing_policy="FATPIPE"/>')
         out.append(f'  <link id="node{n}" bandwidth="{_bw(spec.bw_node)}" '
                    f'latency="{_lat(spec.lat_node)}" sharing_policy="FATPIPE"/>')
-        out.append(f'  <link id="nic{n}" bandwidth="{_bw(spec.bw_nic)}" '
-                   f'latency="{_lat(spec.lat_nic)}" sharing_policy="SHARED"/>')
+        out.append(f'  <link id="nic{n}" bandwidth="{_bw(spec.bw_switch)}" '
+                   f'latency="{_lat(spec.lat_nic)}" sharing_policy="SPLITDUPLEX"/>')
     if spec.nodes > 1:
-        out.append(f'  <link id="switch" bandwidth="{_bw(spec.bw_switch)}" '
+        out.append(f'  <link id="switch" bandwidth="{_bw(spec.bw_nic)}" '
                    f'latency="{_lat(spec.lat_switch)}" sharing_policy="FATPIPE"/>')
     for i, (a, na, sa) in enumerate(hosts):
         for b, nb, sb in hosts[i + 1:]:
             if na != nb:
-                links = [f"nic{na}", "switch", f"nic{nb}"]
+                links = [(f"nic{na}", "UP"), ("switch", None), (f"nic{nb}", "DOWN")]
             elif sa != sb:
-                links = [f"node{na}"]
+                links = [(f"node{na}", None)]
             else:
-                links = [f"sock{na}.{sa}"]
-            ctn = "".join(f'<link_ctn id="{x}"/>' for x in links)
+                links = [(f"sock{na}.{sa}", None)]
+            # the reverse route (b -> a) is the same list reversed with UP and DOWN swapped
+            ctn = (f'<link_ctn id="port-{a}" direction="UP"/>'
+                   + "".join(f'<link_ctn id="{x}"/>' if d is None else f'<link_ctn id="{x}" direction="{d}"/>'
+                             for x, d in links)
+                   + f'<link_ctn id="port-{b}" direction="DOWN"/>')
             out.append(f'  <route src="{a}" dst="{b}">{ctn}</route>')
     out += ['</zone>', '</platform>', '']
     return "\n".join(out)
