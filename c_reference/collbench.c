@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "labcoll.h"
+#include "labopts.h"
 
 #ifndef LAB_FLAVOUR
 #define LAB_FLAVOUR "unknown"
@@ -42,13 +43,9 @@ static int rank, nprocs;
 /* Print "collbench: ..." on rank 0 only. */
 static void fail_msg(const char *fmt, ...)
 {
-    if (rank != 0)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("collbench: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    lab_vfail("collbench", rank, fmt, ap);
     va_end(ap);
 }
 
@@ -83,30 +80,12 @@ static void usage(FILE *out)
     fprintf(out, "  %-13s the MPI library's own call\n", "native");
 }
 
-/* "64", "4K", "1M" -> bytes; -1 on error. */
-static long parse_bytes(const char *s)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || errno)
-        return -1;
-    if (*end == 'K' || *end == 'k') { v *= 1024; end++; }
-    else if (*end == 'M' || *end == 'm') { v *= 1024 * 1024; end++; }
-    return *end ? -1 : v;
-}
-
 static int parse_int(const char *opt, const char *s, int minimum, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < minimum || v > 1000000000) {
-        fail_msg("bad value '%s' for %s; expected an integer >= %d", s, opt, minimum);
-        return 2;
-    }
-    *out = (int)v;
-    return 0;
+    if (lab_parse_int(s, minimum, out) == 0)
+        return 0;
+    fail_msg("bad value '%s' for %s; expected an integer >= %d", s, opt, minimum);
+    return 2;
 }
 
 /* Returns 0, or the exit status (2) after printing the message on rank 0. */
@@ -146,7 +125,7 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--root")) rc = parse_int(a, v, 0, &o->root);
         else if (!strcmp(a, "--format")) o->format = v;
         else if (!strcmp(a, "--probe")) {
-            o->probe_bytes = parse_bytes(v);
+            o->probe_bytes = lab_parse_bytes(v);
             if (o->probe_bytes <= 0) {
                 fail_msg("bad value '%s' for --probe; expected a positive size in bytes (K/M suffixes)", v);
                 return 2;
@@ -201,19 +180,7 @@ static int parse(int argc, char **argv, options *o)
         return 2;
     }
     if (m) {
-        const char *colon = strchr(m, ':');
-        if (colon) {
-            char buf[64];
-            size_t len = (size_t)(colon - m);
-            if (len >= sizeof buf) len = sizeof buf - 1;
-            memcpy(buf, m, len);
-            buf[len] = '\0';
-            o->min_bytes = parse_bytes(buf);
-            o->max_bytes = parse_bytes(colon + 1);
-        } else {
-            o->min_bytes = 1;
-            o->max_bytes = parse_bytes(m);
-        }
+        lab_parse_range(m, 1, &o->min_bytes, &o->max_bytes);
         if (o->min_bytes <= 0 || o->max_bytes <= 0) {
             fail_msg("bad size range '%s' for -m; sizes must be positive byte counts (K/M suffixes), e.g. 32:1M", m);
             return 2;

@@ -21,6 +21,8 @@ SUBCOMMANDS = [
     "mpilab.cli_osu",
     "mpilab.cli_libalgs",
     "mpilab.cli_image",
+    "mpilab.cli_pingpong",
+    "mpilab.cli_calibrate",
 ]
 
 

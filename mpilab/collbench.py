@@ -29,21 +29,26 @@ def parse_bytes(text):
     return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
 
 
-def parse_size_range(text):
-    """``"32:1M"`` -> (32, 1048576); ``"1M"`` -> (1, 1048576) as OSU's ``-m``."""
+def parse_size_range(text, smallest=1):
+    """``"32:1M"`` -> (32, 1048576); ``"1M"`` -> (smallest, 1048576) as OSU's ``-m``.
+
+    ``smallest`` is the least size allowed and the MIN of a bare ``MAX``: 1 for collbench
+    (as OSU's collectives), 0 for the ping-pong (as osu_latency).
+    """
     lo, sep, hi = str(text).partition(":")
-    lo_b, hi_b = (parse_bytes(lo), parse_bytes(hi)) if sep else (1, parse_bytes(lo))
-    if lo_b < 1 or hi_b < lo_b:
-        raise UsageError(f"bad size range {text!r}; valid: MIN:MAX with 1 <= MIN <= MAX (e.g. 32:1M)")
+    lo_b, hi_b = (parse_bytes(lo), parse_bytes(hi)) if sep else (smallest, parse_bytes(lo))
+    if lo_b < smallest or hi_b < lo_b:
+        raise UsageError(f"bad size range {text!r}; valid: MIN:MAX with {smallest} <= MIN <= MAX "
+                         f"(e.g. {'32' if smallest else '0'}:{'1M' if smallest else '4M'})")
     return lo_b, hi_b
 
 
 def sizes_in_range(lo, hi):
-    """The doubling sizes collbench measures for ``-m lo:hi``."""
+    """The doubling sizes collbench (and pingpong) measure for ``-m lo:hi``; 0 is followed by 1."""
     out, s = [], lo
     while s <= hi:
         out.append(s)
-        s *= 2
+        s = 2 * s if s else 1
     return out
 
 
@@ -70,8 +75,18 @@ def collbench_args(algo="native", coll="allgather", sizes="32:1M", iters=None, w
     return args
 
 
-def parse_output(text, source="collbench output"):
+def parse_output(text, source="collbench output", program="collbench", header=TABLE_HEADER):
     """Split collbench's csv output into (provenance dict, list of table row dicts).
+
+    Parameters
+    ----------
+    text : str
+        The program's standard output.
+    source : str
+        What to call it in error messages.
+    program, header : str, tuple of str
+        The program whose ``# <program> <version>`` line opens the output and the columns of
+        its table; the kit's other drivers (``pingpong``) print the same layout.
 
     Raises
     ------
@@ -79,13 +94,14 @@ def parse_output(text, source="collbench output"):
         Naming the line number and text of the first line that does not fit the format.
     """
     meta, table_lines, first_table = {}, [], None
+    header = tuple(header)
     lines = text.splitlines()
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
         if line.startswith("#"):
             body = line[1:].strip()
-            if body.startswith("collbench"):
+            if body.split()[:1] == [program]:
                 meta["format_version"] = body.split()[-1]
                 continue
             key, sep, value = body.partition(":")
@@ -95,24 +111,24 @@ def parse_output(text, source="collbench output"):
             continue
         if first_table is None:
             first_table = no
-            header = tuple(h.strip() for h in line.split(","))
-            if header != TABLE_HEADER:
-                raise ParseError(f"{source}: line {no}: expected header {','.join(TABLE_HEADER)}, "
+            got = tuple(h.strip() for h in line.split(","))
+            if got != header:
+                raise ParseError(f"{source}: line {no}: expected header {','.join(header)}, "
                                  f"got {line!r}")
             continue
         table_lines.append((no, line))
     if first_table is None:
-        raise ParseError(f"{source}: no table header {','.join(TABLE_HEADER)} found "
+        raise ParseError(f"{source}: no table header {','.join(header)} found "
                          f"({len(lines)} lines)")
     rows = []
     for no, line in table_lines:
         fields = next(csv.reader(io.StringIO(line)))
-        if len(fields) != len(TABLE_HEADER):
-            raise ParseError(f"{source}: line {no}: expected {len(TABLE_HEADER)} fields, "
+        if len(fields) != len(header):
+            raise ParseError(f"{source}: line {no}: expected {len(header)} fields, "
                              f"got {len(fields)}: {line!r}")
         row = {}
         try:
-            for name, val in zip(TABLE_HEADER, fields):
+            for name, val in zip(header, fields):
                 val = val.strip()
                 if name in ("bytes", "count", "iterations"):
                     row[name] = int(val)

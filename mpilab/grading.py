@@ -7,15 +7,13 @@ memory and output caps, no network.
 """
 
 import importlib.resources
-import math
 import os
 import shutil
 import warnings
 
 import numpy as np
-import sympy
 
-from mpilab import sandbox
+from mpilab import costs, sandbox
 from mpilab.errors import UsageError, one_of
 
 #: Process counts of the visible correctness sweep (non-powers of two included).
@@ -138,20 +136,15 @@ def benchmark_c(c_files, nprocs=(2, 4), timeout=RUN_TIMEOUT):
 
 # --- cost expressions --------------------------------------------------------------------------
 
-alpha, beta, p, n = sympy.symbols("alpha beta p n", positive=True)
-
-#: Cost of each allgather algorithm of the lab (n = bytes contributed by each rank), used when
-#: the models package is not available.
-_COSTS = {
-    "gather_bcast": 2 * (p - 1) * alpha + (p - 1) * (p + 1) * n * beta,
-    "pairwise": (p - 1) * (alpha + n * beta),
-    "ring": (p - 1) * (alpha + n * beta),
-    "bruck": sympy.ceiling(sympy.log(p, 2)) * alpha + (p - 1) * n * beta,
-}
+#: The symbols of the cost table (mpilab.costs), for notebooks: ``alpha, beta, p, n``.
+alpha, beta, p, n = costs.alpha, costs.beta, costs.p, costs.n
 
 
 def check_cost_expression(answer, collective="allgather", name="ring"):
     """Check a student's cost expression in alpha, beta, p, n; equivalent forms pass.
+
+    The expected cost and where it is compared (its domain, e.g. ``p power of two`` for the
+    pairwise exchange) come from :data:`mpilab.costs.TABLE`.
 
     Parameters
     ----------
@@ -166,45 +159,12 @@ def check_cost_expression(answer, collective="allgather", name="ring"):
     ------
     AssertionError
         When the expression is wrong; the message names a p and n where it differs.
+    UsageError
+        For a collective or algorithm that is not in the table.
     """
-    try:
-        from mpilab.costs import check_expression
-    except ImportError:
-        check_expression = None
-    if check_expression is not None:
-        result = check_expression(answer, collective, name)
-        ok = getattr(result, "ok", result)
-        if ok is True:
-            return
-        if ok is False or isinstance(result, str):
-            raise AssertionError(getattr(result, "message", None) or getattr(result, "hint", None) or str(result))
-    _fallback_check(answer, collective, name)
-
-
-def _fallback_check(answer, collective, name):
-    if collective != "allgather":
-        raise one_of("collective", collective, ["allgather"])
-    if name not in _COSTS:
-        raise one_of("algorithm", name, _COSTS)
-    if answer is None or answer is Ellipsis:
-        raise AssertionError("no answer yet: assign a sympy expression in alpha, beta, p, n")
-    try:
-        expr = sympy.sympify(answer, locals={"alpha": alpha, "beta": beta, "p": p, "n": n})
-    except (sympy.SympifyError, TypeError) as exc:
-        raise AssertionError(f"cannot read {answer!r} as an expression: {exc}") from None
-    expr = expr.subs({sympy.Symbol(s): v for s, v in (("alpha", alpha), ("beta", beta), ("p", p), ("n", n))})
-    extra = expr.free_symbols - {alpha, beta, p, n}
-    if extra:
-        raise AssertionError(f"unknown symbols {sorted(map(str, extra))}; use alpha, beta, p, n")
-    expected = _COSTS[name]
-    for pv in (1, 2, 3, 5, 8, 13, 64):
-        for nv in (1, 1024, 1 << 20):
-            vals = {alpha: sympy.Rational(3, 2), beta: sympy.Rational(1, 1000), p: pv, n: nv}
-            got, want = float(expr.subs(vals)), float(expected.subs(vals))
-            if not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12):
-                raise AssertionError(f"the {name} cost differs at p = {pv}, n = {nv} bytes "
-                                     f"(alpha = 1.5 us, beta = 0.001 us/B): yours gives {got:g} us, "
-                                     f"expected {want:g} us")
+    result = costs.check_expression(answer, collective, name)
+    if not result.equal:
+        raise AssertionError(result.message)
 
 
 # --- plots -------------------------------------------------------------------------------------

@@ -146,8 +146,10 @@ class OpenMPILauncher(Launcher):
         if over:
             argv.append("--oversubscribe")
         argv += ["--map-by", mapping]
-        # binding ranks to cores makes no sense when there are more ranks than cores
-        argv += ["--bind-to", "none" if over or not self.bind else mapping]
+        # binding ranks to cores makes no sense when there are more ranks than cores;
+        # there is no "node" binding object: a node-mapped rank is bound to one core of its node
+        bind = {"core": "core", "socket": "socket", "node": "core"}[mapping]
+        argv += ["--bind-to", "none" if over or not self.bind else bind]
         argv += self.extra_args + [str(program), *map(str, args)]
         env = {}
         if os.geteuid() == 0:
@@ -156,7 +158,7 @@ class OpenMPILauncher(Launcher):
 
 
 class MPICHLauncher(Launcher):
-    """``mpirun.mpich`` (hydra); ``-bind-to``/``-map-by`` for the mapping."""
+    """``mpirun.mpich`` (hydra); ``-bind-to``/``-map-by`` for the mapping (node: ``-ppn 1``)."""
 
     name = "mpirun"
     flavour = "mpich"
@@ -170,7 +172,10 @@ class MPICHLauncher(Launcher):
         _check_nprocs(nprocs)
         _check_mapping(mapping)
         argv = [self.mpirun, "-n", str(nprocs)]
-        if self.bind:
+        if self.bind and mapping == "node":
+            # hydra maps over hosts with -ppn (processes per node), not with -map-by node
+            argv += ["-bind-to", "core", "-ppn", "1"]
+        elif self.bind:
             argv += ["-bind-to", mapping, "-map-by", mapping]
         argv += self.extra_args + [str(program), *map(str, args)]
         return Command(argv, {})

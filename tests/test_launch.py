@@ -25,6 +25,14 @@ def test_openmpi_oversubscribes_past_the_cores():
                             "--bind-to", "none"]
 
 
+def test_node_mapping_binds_to_a_core():
+    """Neither Open MPI nor hydra has a "node" binding object (both refuse to start with it)."""
+    cmd = launch.get_launcher("openmpi", cores=2).command("./cb", [], 2, mapping="node")
+    assert cmd.argv[3:7] == ["--map-by", "node", "--bind-to", "core"]
+    cmd = launch.get_launcher("mpich").command("./cb", [], 2, mapping="node")
+    assert cmd.argv[3:7] == ["-bind-to", "core", "-ppn", "1"]
+
+
 def test_mpich_argv():
     cmd = launch.get_launcher("mpich").command("./cb", ["--iters", "3"], 3, mapping="core")
     assert cmd.argv == ["mpirun.mpich", "-n", "3", "-bind-to", "core", "-map-by", "core",

@@ -1,16 +1,13 @@
-"""Platforms: names, hostfiles per mapping, real smpirun ping-pongs and the THIN calibration."""
-import shutil
-import subprocess
-from pathlib import Path
-
+"""Platforms: names, hostfiles per mapping, real smpirun ping-pongs, the THIN calibration,
+calibration to a user's own ping-pong, and the contention-free alpha-beta platforms."""
 import numpy as np
+import pandas as pd
 import pytest
 
-from mpilab import platforms
+from mpilab import cli, pingpong, platforms, results
 from mpilab.errors import UsageError
 from mpilab.models import segmented_fit
 
-HERE = Path(__file__).resolve().parent
 
 # FACTS.md: first segment of the point-to-point model measured on THIN (µs, µs/byte).
 REPORT = {"core": (1.1736, 0.0001), "socket": (4.3637, 0.0001), "node": (1.6064, 0.0002)}
@@ -68,47 +65,156 @@ def test_user_xml_path(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pingpong(tmp_path_factory):
-    if not shutil.which("smpicc") or not shutil.which("smpirun"):
-        pytest.skip("SimGrid (smpicc, smpirun) is not installed")
-    d = tmp_path_factory.mktemp("pp")
-    exe = d / "pingpong_tiny"
-    subprocess.run(["smpicc", "-O2", str(HERE / "data" / "pingpong_tiny.c"), "-o", str(exe)],
-                   check=True, capture_output=True, timeout=300)
-    return exe
+def simulated(built_flavour):
+    """Simulated ping-pong of c_reference's pingpong on THIN, one run per mapping (0 B..4 MiB)."""
+    built_flavour("smpi")
+    runs = {}
 
+    def get(mapping, platform="orfeo-thin"):
+        if (mapping, platform) not in runs:
+            df = pingpong.run("smpi", mapping, platform=platform, iters=5, warmup=1,
+                              iters_large=2, warmup_large=1)
+            runs[(mapping, platform)] = (df["bytes"].to_numpy(float), df["avg_us"].to_numpy(float))
+        return runs[(mapping, platform)]
 
-def simulate(exe, mapping, tmp_path, platform="orfeo-thin"):
-    host = platforms.write_hostfile(platform, 2, mapping, tmp_path / f"h-{mapping}")
-    out = subprocess.run(["smpirun", "-np", "2", "-platform", str(platforms.platform_file(platform)),
-                          "-hostfile", str(host), "--cfg=smpi/simulate-computation:no",
-                          "--log=root.thres:critical", str(exe)],
-                         check=True, capture_output=True, text=True, timeout=600).stdout
-    rows = [tuple(map(float, line.split())) for line in out.splitlines() if line[:1].isdigit()]
-    n, t = np.array(rows).T
-    return n, t
+    return get
 
 
 @pytest.mark.slow
-def test_three_distinct_distances(pingpong, tmp_path):
-    small = {m: simulate(pingpong, m, tmp_path)[1][0] for m in REPORT}
+def test_three_distinct_distances(simulated):
+    small = {m: simulated(m)[1][0] for m in REPORT}
     assert small["core"] < small["node"] < small["socket"]
     assert len({round(v, 2) for v in small.values()}) == 3
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mapping", sorted(REPORT))
-def test_thin_calibration_first_segment(pingpong, tmp_path, mapping):
+def test_thin_calibration_first_segment(simulated, mapping):
     """Simulated THIN ping-pong, fitted with the kit's segmented fit, vs the report.
 
     The intercept must be within 15 % of the report's. The report rounds slopes to 4
     decimals (0.0001 stands for anything in [0.00005, 0.00015)), so the slope must round to
     the report's value and lie within 15 % of it.
     """
-    n, t = simulate(pingpong, mapping, tmp_path)
+    n, t = simulated(mapping)
+    assert n[0] == 0 and n[-1] == 4 << 20
     fit = segmented_fit(n, t, segments=2, min_points=3)
     first = fit.table.iloc[0]
     ref_ic, ref_sl = REPORT[mapping]
     assert abs(first["intercept"] - ref_ic) <= 0.15 * ref_ic, fit.table
     assert round(first["slope"], 4) == ref_sl, fit.table
     assert abs(first["slope"] - ref_sl) <= 0.15 * ref_sl, fit.table
+
+
+# --- calibration to a user's own ping-pong ---------------------------------------------------
+
+#: A made-up cluster unlike THIN: (intercept us, slope us/B) of the first segment per mapping,
+#: the size where the second segment starts, and the second segment.
+SYNTHETIC = {"core": ((0.45, 4e-5), 262144, (-8.0, 7e-5)),
+             "socket": ((2.2, 7e-5), 1048576, (-30.0, 1.0e-4)),
+             "node": ((3.0, 3e-4), 65536, (12.0, 1.5e-4))}
+
+
+def synthetic_rows():
+    """Ping-pong rows of the made-up cluster, 0 B..4 MiB, with 1 % multiplicative noise."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for mapping, ((a1, b1), bp, (a2, b2)) in SYNTHETIC.items():
+        for n in pingpong.sizes_in_range(0, 4 << 20):
+            t = a1 + b1 * n if n < bp else a2 + b2 * n
+            rows.append({"collective": "pingpong", "flavour": "openmpi", "platform": "mycluster",
+                         "mapping": mapping, "bytes": n, "avg_us": t * rng.normal(1, 0.01)})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.slow
+def test_calibrate_to_a_synthetic_cluster(built_flavour, tmp_path):
+    """Calibrate from raw ping-pong rows; the simulated ping-pong, fitted with the kit's
+    segmented fit, gives back the cluster's first segment within 15 % for every mapping."""
+    built_flavour("smpi")
+    xml = platforms.calibrate(synthetic_rows(), base="orfeo-thin", path=tmp_path / "mine.xml")
+    assert xml == tmp_path / "mine.xml" and "calibrated by mpilab" in xml.read_text()
+    for mapping, ((ic, sl), _, _) in SYNTHETIC.items():
+        df = pingpong.run("smpi", mapping, platform=xml, iters=3, warmup=1, iters_large=2)
+        first = segmented_fit(df["bytes"], df["avg_us"], segments=2, min_points=3).table.iloc[0]
+        assert abs(first["intercept"] - ic) <= 0.15 * ic, (mapping, first)
+        assert abs(first["slope"] - sl) <= 0.15 * sl, (mapping, first)
+    # the same from the fitted table, and the check helper agrees
+    table = pingpong.fit(synthetic_rows())
+    xml2 = platforms.calibrate(table, path=tmp_path / "again.xml")
+    check = platforms.check_calibration(xml2, {m: v[0] for m, v in SYNTHETIC.items()})
+    assert list(check["mapping"]) == ["core", "socket", "node"]
+    assert (check["intercept_error_pct"].abs() < 15).all() and (check["slope_error_pct"].abs() < 15).all()
+
+
+def test_calibrate_sets_the_links(tmp_path):
+    xml = platforms.calibrate({"core": (0.5, 5e-5), "socket": (2.0, 8e-5), "node": (4.0, 4e-4)},
+                              path=tmp_path / "c.xml").read_text()
+    assert '<link id="sock0.0" bandwidth="2e+10Bps" latency="0.5us"' in xml
+    assert '<link id="node1" bandwidth="1.25e+10Bps" latency="2us"' in xml
+    # node: THIN's 0.5 + 0.6064 + 0.5 us scaled to 4 us; the per-pair cap (switch hop) at
+    # 1/4e-4 B/us, the node's card keeps THIN's 100 Gb/s
+    assert '<link id="nic0" bandwidth="1.25e+10Bps" latency="1.24502us"' in xml
+    assert '<link id="switch" bandwidth="2.5e+09Bps" latency="1.50996us"' in xml   # 2 x 1.24502 + 1.50996 = 4
+    # a core's port is as fast as the fastest pair (core: 1/5e-5 B/us), not THIN's 10 GB/s
+    assert '<link id="port-thin00-s0-c00" bandwidth="2e+10Bps" latency="0us"' in xml
+    assert platforms.platform_info(str(tmp_path / "c.xml"))["cores"] == 48
+
+
+def test_calibrate_bad_input(tmp_path):
+    out = tmp_path / "x.xml"
+    with pytest.raises(UsageError, match="intercept -0.5 us is negative"):
+        platforms.calibrate({"core": (-0.5, 1e-4)}, path=out)
+    with pytest.raises(UsageError, match="slope 0 us/byte must be positive"):
+        platforms.calibrate({"core": (0.5, 0)}, path=out)
+    with pytest.raises(UsageError, match="unknown mapping 'board'"):
+        platforms.calibrate({"board": (0.5, 1e-4)}, path=out)
+    with pytest.raises(UsageError, match="'jupiter-32x16' has one socket per node"):
+        platforms.calibrate({"socket": (0.5, 1e-4)}, base="jupiter-32x16", path=out)
+    with pytest.raises(UsageError, match="'orfeo-fat' has one node"):
+        platforms.calibrate({"node": (0.5, 1e-4)}, base="orfeo-fat", path=out)
+    with pytest.raises(UsageError, match="unknown platform 'thin'"):
+        platforms.calibrate({"core": (0.5, 1e-4)}, base="thin", path=out)
+    with pytest.warns(UserWarning, match=r"mapping\(s\) socket, node; they keep 'orfeo-thin'"):
+        platforms.calibrate({"core": (0.5, 1e-4)}, path=out)
+    assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_alpha_beta_platform(tmp_path):
+    x = platforms.alpha_beta_xml(3, 10.0, 1e-3)
+    assert x.count("<link ") == 3 and x.count("<route ") == 3 and 'FATPIPE' in x
+    assert '<prop id="smpi/send-is-detached-thresh" value="0"/>' in x
+    s = platforms.alpha_beta_xml(3, 10.0, 1e-3, ports="single")
+    assert s.count("<link ") == 6 and s.count("<route ") == 6 and 'latency="5us"' in s
+    p = platforms.alpha_beta_platform(4, 2.0, 1e-4, tmp_path / "ab.xml")
+    assert platforms.placement(str(p), 4, "node") == platforms.placement(str(p), 4, "core")
+    with pytest.raises(UsageError, match="unknown ports 'three'"):
+        platforms.alpha_beta_xml(3, 1, 1, ports="three")
+    with pytest.raises(UsageError, match="need alpha >= 0 and beta > 0"):
+        platforms.alpha_beta_xml(3, 1, 0)
+    with pytest.raises(UsageError, match="2..512, not 1"):
+        platforms.alpha_beta_xml(1, 1, 1)
+
+
+def test_cli_calibrate(built_flavour, tmp_path, capsys):
+    built_flavour("smpi")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["calibrate", "--help"])
+    assert exit_.value.code == 0 and "mpilab calibrate" in capsys.readouterr().out
+    out = tmp_path / "mine.xml"
+    assert cli.main(["calibrate", "--table", "core=0.6,5e-5", "node=3.2,4e-4", "-o", str(out),
+                     "--check"]) == 0
+    got = capsys.readouterr()
+    assert f"wrote {out}" in got.out and "keep 'orfeo-thin''s values" in got.err
+    assert "core" in got.out and "slope_error_pct" in got.out
+    csv = tmp_path / "r.csv"
+    results.append_rows(csv, [dict(r, launcher="mpirun", nprocs=2, datatype="char", root=0,
+                                   repetition=0, algorithm="blocking")
+                              for r in synthetic_rows().to_dict("records")])
+    assert cli.main(["calibrate", str(csv), "-o", str(tmp_path / "from_rows.xml")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    for args, msg in ((["--table", "core=1"], "bad --table entry 'core=1'"),
+                      ([], "give either a results CSV"),
+                      (["--table", "core=-1,1e-4"], "intercept -1 us is negative")):
+        assert cli.main(["calibrate", *args, "-o", str(tmp_path / "x.xml")]) == 2
+        assert msg in capsys.readouterr().err, args
