@@ -114,8 +114,11 @@ def test_compare_model_mape():
                        "nprocs": [4, 8], "bytes": [1000, 1000], "avg_us": [3 * 3.0, 7 * 3.3]})
     out = costs.compare_model(df, 2.0, 1e-3)
     assert out.loc[0, "mape"] == pytest.approx((0 + 100 * (7 * 3.3 - 21) / (7 * 3.3)) / 2)
-    fig, ax = costs.plot_model(out)
-    assert ax.get_xlabel() == "processes"
+    fig, axes = costs.plot_model(out)
+    assert [a.get_title() for a in axes] == ["P = 4", "P = 8"]
+    assert axes[0].get_xscale() == "log" and axes[0].get_xlabel() == "message size (bytes)"
+    measured, model = axes[1].get_lines()
+    assert list(measured.get_ydata()) == [7 * 3.3] and list(model.get_ydata()) == pytest.approx([7 * 3.0])
 
 
 def test_compare_model_leaves_out_points_outside_the_domain():
