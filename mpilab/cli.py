@@ -15,6 +15,7 @@ SUBCOMMANDS = [
     "mpilab.cli_list",
     "mpilab.cli_sweep",
     "mpilab.cli_plot",
+    "mpilab.cli_model",
     "mpilab.doctor",
     "mpilab.demo",
     "mpilab.cli_slurm",

@@ -55,6 +55,9 @@ _F = sympy.floor(sympy.log(p, 2))
 _LOG2 = sympy.log(p, 2)                       # exact for p a power of two
 _NSEG = sympy.ceiling(n / s)                 # number of segments of a pipelined algorithm
 _SEG = sympy.Min(n, s)                       # bytes of one segment (the whole buffer if n < s)
+# Open MPI's chain: 4 chains (coll_tuned_<coll>_algorithm_chain_fanout = 4); the root serves
+# the 4 chain heads one after another, the last chain then takes ceil((p-1)/4) - 1 more hops.
+_CHAIN = sympy.Max(0, sympy.Min(4, p - 1) + sympy.ceiling((p - 1) / 4) - 1)
 
 _PER_RANK = "n = bytes contributed by each rank (each rank ends with p*n bytes)"
 _BUF = "n = bytes of the buffer"
@@ -137,7 +140,8 @@ TABLE = {
     # bcast
     ("bcast", "basic_linear"): Cost((p - 1) * (alpha + n * beta), _BUF,
                                     "ompi 1: root sends to each rank"),
-    ("bcast", "chain"): Cost((p - 1) * (alpha + n * beta), _BUF, "ompi 2: unsegmented single chain"),
+    ("bcast", "chain"): Cost(_CHAIN * (alpha + n * beta), _BUF,
+                             "ompi 2: 4 unsegmented chains (fanout 4), fed by the root in turn"),
     ("bcast", "pipeline"): Cost((p - 2 + _NSEG) * (alpha + _SEG * beta), _BUF,
                                 "ompi 3: chain pipelined in segments of s bytes"),
     ("bcast", "binary_tree"): Cost(2 * _F * (alpha + n * beta), _BUF,
@@ -154,7 +158,8 @@ TABLE = {
     # reduce
     ("reduce", "basic_linear"): Cost((p - 1) * (alpha + n * beta), _BUF,
                                      "ompi 1: root receives from each rank"),
-    ("reduce", "chain"): Cost((p - 1) * (alpha + n * beta), _BUF, "ompi 2: unsegmented single chain"),
+    ("reduce", "chain"): Cost(_CHAIN * (alpha + n * beta), _BUF,
+                              "ompi 2: 4 unsegmented chains (fanout 4) into the root"),
     ("reduce", "pipeline"): Cost((p - 2 + _NSEG) * (alpha + _SEG * beta), _BUF,
                                  "ompi 3: pipelined chain"),
     ("reduce", "binary"): Cost(2 * _F * (alpha + n * beta), _BUF, "ompi 4: binary tree"),
@@ -300,26 +305,42 @@ def compare_model(df, alpha_us, beta_us_per_byte, value="avg_us", segment=8192):
 
 
 def plot_model(table, ax=None, value="avg_us"):
-    """Measured (points) vs model (lines) over ``nprocs`` for the output of :func:`compare_model`.
+    """Measured (points) vs model (lines) against message size, for :func:`compare_model`'s output.
+
+    Log-log axes, one panel per process count (or everything on ``ax`` when one is given).
 
     Returns
     -------
-    (fig, ax)
+    (fig, axes)
+        ``axes`` is an array with one Axes per process count (``ax`` itself when given).
     """
     import matplotlib.pyplot as plt
     d = table.attrs.get("detail")
+    if d is None or d.empty:
+        raise UsageError("nothing to plot: compare_model found no algorithm with a cost")
+    counts = sorted(d["nprocs"].unique())
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, axes = plt.subplots(1, len(counts), figsize=(5 * len(counts), 4), squeeze=False)
+        axes = axes[0]
+        panels = dict(zip(counts, axes))
     else:
-        fig = ax.figure
-    for i, (algo, g) in enumerate(d.groupby("algorithm")):
-        g = g.sort_values("nprocs")
-        ax.plot(g["nprocs"], g[value], "o", color=f"C{i}", label=f"{algo} measured")
-        ax.plot(g["nprocs"], g["model_us"], "-", color=f"C{i}", label=f"{algo} model")
-    ax.set_xlabel("processes")
-    ax.set_ylabel("time (µs)")
-    ax.legend(fontsize="small")
-    return fig, ax
+        fig, axes = ax.figure, ax
+        panels = dict.fromkeys(counts, ax)
+    algos = sorted(d["algorithm"].unique())
+    for p_, g in d.groupby("nprocs"):
+        a = panels[p_]
+        for algo, h in g.groupby("algorithm"):
+            h = h.groupby("bytes")[[value, "model_us"]].median().reset_index()
+            c = f"C{algos.index(algo)}"
+            a.plot(h["bytes"], h[value], "o", color=c, label=f"{algo} measured")
+            a.plot(h["bytes"], h["model_us"], "-", color=c, label=f"{algo} model")
+        a.set_xscale("log", base=2)
+        a.set_yscale("log")
+        a.set_xlabel("message size (bytes)")
+        a.set_ylabel("time (µs)")
+        a.set_title(f"P = {p_}")
+        a.legend(fontsize="small")
+    return fig, axes
 
 
 @dataclass

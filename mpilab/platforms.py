@@ -417,8 +417,11 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None):
 
     * ``core``: the socket links get latency = intercept, bandwidth = 1 / slope;
     * ``socket``: the inter-socket links, likewise;
-    * ``node``: the network cards get bandwidth 1 / slope (the switch is made at least as fast),
-      and the intercept is split between the two cards and the switch in the base's proportions.
+    * ``node``: the per-pair cap (the switch hop) gets bandwidth 1 / slope, each node's card is
+      made at least as fast, and the intercept is split between the two cards and the switch
+      in the base's proportions;
+    * every core's port (what one core injects or absorbs, shared by its concurrent messages)
+      is made as fast as the fastest calibrated pair, so one ping-pong is never slowed by it.
 
     A mapping not given keeps the base's value (a warning says which). Only the first segment
     (small and medium messages) is reproduced: SMPI's own size factors are off in the file, so
@@ -498,6 +501,9 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None):
         bw = 1.0 / sl
         new.update(lat_nic=spec.lat_nic * k, lat_switch=spec.lat_switch * k, bw_nic=bw,
                    bw_switch=max(spec.bw_switch, bw))
+    pair_bw = [new.get("bw_socket", spec.bw_socket), new.get("bw_node", spec.bw_node),
+               new.get("bw_nic", spec.bw_nic)]
+    new["bw_port"] = max(pair_bw)
     table = "; ".join(f"{m} {ic:.6g} us + {sl:.6g} us/B" for m, (ic, sl) in sorted(first.items()))
     desc = (f"{name + ': ' if name else ''}{spec.description}, calibrated by mpilab.platforms."
             f"calibrate to a ping-pong of {table}")

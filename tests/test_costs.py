@@ -50,6 +50,9 @@ def test_evaluate_numbers():
     # ceil(log2 p) and floor(log2 p) stay right at large powers of two
     big = np.array([2.0 ** k for k in range(1, 31)])
     assert np.array_equal(costs.evaluate("allgather", "bruck", big, 0, 1.0, 0.0), np.arange(1, 31))
+    # Open MPI's chain has 4 chains: p <= 5 is linear, p = 16 is 4 sends + 3 more hops
+    chain = costs.evaluate("bcast", "chain", np.arange(1, 18), 0, 1.0, 0.0)
+    assert list(chain[:5]) == [0, 1, 2, 3, 4] and chain[15] == 7
     # pipeline: a buffer smaller than a segment is one segment of n bytes
     assert costs.evaluate("bcast", "pipeline", 4, 100, 1.0, 0.01) == pytest.approx(3 * 2.0)
 
@@ -111,8 +114,11 @@ def test_compare_model_mape():
                        "nprocs": [4, 8], "bytes": [1000, 1000], "avg_us": [3 * 3.0, 7 * 3.3]})
     out = costs.compare_model(df, 2.0, 1e-3)
     assert out.loc[0, "mape"] == pytest.approx((0 + 100 * (7 * 3.3 - 21) / (7 * 3.3)) / 2)
-    fig, ax = costs.plot_model(out)
-    assert ax.get_xlabel() == "processes"
+    fig, axes = costs.plot_model(out)
+    assert [a.get_title() for a in axes] == ["P = 4", "P = 8"]
+    assert axes[0].get_xscale() == "log" and axes[0].get_xlabel() == "message size (bytes)"
+    measured, model = axes[1].get_lines()
+    assert list(measured.get_ydata()) == [7 * 3.3] and list(model.get_ydata()) == pytest.approx([7 * 3.0])
 
 
 def test_compare_model_leaves_out_points_outside_the_domain():
