@@ -24,6 +24,7 @@ SUBCOMMANDS = [
     "mpilab.cli_image",
     "mpilab.cli_pingpong",
     "mpilab.cli_calibrate",
+    "mpilab.cli_timeline",
 ]
 
 
