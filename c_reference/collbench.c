@@ -62,8 +62,9 @@ static void usage(FILE *out)
             "  --algo NAME       allgather algorithm: %s (default native)\n"
             "  -m MIN:MAX        sizes in bytes doubling from MIN to MAX, K/M suffixes; -m MAX = 1:MAX\n"
             "                    (allgather: each process's contribution) (default 1:1M)\n"
-            "  --iters/--warmup  iterations up to 8 KiB (default 1000/100)\n"
-            "  --iters-large/--warmup-large  above 8 KiB (default 100/10)\n"
+            "  --iters/--warmup  iterations and warm-up for every size (default 1000/100 up to\n"
+            "                    8 KiB, 100/10 above, as OSU)\n"
+            "  --iters-large/--warmup-large  above 8 KiB only (overrides --iters/--warmup there)\n"
             "  --datatype T      char|int|float|double (default char)\n"
             "  --root R          root of bcast/reduce (default 0)\n"
             "  --check           verify every element for every size before timing\n"
@@ -93,6 +94,7 @@ static int parse(int argc, char **argv, options *o)
     *o = (options){"allgather", "native", 1, 1 << 20, 1000, 100, 100, 10, "char", MPI_CHAR, 1,
                    0, 0, "csv", 0, 0, 0, 0, 0};
     const char *m = NULL;
+    int iters_given = 0, warmup_given = 0, large_iters_given = 0, large_warmup_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -115,10 +117,10 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--coll")) o->coll = v;
         else if (!strcmp(a, "--algo")) o->algo = v;
         else if (!strcmp(a, "-m")) m = v;
-        else if (!strcmp(a, "--iters")) rc = parse_int(a, v, 1, &o->iters);
-        else if (!strcmp(a, "--warmup")) rc = parse_int(a, v, 0, &o->warmup);
-        else if (!strcmp(a, "--iters-large")) rc = parse_int(a, v, 1, &o->iters_large);
-        else if (!strcmp(a, "--warmup-large")) rc = parse_int(a, v, 0, &o->warmup_large);
+        else if (!strcmp(a, "--iters")) { rc = parse_int(a, v, 1, &o->iters); iters_given = 1; }
+        else if (!strcmp(a, "--warmup")) { rc = parse_int(a, v, 0, &o->warmup); warmup_given = 1; }
+        else if (!strcmp(a, "--iters-large")) { rc = parse_int(a, v, 1, &o->iters_large); large_iters_given = 1; }
+        else if (!strcmp(a, "--warmup-large")) { rc = parse_int(a, v, 0, &o->warmup_large); large_warmup_given = 1; }
         else if (!strcmp(a, "--datatype")) o->dtname = v;
         else if (!strcmp(a, "--root")) rc = parse_int(a, v, 0, &o->root);
         else if (!strcmp(a, "--format")) o->format = v;
@@ -138,6 +140,12 @@ static int parse(int argc, char **argv, options *o)
     }
     if (o->help)
         return 0;
+    /* As OSU's -i and -x: a count given for all sizes holds above 8 KiB too, unless the
+     * large-size count is given as well. */
+    if (iters_given && !large_iters_given)
+        o->iters_large = o->iters;
+    if (warmup_given && !large_warmup_given)
+        o->warmup_large = o->warmup;
     if (strcmp(o->coll, "allgather") && strcmp(o->coll, "bcast") && strcmp(o->coll, "reduce") &&
         strcmp(o->coll, "allreduce")) {
         fail_msg("unknown collective '%s'; valid: allgather, bcast, reduce, allreduce", o->coll);

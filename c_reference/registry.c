@@ -27,7 +27,7 @@ const lab_algorithm lab_allgather_registry[] = {
     {"pairwise", LAB_FN(lab_allgather_pairwise),
      "pairwise exchange / recursive doubling with MPI_Sendrecv, data doubling each step (the homework's second algorithm)",
      "log2(p)*alpha + ((p-1)/p)*n*beta",
-     "none; p not a power of two folds the extra ranks in and out: 2 more steps (alpha + n/p*beta, alpha + n*beta)"},
+     "cost for p a power of two; other p fold the extra ranks in and out: (2L+2) alpha + (q+p+2^(f+1)-1+(L-1-f)e)(n/p) beta with q = 2^L <= p, e = p-q, f = floor(log2 e) (pairwise.c)"},
     {"ring", LAB_FN(lab_allgather_ring),
      "ring: p-1 steps of MPI_Sendrecv with the neighbours, one block per step",
      "(p-1)*alpha + ((p-1)/p)*n*beta",

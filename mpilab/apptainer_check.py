@@ -43,7 +43,8 @@ SECTIONS = (
 CACHE_DIR = "/var/cache/mpilab-debootstrap"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 #: What is left out when the repository is staged as a build context.
-STAGE_EXCLUDES = (".git", ".venv", "build", "__pycache__", ".pytest_cache", "*.egg-info")
+STAGE_EXCLUDES = (".git", ".venv", ".venv-*", "build", "__pycache__", ".pytest_cache", "*.egg-info",
+                  "results", "test-output", ".ipynb_checkpoints")
 
 _ARG_RE = re.compile(r"{{\s*([A-Za-z_][A-Za-z0-9_]*)\s*}}")
 

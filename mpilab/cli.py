@@ -15,6 +15,7 @@ SUBCOMMANDS = [
     "mpilab.cli_list",
     "mpilab.cli_sweep",
     "mpilab.cli_plot",
+    "mpilab.cli_model",
     "mpilab.doctor",
     "mpilab.demo",
     "mpilab.cli_slurm",
@@ -23,6 +24,7 @@ SUBCOMMANDS = [
     "mpilab.cli_image",
     "mpilab.cli_pingpong",
     "mpilab.cli_calibrate",
+    "mpilab.cli_timeline",
 ]
 
 

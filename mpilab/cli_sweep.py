@@ -12,8 +12,8 @@ def _positive(name):
             v = int(text)
         except ValueError:
             raise UsageError(f"bad {name} {text!r}; valid: an integer >= 1") from None
-        if v < 1 and not (name == "warmup" and v == 0):
-            raise UsageError(f"bad {name} {text!r}; valid: an integer >= {0 if name == 'warmup' else 1}")
+        if v < 1 and not (name.startswith("warmup") and v == 0):
+            raise UsageError(f"bad {name} {text!r}; valid: an integer >= {0 if name.startswith('warmup') else 1}")
         return v
     return conv
 
@@ -24,6 +24,8 @@ def _cmd(args):
     collbench.parse_size_range(args.m)
     iters = _positive("iters")(args.iters) if args.iters is not None else None
     warmup = _positive("warmup")(args.warmup) if args.warmup is not None else None
+    iters_large = _positive("iters-large")(args.iters_large) if args.iters_large is not None else None
+    warmup_large = _positive("warmup-large")(args.warmup_large) if args.warmup_large is not None else None
     reps = _positive("repetitions")(args.repetitions)
     if args.platform and flavour != "smpi":
         raise UsageError(f"--platform {args.platform!r} only applies to --flavour smpi")
@@ -42,7 +44,8 @@ def _cmd(args):
             print(f"mpilab: warning: MPICH busy-polls when oversubscribed; process counts above "
                   f"{sweep.MPICH_MAX_NPROCS} will be slow and unrepresentative")
     stats = sweep.run_sweep(launcher, args.output, algos, nprocs, args.m, coll=args.coll,
-                            mapping=args.mapping, iters=iters, warmup=warmup, repetitions=reps,
+                            mapping=args.mapping, iters=iters, warmup=warmup, iters_large=iters_large,
+                            warmup_large=warmup_large, repetitions=reps,
                             check=args.check, timeout=args.timeout, progress=not args.quiet,
                             shuffle=args.shuffle)
     print(f"{stats['launched']} launches ({stats['rows']} rows appended to {args.output}), "
@@ -61,8 +64,11 @@ def add_parser(subparsers):
     p.add_argument("--algos", help="comma-separated algorithms (default: all registered + native)")
     p.add_argument("--nprocs", default="1,2", help="process counts: 1,2,4 or ranges 2..48:2 (default 1,2)")
     p.add_argument("-m", default="32:1M", help="size range MIN:MAX in bytes, suffixes K M (default 32:1M)")
-    p.add_argument("--iters", help="iterations per size (collbench's default otherwise)")
-    p.add_argument("--warmup", help="warm-up iterations per size")
+    p.add_argument("--iters", help="iterations for every size, as OSU's -i (collbench's default: "
+                                   "1000 up to 8 KiB, 100 above)")
+    p.add_argument("--warmup", help="warm-up iterations for every size, as OSU's -x")
+    p.add_argument("--iters-large", help="iterations above 8 KiB only (overrides --iters there)")
+    p.add_argument("--warmup-large", help="warm-up iterations above 8 KiB only")
     p.add_argument("--repetitions", default="1", help="independent launches per point (default 1)")
     p.add_argument("--check", action="store_true", help="verify every element before timing")
     p.add_argument("--shuffle", action="store_true", help="measure the launches in random order")

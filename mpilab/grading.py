@@ -7,15 +7,15 @@ memory and output caps, no network.
 """
 
 import importlib.resources
+import itertools
 import math
 import os
 import shutil
 import warnings
 
 import numpy as np
-import sympy
 
-from mpilab import sandbox
+from mpilab import costs, sandbox
 from mpilab.errors import UsageError, one_of
 
 #: Process counts of the visible correctness sweep (non-powers of two included).
@@ -138,20 +138,15 @@ def benchmark_c(c_files, nprocs=(2, 4), timeout=RUN_TIMEOUT):
 
 # --- cost expressions --------------------------------------------------------------------------
 
-alpha, beta, p, n = sympy.symbols("alpha beta p n", positive=True)
-
-#: Cost of each allgather algorithm of the lab (n = bytes contributed by each rank), used when
-#: the models package is not available.
-_COSTS = {
-    "gather_bcast": 2 * (p - 1) * alpha + (p - 1) * (p + 1) * n * beta,
-    "pairwise": (p - 1) * (alpha + n * beta),
-    "ring": (p - 1) * (alpha + n * beta),
-    "bruck": sympy.ceiling(sympy.log(p, 2)) * alpha + (p - 1) * n * beta,
-}
+#: The symbols of the cost table (mpilab.costs), for notebooks: ``alpha, beta, p, n``.
+alpha, beta, p, n = costs.alpha, costs.beta, costs.p, costs.n
 
 
 def check_cost_expression(answer, collective="allgather", name="ring"):
     """Check a student's cost expression in alpha, beta, p, n; equivalent forms pass.
+
+    The expected cost and where it is compared (its domain, e.g. ``p power of two`` for the
+    pairwise exchange) come from :data:`mpilab.costs.TABLE`.
 
     Parameters
     ----------
@@ -166,45 +161,12 @@ def check_cost_expression(answer, collective="allgather", name="ring"):
     ------
     AssertionError
         When the expression is wrong; the message names a p and n where it differs.
+    UsageError
+        For a collective or algorithm that is not in the table.
     """
-    try:
-        from mpilab.costs import check_expression
-    except ImportError:
-        check_expression = None
-    if check_expression is not None:
-        result = check_expression(answer, collective, name)
-        ok = getattr(result, "ok", result)
-        if ok is True:
-            return
-        if ok is False or isinstance(result, str):
-            raise AssertionError(getattr(result, "message", None) or getattr(result, "hint", None) or str(result))
-    _fallback_check(answer, collective, name)
-
-
-def _fallback_check(answer, collective, name):
-    if collective != "allgather":
-        raise one_of("collective", collective, ["allgather"])
-    if name not in _COSTS:
-        raise one_of("algorithm", name, _COSTS)
-    if answer is None or answer is Ellipsis:
-        raise AssertionError("no answer yet: assign a sympy expression in alpha, beta, p, n")
-    try:
-        expr = sympy.sympify(answer, locals={"alpha": alpha, "beta": beta, "p": p, "n": n})
-    except (sympy.SympifyError, TypeError) as exc:
-        raise AssertionError(f"cannot read {answer!r} as an expression: {exc}") from None
-    expr = expr.subs({sympy.Symbol(s): v for s, v in (("alpha", alpha), ("beta", beta), ("p", p), ("n", n))})
-    extra = expr.free_symbols - {alpha, beta, p, n}
-    if extra:
-        raise AssertionError(f"unknown symbols {sorted(map(str, extra))}; use alpha, beta, p, n")
-    expected = _COSTS[name]
-    for pv in (1, 2, 3, 5, 8, 13, 64):
-        for nv in (1, 1024, 1 << 20):
-            vals = {alpha: sympy.Rational(3, 2), beta: sympy.Rational(1, 1000), p: pv, n: nv}
-            got, want = float(expr.subs(vals)), float(expected.subs(vals))
-            if not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12):
-                raise AssertionError(f"the {name} cost differs at p = {pv}, n = {nv} bytes "
-                                     f"(alpha = 1.5 us, beta = 0.001 us/B): yours gives {got:g} us, "
-                                     f"expected {want:g} us")
+    result = costs.check_expression(answer, collective, name)
+    if not result.equal:
+        raise AssertionError(result.message)
 
 
 # --- plots -------------------------------------------------------------------------------------
@@ -306,6 +268,254 @@ def score_table(course_root, assignment):
     return pd.DataFrame(rows).sort_values("student").set_index("student")
 
 
+# --- lab 4 ---------------------------------------------------------------------------------------
+
+#: α (µs) and β (µs/B) under which lab 4's schedule checks time the students' schedules.
+SCHEDULE_ALPHA, SCHEDULE_BETA = 1.5, 0.001
+#: Extra SMPI runs (algorithm, P, bytes) of the hidden test of :func:`check_model_options`:
+#: sizes on both sides of SMPI's 64 KiB eager limit, and P that cross THIN's sockets.
+HIDDEN_TRACES = (("pairwise", 5, 32768), ("binomial", 16, 65535), ("gather_bcast", 6, 65536),
+                 ("ring", 13, 8192))
+
+
+def check_bcast_schedule(build, name="basic_linear", hidden=False, nbytes=1000):
+    """Check a broadcast schedule written with :class:`mpilab.schedules.Program`.
+
+    The schedule must give every rank the ``nbytes`` buffer, a rank may only send the buffer
+    once it has it, nothing may deadlock or stay unreceived, and its time under the α-β event
+    model (one message in and out of a rank at a time) must be the cost of ``name`` in
+    :mod:`mpilab.costs`.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(p, n, root)`` returns a list of ``p`` Programs, one per rank.
+    name : str
+        The broadcast of the cost table it implements (e.g. ``"basic_linear"``).
+    hidden : bool
+        Add more process counts and roots other than 0.
+    nbytes : int
+
+    Raises
+    ------
+    AssertionError
+        Naming p, the root and what went wrong.
+    """
+    from mpilab import schedules
+
+    costs.cost("bcast", name)
+    cases = [(q, 0) for q in (1, 2, 3, 5, 8)]
+    if hidden:
+        cases += [(q, r) for q in (4, 7, 13) for r in (1, q - 1)]
+    for q, root in cases:
+        where = f"p = {q}, root = {root}"
+        try:
+            progs = build(q, nbytes, root)
+        except Exception as exc:   # the student's code: any error is a failed check
+            raise AssertionError(f"{where}: your function raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(progs, (list, tuple)) or len(progs) != q \
+                or not all(isinstance(x, schedules.Program) for x in progs):
+            raise AssertionError(f"{where}: return a list of {q} schedules.Program, one per rank "
+                                 f"(got {type(progs).__name__} {progs!r:.80})")
+        wrong = [r for r, prog in enumerate(progs) if prog.rank != r]
+        if wrong:
+            raise AssertionError(f"{where}: list item {wrong[0]} is the program of rank "
+                                 f"{progs[wrong[0]].rank}; put rank r's program at index r")
+        try:
+            calls, msgs = schedules.simulate(progs, SCHEDULE_ALPHA, SCHEDULE_BETA)
+        except UsageError as exc:
+            raise AssertionError(f"{where}: {exc}") from None
+        has = {root: 0.0}
+        for m in msgs.sort_values("send_us", kind="stable").itertuples():
+            if m.recv_us is None or m.recv_us != m.recv_us:
+                raise AssertionError(f"{where}: the message of rank {m.src} to rank {m.dst} is "
+                                     "never received")
+            if m.src not in has or has[m.src] > m.send_us + 1e-9:
+                raise AssertionError(f"{where}: rank {m.src} sends to rank {m.dst} at "
+                                     f"{m.send_us:g} us, before it has the buffer")
+            if m.bytes >= nbytes:
+                has[m.dst] = min(has.get(m.dst, math.inf), m.recv_us)
+        missing = [r for r in range(q) if r not in has]
+        if missing:
+            raise AssertionError(f"{where}: rank(s) {missing} never receive the {nbytes}-byte buffer")
+        total = float(calls["end_us"].max()) if len(calls) else 0.0
+        want = float(costs.evaluate("bcast", name, q, nbytes, SCHEDULE_ALPHA, SCHEDULE_BETA))
+        if not math.isclose(total, want, rel_tol=1e-9, abs_tol=1e-9):
+            raise AssertionError(f"{where}: your schedule takes {total:g} us under the alpha-beta "
+                                 f"model (alpha = {SCHEDULE_ALPHA} us, beta = {SCHEDULE_BETA} us/B, "
+                                 f"n = {nbytes} B); the {name} broadcast takes {want:g} us")
+
+
+def check_messages_from_rank0(answer, nprocs=8):
+    """Check how many messages rank 0 sends in the ring, recursive doubling and binomial tree.
+
+    Parameters
+    ----------
+    answer : dict
+        ``{"ring": int, "pairwise": int, "binomial": int}``, read off the timing diagrams.
+    nprocs : int
+
+    Raises
+    ------
+    AssertionError
+        Naming each algorithm whose count is wrong, with the count in the diagram.
+    """
+    from mpilab import schedules
+
+    want = {algo: sum(1 for op in schedules.schedule(algo, nprocs, 1)[0].ops
+                      if op.dst is not None and op.dst != 0)
+            for algo in ("ring", "pairwise", "binomial")}
+    if not isinstance(answer, dict) or set(answer) != set(want):
+        raise AssertionError(f"give a dict with the keys {sorted(want)} (got {answer!r:.80})")
+    wrong = [f"{a}: you counted {answer[a]!r}, the diagram at P = {nprocs} has {want[a]} arrows "
+             f"leaving rank 0" for a in sorted(want) if answer[a] != want[a]]
+    if wrong:
+        raise AssertionError("; ".join(wrong))
+
+
+def _model_matches(options, measured, rtol=0.01):
+    """None if the α-β model with ``options`` reproduces a measured SMPI timeline, else why."""
+    from mpilab import timeline
+
+    meta = measured.meta
+    pair = timeline.platform_model(meta["platform"], measured.nprocs, meta.get("mapping", "core"))
+    pred = timeline.predict(meta["algorithm"], measured.nprocs, meta["bytes"], **pair,
+                            start_us=measured.rank_start_us(), **options)
+    got, want = pred.rank_end_us().to_numpy(), measured.rank_end_us().to_numpy()
+    bad = np.flatnonzero(np.abs(got - want) > rtol * np.abs(want) + 0.01)
+    if len(bad):
+        r = int(bad[np.argmax(np.abs(got - want)[bad])])
+        return (f"{meta['algorithm']}, P = {measured.nprocs}, {meta['bytes']} B: with {options} "
+                f"the model ends rank {r} at {got[r]:.3f} us, SMPI at {want[r]:.3f} us")
+    return None
+
+
+def check_model_options(options, traces=(), hidden=False):
+    """Check model options that make the α-β event model reproduce SMPI's traced runs.
+
+    Parameters
+    ----------
+    options : dict
+        Keyword arguments of :func:`mpilab.timeline.predict`: ``ports`` and ``eager_bytes``.
+    traces : sequence of Timeline
+        Measured SMPI timelines (:func:`mpilab.timeline.run_traced`); the model, with the
+        platform's α, β and port sharing (:func:`mpilab.timeline.platform_model`) and each
+        run's start times, must end every rank within 1 %.
+    hidden : bool
+        Also check fresh SMPI runs of :data:`HIDDEN_TRACES`.
+
+    Raises
+    ------
+    AssertionError
+        Naming the first run the model misses, and by how much.
+    """
+    from mpilab import timeline
+
+    valid = {"ports", "eager_bytes"}
+    if not isinstance(options, dict) or not set(options) <= valid:
+        raise AssertionError(f"give a dict with the keys ports and eager_bytes (got {options!r:.80})")
+    try:
+        timeline.predict("ring", 2, 1, 1.0, 1.0, **options)
+    except UsageError as exc:
+        raise AssertionError(str(exc)) from None
+    runs = list(traces)
+    if hidden:
+        runs += [timeline.run_traced(a, q, b, flavour="smpi", platform="orfeo-thin", reps=1,
+                                     warmup=0, timeout=RUN_TIMEOUT * 4) for a, q, b in HIDDEN_TRACES]
+    if not runs:
+        raise AssertionError("no SMPI traces to compare with: run the cells above first")
+    for measured in runs:
+        if measured.meta.get("flavour") != "smpi":
+            raise AssertionError("compare with SMPI runs (flavour 'smpi'); real runs vary from run to run")
+        why = _model_matches(options, measured)
+        if why:
+            raise AssertionError(why)
+
+
+def check_error_table(errors, worst, results, alpha, beta):
+    """Check a model-vs-measurement table (:func:`mpilab.costs.compare_model`) and its worst row.
+
+    Parameters
+    ----------
+    errors : pandas.DataFrame
+        The student's table: ``algorithm`` and ``mape`` per algorithm.
+    worst : str
+        The algorithm whose model is worst (largest MAPE).
+    results : pandas.DataFrame
+        The measurements the table was computed from.
+    alpha, beta : float
+        The α (µs) and β (µs/B) the table must use.
+
+    Raises
+    ------
+    AssertionError
+        When the table is not the one of ``results`` with ``alpha`` and ``beta``, or ``worst``
+        is not its largest error.
+    """
+    import pandas as pd
+
+    want = costs.compare_model(results, alpha, beta).set_index("algorithm")["mape"]
+    if not isinstance(errors, pd.DataFrame) or not {"algorithm", "mape"} <= set(errors.columns):
+        raise AssertionError("errors must be the DataFrame of costs.compare_model (columns "
+                             "algorithm and mape)")
+    got = errors.set_index("algorithm")["mape"]
+    if set(got.index) != set(want.index):
+        raise AssertionError(f"the table has the algorithms {sorted(got.index)}, the results "
+                             f"{sorted(want.index)}")
+    off = [a for a in want.index if not math.isclose(got[a], want[a], rel_tol=1e-6)]
+    if off:
+        raise AssertionError(f"{off[0]}: your MAPE is {got[off[0]]:.3g} %, with alpha = {alpha:g} us "
+                             f"and beta = {beta:g} us/B it is {want[off[0]]:.3g} %")
+    if worst != want.idxmax():
+        raise AssertionError(f"worst = {worst!r}, but the largest error in the table is "
+                             f"{want.idxmax()!r} ({want.max():.3g} %)")
+
+
+def check_calibrated_platform(platform, pingpong_rows):
+    """Check that a platform's core link is the first segment of a fit of one's own ping-pong.
+
+    Parameters
+    ----------
+    platform : str or path
+        The SimGrid platform file written by :func:`mpilab.platforms.calibrate`.
+    pingpong_rows : pandas.DataFrame
+        The ping-pong the platform was calibrated to (:func:`mpilab.pingpong.run`, mapping
+        ``core``).
+
+    Raises
+    ------
+    AssertionError
+        When the platform's latency and time per byte between two cores of one socket are not
+        the intercept and slope of the first segment of a 1-, 2- or 3-segment fit of the rows
+        (of their medians or of their averages).
+    """
+    from mpilab import pingpong, platforms
+
+    try:
+        hosts = platforms.placement(platform, 2, "core")
+        a, b = platforms.route_cost(platform, hosts[0], hosts[1])
+    except UsageError as exc:
+        raise AssertionError(f"cannot read the platform {str(platform)!r}: {exc}") from None
+    rows = pingpong_rows[pingpong_rows["mapping"] == "core"]
+    fits = []
+    values = [v for v in ("maxrank_median_us", "avg_us") if v in rows.columns]
+    for value, segments in itertools.product(values, (1, 2, 3)):
+        try:
+            first = pingpong.fit(rows, segments=segments, value=value).iloc[0]
+        except UsageError:
+            continue
+        fits.append(f"{first['intercept']:.4g} us + {first['slope']:.4g} us/B ({segments} "
+                    f"segment(s) of {value})")
+        if math.isclose(a, first["intercept"], rel_tol=1e-3, abs_tol=1e-6) \
+                and math.isclose(b, first["slope"], rel_tol=1e-3):
+            return
+    raise AssertionError(f"the platform's core link costs {a:.4g} us + {b:.4g} us/B; a fit of your "
+                         f"ping-pong gives {' or '.join(fits) or 'nothing'}: calibrate with "
+                         f"platforms.calibrate(pp, ...)")
+
+
+# --- lab 1 ---------------------------------------------------------------------------------------
+
 def _frame(df, what):
     import pandas as pd
 
@@ -320,8 +530,6 @@ def _no_answer(answer, what):
     if answer is None or answer is Ellipsis:
         raise AssertionError(f"no answer yet: assign {what}")
 
-
-# --- lab 1 ---
 
 def check_segmented_fits(fits, results_df, nbytes, segments=4, value="avg_us"):
     """Check segmented fits over P against the same fit of the student's own results.
@@ -419,7 +627,7 @@ def check_ranking(ranking, results_df, nbytes, value="avg_us"):
                                  f"{order} (mean {value} over P at {nbytes} B, us: {means})")
 
 
-# --- lab 5 ---
+# --- lab 5 ---------------------------------------------------------------------------------------
 
 def check_decision_table(table, results_df, value="maxrank_avg_us"):
     """Check a decision table against :func:`mpilab.selection.decision_table` of the results.

@@ -14,9 +14,16 @@ of ranks, out of the 100 Gb/s link). SMPI's size-dependent correction factors ar
 off in the file (``smpi/bw-factor`` and ``smpi/lat-factor`` are 1) so that a ping-pong of
 ``n`` bytes costs exactly ``latency + n / bandwidth``.
 
-Links inside a node are FATPIPE (no contention between flows: memory bandwidth is not the
-subject of the labs); each node's network card is a SHARED link, so ranks of one node that
-send to other nodes at the same time share it.
+Every core has its own full-duplex port (a SPLITDUPLEX link of ``bw_port``, zero latency) on
+every route: what a rank sends at the same time shares its outgoing side, what it receives
+shares its incoming side. Without it a root could feed fifteen 16 MiB messages at full speed
+each, and a linear broadcast would cost no more than one message. The socket and node links
+themselves are FATPIPE (they carry the latency; memory bandwidth is not the subject of the
+labs). Between nodes a message crosses its node's network card, the switch and the other
+node's card: each card is a full-duplex link of ``bw_switch`` (100 Gb/s on THIN) shared by
+all the flows of that node in that direction, and the switch hop is a FATPIPE of ``bw_nic``,
+the most one pair of ranks gets (5 GB/s measured on THIN). A single ping-pong sees exactly the
+calibrated latency and the smallest bandwidth on its route.
 
 Shipped names: ``orfeo-thin`` (2 nodes), ``orfeo-thin-N`` (N = 2..10 nodes), ``orfeo-epyc``,
 ``orfeo-fat``, ``jupiter-32x16``. Files are generated from Python and cached under
@@ -79,9 +86,10 @@ class Spec:
     lat_node: float = 4.3637
     bw_node: float = 1.0e4
     lat_nic: float = 0.5
-    bw_nic: float = 5.0e3
+    bw_nic: float = 5.0e3              # one pair of ranks on two nodes
     lat_switch: float = 0.6064
-    bw_switch: float = 12.5e3          # 100 Gb/s
+    bw_switch: float = 12.5e3          # a node's full-duplex network link, 100 Gb/s
+    bw_port: float = 1.0e4             # what one core can inject (and, separately, absorb)
     speed: str = "1Gf"
     description: str = ""
 
@@ -236,26 +244,32 @@ def render_xml(spec):
                 h = host_name(spec.prefix, n, s, c)
                 hosts.append((h, n, s))
                 out.append(f'  <host id="{h}" speed="{spec.speed}" core="1"/>')
+                out.append(f'  <link id="port-{h}" bandwidth="{_bw(spec.bw_port)}" latency="0us" '
+                           f'sharing_policy="SPLITDUPLEX"/>')
     for n in range(spec.nodes):
         for s in range(spec.sockets):
             out.append(f'  <link id="sock{n}.{s}" bandwidth="{_bw(spec.bw_socket)}" '
                        f'latency="{_lat(spec.lat_socket)}" sharing_policy="FATPIPE"/>')
         out.append(f'  <link id="node{n}" bandwidth="{_bw(spec.bw_node)}" '
                    f'latency="{_lat(spec.lat_node)}" sharing_policy="FATPIPE"/>')
-        out.append(f'  <link id="nic{n}" bandwidth="{_bw(spec.bw_nic)}" '
-                   f'latency="{_lat(spec.lat_nic)}" sharing_policy="SHARED"/>')
+        out.append(f'  <link id="nic{n}" bandwidth="{_bw(spec.bw_switch)}" '
+                   f'latency="{_lat(spec.lat_nic)}" sharing_policy="SPLITDUPLEX"/>')
     if spec.nodes > 1:
-        out.append(f'  <link id="switch" bandwidth="{_bw(spec.bw_switch)}" '
+        out.append(f'  <link id="switch" bandwidth="{_bw(spec.bw_nic)}" '
                    f'latency="{_lat(spec.lat_switch)}" sharing_policy="FATPIPE"/>')
     for i, (a, na, sa) in enumerate(hosts):
         for b, nb, sb in hosts[i + 1:]:
             if na != nb:
-                links = [f"nic{na}", "switch", f"nic{nb}"]
+                links = [(f"nic{na}", "UP"), ("switch", None), (f"nic{nb}", "DOWN")]
             elif sa != sb:
-                links = [f"node{na}"]
+                links = [(f"node{na}", None)]
             else:
-                links = [f"sock{na}.{sa}"]
-            ctn = "".join(f'<link_ctn id="{x}"/>' for x in links)
+                links = [(f"sock{na}.{sa}", None)]
+            # the reverse route (b -> a) is the same list reversed with UP and DOWN swapped
+            ctn = (f'<link_ctn id="port-{a}" direction="UP"/>'
+                   + "".join(f'<link_ctn id="{x}"/>' if d is None else f'<link_ctn id="{x}" direction="{d}"/>'
+                             for x, d in links)
+                   + f'<link_ctn id="port-{b}" direction="DOWN"/>')
             out.append(f'  <route src="{a}" dst="{b}">{ctn}</route>')
     out += ['</zone>', '</platform>', '']
     return "\n".join(out)
@@ -460,8 +474,11 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None):
 
     * ``core``: the socket links get latency = intercept, bandwidth = 1 / slope;
     * ``socket``: the inter-socket links, likewise;
-    * ``node``: the network cards get bandwidth 1 / slope (the switch is made at least as fast),
-      and the intercept is split between the two cards and the switch in the base's proportions.
+    * ``node``: the per-pair cap (the switch hop) gets bandwidth 1 / slope, each node's card is
+      made at least as fast, and the intercept is split between the two cards and the switch
+      in the base's proportions;
+    * every core's port (what one core injects or absorbs, shared by its concurrent messages)
+      is made as fast as the fastest calibrated pair, so one ping-pong is never slowed by it.
 
     A mapping not given keeps the base's value (a warning says which). Only the first segment
     (small and medium messages) is reproduced: SMPI's own size factors are off in the file, so
@@ -541,6 +558,9 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None):
         bw = 1.0 / sl
         new.update(lat_nic=spec.lat_nic * k, lat_switch=spec.lat_switch * k, bw_nic=bw,
                    bw_switch=max(spec.bw_switch, bw))
+    pair_bw = [new.get("bw_socket", spec.bw_socket), new.get("bw_node", spec.bw_node),
+               new.get("bw_nic", spec.bw_nic)]
+    new["bw_port"] = max(pair_bw)
     table = "; ".join(f"{m} {ic:.6g} us + {sl:.6g} us/B" for m, (ic, sl) in sorted(first.items()))
     desc = (f"{name + ': ' if name else ''}{spec.description}, calibrated by mpilab.platforms."
             f"calibrate to a ping-pong of {table}")
@@ -681,6 +701,110 @@ def generate_shipped(directory=DATA_DIR):
         p.write_text(render_xml(_FIXED[name]))
         paths.append(p)
     return paths
+
+
+_TIME_UNITS = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3, "ps": 1e-6, "m": 60e6, "h": 3600e6}
+_RATE_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+               "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
+_VALUE_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*$")
+
+
+def _latency_us(text):
+    m = _VALUE_RE.match(text)
+    if not m or m.group(2) not in _TIME_UNITS:
+        raise UsageError(f"cannot read the latency {text!r}; valid units: {', '.join(_TIME_UNITS)}")
+    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
+
+
+def _bytes_per_us(text):
+    m = _VALUE_RE.match(text)
+    unit = m.group(2) if m else ""
+    for suffix, per_byte in (("Bps", 1.0), ("bps", 0.125)):
+        if m and unit.endswith(suffix) and unit[:-len(suffix)] in _RATE_UNITS:
+            return float(m.group(1)) * _RATE_UNITS[unit[:-len(suffix)]] * per_byte / 1e6
+    raise UsageError(f"cannot read the bandwidth {text!r}; valid: a number with Bps or bps "
+                     "(k, M, G, T, Ki, Mi, Gi prefixes)")
+
+
+def _routes(path):
+    """Links ``{id: (latency us, bytes/us)}`` and routes ``{(src, dst): [link ids]}`` of a file."""
+    import xml.etree.ElementTree as ET
+
+    key = (str(path), os.path.getmtime(path))
+    if key not in _ROUTES_CACHE:
+        links, routes = {}, {}
+        for el in ET.parse(path).iter():
+            if el.tag == "link":
+                links[el.get("id")] = (_latency_us(el.get("latency", "0s")),
+                                       _bytes_per_us(el.get("bandwidth")))
+            elif el.tag == "route":
+                ids = [c.get("id") for c in el if c.tag == "link_ctn"]
+                routes[(el.get("src"), el.get("dst"))] = ids
+                if el.get("symmetrical", "YES").upper() != "NO":
+                    routes.setdefault((el.get("dst"), el.get("src")), ids[::-1])
+        _ROUTES_CACHE[key] = (links, routes)
+    return _ROUTES_CACHE[key]
+
+
+_ROUTES_CACHE = {}
+#: SimGrid's default ``network/weight-S`` (bytes): the bandwidth part of a flow's sharing penalty.
+WEIGHT_S = 8775.0
+
+
+def route_cost(name_or_path, src_host, dst_host):
+    """Latency α (µs) and time per byte β (µs/B) of one message between two hosts.
+
+    The route's link latencies add up and its slowest link sets the bandwidth, which is what
+    SMPI charges a single message on the kit's platforms (size factors are 1 in the files).
+    Works for any platform file whose routes are listed host to host (the kit's files are).
+
+    Parameters
+    ----------
+    name_or_path : str or Path
+        Platform name or XML path.
+    src_host, dst_host : str
+        Host names (see :func:`placement`).
+
+    Returns
+    -------
+    (float, float)
+        ``(alpha_us, beta_us_per_byte)``; ``(0, 0)`` when both hosts are the same.
+
+    Raises
+    ------
+    UsageError
+        When the file has no route between the two hosts.
+    """
+    if src_host == dst_host:
+        return 0.0, 0.0
+    links, routes = _routes(platform_file(name_or_path))
+    ids = routes.get((src_host, dst_host))
+    if not ids:
+        raise UsageError(f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
+                         f"{dst_host!r} listed host to host; give alpha and beta yourself")
+    return sum(links[i][0] for i in ids), 1.0 / min(links[i][1] for i in ids)
+
+
+def route_weight(name_or_path, src_host, dst_host):
+    """SimGrid's sharing penalty of the route between two hosts, in µs.
+
+    Flows that share a link get bandwidth in inverse proportion to their penalty: the route's
+    latency plus :data:`WEIGHT_S` bytes over the bandwidth of each of its links (SimGrid's
+    model of TCP, which favours short round trips). :mod:`mpilab.schedules` uses it to share
+    a rank's port the way SMPI does.
+
+    Returns
+    -------
+    float
+    """
+    if src_host == dst_host:
+        return 1.0
+    links, routes = _routes(platform_file(name_or_path))
+    ids = routes.get((src_host, dst_host))
+    if not ids:
+        raise UsageError(f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
+                         f"{dst_host!r} listed host to host")
+    return sum(links[i][0] + WEIGHT_S / links[i][1] for i in ids)
 
 
 if __name__ == "__main__":   # python -m mpilab.platforms

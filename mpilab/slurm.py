@@ -42,7 +42,7 @@ except ModuleNotFoundError:  # Python < 3.11
 
 import jinja2
 
-from . import __version__
+from . import __version__, libalgs
 from .errors import LaunchError, ParseError, ToolMissing, UsageError, one_of
 from .paths import FLAVOURS, collbench_path, repo_root
 
@@ -56,6 +56,8 @@ TEMPLATES = {
 }
 COLLECTIVES = ("allgather", "bcast", "reduce", "allreduce")
 MAPPINGS = ("core", "socket", "node")
+#: The algorithms of seed 000's job (kit names; Open MPI ids come from :mod:`mpilab.libalgs`).
+SEED_ALGORITHMS = ("default", "basic_linear", "chain", "pipeline")
 #: ``srun --distribution`` for each mapping of docs/DEVELOPING.md §4 (core: fill a socket,
 #: then the next; socket: round-robin over sockets; node: round-robin over nodes).
 DISTRIBUTION = {"core": "block:block", "socket": "block:cyclic", "node": "cyclic:block"}
@@ -424,8 +426,8 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
         osu_dir=osu_dir, notebook_dir=notebook_dir or str(repo_root() / "labs"),
         rendered_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         command=command or "", params=params,
-        osu_algorithms={"bcast": {"default": 0, "basic_linear": 1, "chain": 2, "pipeline": 3},
-                        "reduce": {"default": 0, "linear": 1, "chain": 2, "pipeline": 3}},
+        osu_algorithms={c: {a: libalgs.lookup(c, a).ompi_id for a in SEED_ALGORITHMS}
+                        for c in ("bcast", "reduce")},
         template_file=TEMPLATES[template],
     )
     return _environment().get_template(TEMPLATES[template]).render(**context)

@@ -6,7 +6,7 @@ import pytest
 
 from mpilab import cli
 
-SUBS = ["list", "sweep", "plot", "doctor", "demo"]
+SUBS = ["list", "sweep", "plot", "model", "doctor", "demo"]
 
 
 def run(*args, timeout=300):
@@ -86,3 +86,36 @@ def test_sweep_then_plot(built_flavour, tmp_path):
     r = run("plot", str(out), "-o", str(tmp_path / "png"))
     assert r.returncode == 0, r.stderr
     assert len(list((tmp_path / "png").glob("*.png"))) == 3
+
+
+def _model_results(path):
+    """A results CSV of a ring that follows alpha = 2 us, beta = 0.001 us/B exactly, but 10 % slow at P = 8."""
+    import pandas as pd
+    from mpilab import results
+    rows = [dict(collective="allgather", algorithm="ring", flavour="smpi", launcher="smpirun",
+                 platform="t", mapping="core", nprocs=p, bytes=b, datatype="char", root=0,
+                 repetition=0, maxrank_avg_us=(p - 1) * (2 + b * 1e-3) * (1.1 if p == 8 else 1))
+            for p in (4, 8) for b in (32, 1024, 65536)]
+    results.append_rows(path, rows)
+    return pd.DataFrame(rows)
+
+
+def test_model_compares_costs_with_results(tmp_path):
+    _model_results(tmp_path / "r.csv")
+    r = run("model", str(tmp_path / "r.csv"), "--alpha", "2", "--beta", "0.001", "-o", str(tmp_path / "m.png"))
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "ring" in ln)
+    assert line.split()[-2:] == ["0.0", "9.1"]  # exact at P = 4; |1 - 1.1| / 1.1 at P = 8
+    assert (tmp_path / "m.png").stat().st_size > 10000
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--alpha", "2"], "give --alpha (us) and --beta (us/byte)"),
+    (["--alpha", "2", "--beta", "0"], "beta > 0"),
+    (["--alpha", "2", "--beta", "1e-3", "--nprocs", "16"], "no rows at nprocs [16]"),
+    (["--alpha", "2", "--beta", "1e-3", "--value", "median"], "unknown value 'median'"),
+])
+def test_model_bad_arguments(tmp_path, args, message):
+    _model_results(tmp_path / "r.csv")
+    r = run("model", str(tmp_path / "r.csv"), *args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr

@@ -1,16 +1,26 @@
-"""Cost table: lookups, numeric evaluation, MAPE against data, and the student-answer checker."""
+"""Cost table: lookups, domains, numeric evaluation, MAPE against data, the student-answer
+checker, and agreement with the C headers and the registry (which write costs with N = p*n)."""
+import json
+import math
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+import sympy
+from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application,
+                                        parse_expr, standard_transformations)
 
-from mpilab import costs
+from mpilab import costs, libalgs, paths
 from mpilab.errors import UsageError
 
 p, n, a, b = costs.p, costs.n, costs.alpha, costs.beta
+KIT = ("gather_bcast", "pairwise", "ring", "bruck")
 
 
 def test_table_covers_kit_and_library():
-    for algo in ("gather_bcast", "pairwise", "ring", "bruck"):
+    for algo in KIT:
         assert ("allgather", algo) in costs.TABLE
     for key in (("bcast", "binomial"), ("reduce", "rabenseifner"), ("allreduce", "ring")):
         assert key in costs.TABLE
@@ -18,11 +28,85 @@ def test_table_covers_kit_and_library():
         costs.cost("allgather", "rign")
 
 
+def test_library_entries_use_libalgs_names():
+    """One naming: every library entry is an algorithm of mpilab.libalgs for that collective."""
+    for coll, name in costs.TABLE:
+        if coll == "allgather" and name in KIT:
+            continue
+        assert name in libalgs.names(coll), (coll, name)
+
+
+def test_every_entry_has_a_known_domain():
+    for key, e in costs.TABLE.items():
+        assert e.domain in costs.DOMAINS, key
+        assert e.expr.free_symbols <= set(costs.SYMBOLS.values()), key
+
+
 def test_evaluate_numbers():
     # ring, p = 8, n = 1000 B, alpha = 2 us, beta = 0.001 us/B: 7 * (2 + 1) = 21 us
     assert costs.evaluate("allgather", "ring", 8, 1000, 2.0, 1e-3) == pytest.approx(21.0)
     # bruck, p = 5: ceil(log2 5) = 3 rounds
     assert costs.evaluate("allgather", "bruck", 5, 0, 1.0, 0.0) == pytest.approx(3.0)
+    # ceil(log2 p) and floor(log2 p) stay right at large powers of two
+    big = np.array([2.0 ** k for k in range(1, 31)])
+    assert np.array_equal(costs.evaluate("allgather", "bruck", big, 0, 1.0, 0.0), np.arange(1, 31))
+    # Open MPI's chain has 4 chains: p <= 5 is linear, p = 16 is 4 sends + 3 more hops
+    chain = costs.evaluate("bcast", "chain", np.arange(1, 18), 0, 1.0, 0.0)
+    assert list(chain[:5]) == [0, 1, 2, 3, 4] and chain[15] == 7
+    # pipeline: a buffer smaller than a segment is one segment of n bytes
+    assert costs.evaluate("bcast", "pipeline", 4, 100, 1.0, 0.01) == pytest.approx(3 * 2.0)
+
+
+def test_domains_in_evaluate():
+    # power-of-two-only entries without an exact form are NaN elsewhere
+    v = costs.evaluate("allgather", "recursive_doubling", np.array([4, 5, 8]), 1, 1.0, 0.0)
+    assert v[0] == 2 and math.isnan(v[1]) and v[2] == 3
+    assert math.isnan(costs.evaluate("allgather", "two_proc", 3, 1, 1.0, 0.0))
+    # pairwise has an exact cost for every p; it equals the power-of-two form on powers of two
+    ps = np.arange(1, 65)
+    exact = costs.evaluate("allgather", "pairwise", ps, 1000, 2.0, 1e-3)
+    pow2 = ps[(ps & (ps - 1)) == 0]
+    assert np.allclose(exact[pow2 - 1], np.log2(pow2) * 2.0 + (pow2 - 1) * 1.0)
+    # Open MPI's recursive-doubling allreduce: floor(log2 p) + 2 steps when p is not 2^k
+    assert list(costs.evaluate("allreduce", "recursive_doubling", np.arange(2, 10), 0, 1.0, 0.0)) == \
+        [1, 3, 2, 4, 4, 4, 3, 5]
+
+
+def pairwise_schedule_time(pv, nv, al, be):
+    """Walk pairwise.c's schedule rank by rank: an exchange of x and y bytes between two ranks
+    ready at t1 and t2 ends for both at max(t1, t2) + al + max(x, y) * be (sends complete on
+    delivery). Returns the time the last rank finishes."""
+    q = 1
+    while 2 * q <= pv:
+        q *= 2
+    e = pv - q
+    t = [0.0] * pv
+    for r in range(q, pv):                            # fold: r -> r - q, one block
+        t[r - q] = t[r] = max(t[r], t[r - q]) + al + nv * be
+    d = 1
+    while d < q:
+        new = t[:]
+        for r in range(q):
+            partner = r ^ d
+            base, pbase = r & ~(d - 1), partner & ~(d - 1)
+            start = max(t[r], t[partner]) + al + d * nv * be
+            if e > 0:
+                mine = min(max(e - base, 0), d)
+                theirs = min(max(e - pbase, 0), d)
+                start += al + max(mine, theirs) * nv * be
+            new[r] = start
+        t = new
+        d *= 2
+    for r in range(q, pv):                            # unfold: the whole result back
+        t[r] = max(t[r], t[r - q]) + al + pv * nv * be
+    return max(t)
+
+
+@pytest.mark.parametrize("pv", list(range(1, 41)) + [48, 63, 64, 65, 100])
+def test_pairwise_exact_cost_is_the_schedule_of_pairwise_c(pv):
+    for nv in (1, 1000):
+        want = pairwise_schedule_time(pv, nv, 3.0, 1e-3)
+        assert costs.evaluate("allgather", "pairwise", pv, nv, 3.0, 1e-3) == pytest.approx(want), pv
 
 
 def test_compare_model_mape():
@@ -30,14 +114,37 @@ def test_compare_model_mape():
                        "nprocs": [4, 8], "bytes": [1000, 1000], "avg_us": [3 * 3.0, 7 * 3.3]})
     out = costs.compare_model(df, 2.0, 1e-3)
     assert out.loc[0, "mape"] == pytest.approx((0 + 100 * (7 * 3.3 - 21) / (7 * 3.3)) / 2)
-    fig, ax = costs.plot_model(out)
-    assert ax.get_xlabel() == "processes"
+    fig, axes = costs.plot_model(out)
+    assert [a.get_title() for a in axes] == ["P = 4", "P = 8"]
+    assert axes[0].get_xscale() == "log" and axes[0].get_xlabel() == "message size (bytes)"
+    measured, model = axes[1].get_lines()
+    assert list(measured.get_ydata()) == [7 * 3.3] and list(model.get_ydata()) == pytest.approx([7 * 3.0])
+
+
+def test_compare_model_leaves_out_points_outside_the_domain():
+    df = pd.DataFrame({"collective": "allgather", "algorithm": "recursive_doubling",
+                       "nprocs": [4, 6, 8], "bytes": [0, 0, 0], "avg_us": [2.0, 9.0, 3.0]})
+    out = costs.compare_model(df, 1.0, 0.0)
+    assert out.loc[0, "points"] == 2 and out.loc[0, "mape"] == 0
 
 
 def test_check_equivalent_forms():
     assert costs.check_expression("(p-1)*alpha + (p-1)*n*beta", "allgather", "ring").equal
-    assert costs.check_expression((p - 1) * (a + n * b), "allgather", "pairwise").ok
+    assert costs.check_expression((p - 1) * (a + n * b), "allgather", "ring").ok
     assert costs.check_expression("ceiling(log(p,2))*alpha + (p-1)*n*beta", "allgather", "bruck").equal
+
+
+def test_pairwise_answer_for_powers_of_two_is_accepted():
+    for answer in ("log(p,2)*alpha + (p-1)*n*beta", "log2(p)*alpha + (p-1)*n*beta",
+                   sympy.ceiling(sympy.log(p, 2)) * a + (p - 1) * n * b):
+        assert costs.check_expression(answer, "allgather", "pairwise").equal, answer
+    r = costs.check_expression("(p-1)*(alpha + n*beta)", "allgather", "pairwise")
+    assert not r.equal
+    assert "pairwise cost (for p power of two) differs at p = 4" in r.message
+    # a cost right only for p = 2 is not enough for two_proc's neighbours, but is for two_proc
+    assert costs.check_expression("(p-1)*(alpha + n*beta)", "allgather", "two_proc").equal
+    assert all(pv == 2 for pv, _ in costs.check_points("p = 2"))
+    assert len(costs.check_points("p = 2")) >= 4
 
 
 def test_check_wrong_names_point_and_values():
@@ -51,3 +158,70 @@ def test_check_rejects_unknown_symbols_and_code():
     assert not r.equal and "gamma" in r.message and "valid" in r.message
     r = costs.check_expression("__import__('os').system('true')", "allgather", "ring")
     assert not r.equal
+
+
+# --- the C headers and the registry state the same costs ----------------------------------------
+
+N = sympy.Symbol("N", positive=True)   # the headers' n: bytes gathered on each process = p*n
+_HEADER_NAMES = {"p": p, "n": N, "alpha": a, "beta": b, "log2": lambda x: sympy.log(x, 2),
+                 "ceil": sympy.ceiling, "floor": sympy.floor, "min": sympy.Min,
+                 **{k: sympy.Symbol(k) for k in ("q", "e", "L", "f")}}
+_TRANSFORMS = standard_transformations + (implicit_multiplication_application, convert_xor)
+
+
+def header_expr(text):
+    """Parse a cost as the C headers write it (·, α, β, 'log2 p', implicit products)."""
+    text = text.replace("·", "*").replace("α", " alpha ").replace("β", " beta ")
+    text = re.sub(r"log2 (\w)", r"log2(\1)", text)
+    return parse_expr(text, local_dict=dict(_HEADER_NAMES), transformations=_TRANSFORMS)
+
+
+def cost_block(path):
+    """The lines of the 'Cost:' field of an algorithm file's header, without ' * '."""
+    lines, inside = [], False
+    for line in Path(path).read_text().splitlines():
+        body = line.lstrip(" /*").rstrip()
+        if body.startswith("Cost:"):
+            inside, body = True, body[len("Cost:"):]
+        elif inside and re.match(r"[A-Z][a-z]+:", body):
+            break
+        if inside:
+            lines.append(body.strip())
+    return lines
+
+
+ALGO_FILES = sorted((paths.c_reference_dir() / "allgather").glob("*.c"))
+
+
+@pytest.mark.parametrize("path", [f for f in ALGO_FILES if f.stem != "common"], ids=lambda f: f.stem)
+def test_c_header_cost_is_the_table_cost(path):
+    block = cost_block(path)
+    assert block, f"{path.name} has no 'Cost:' line"
+    stated = header_expr(re.split(r"\s{2,}", block[0])[0])
+    per_rank = stated.subs(N, p * n)
+    r = costs.check_expression(per_rank, "allgather", path.stem)
+    assert r.equal, f"{path.name}: {block[0]!r}: {r.message}"
+
+
+def test_pairwise_header_states_the_exact_cost_for_other_p():
+    block = cost_block(paths.c_reference_dir() / "allgather" / "pairwise.c")
+    i = next(k for k, line in enumerate(block) if line.startswith("any other p"))
+    q, L, e, f = (sympy.Symbol(k) for k in "qLef")
+    stated = sympy.lambdify((p, N, q, L, e, f, a, b), header_expr(block[i + 1]))
+    ps = np.array([v for v in range(3, 70) if v & (v - 1)])
+    table = costs.evaluate("allgather", "pairwise", ps, 1000, 3.0, 1e-3)
+    for pv, want in zip(ps, table):
+        Lv = int(math.floor(math.log2(pv)))
+        ev = int(pv) - 2 ** Lv
+        got = stated(int(pv), int(pv) * 1000, 2 ** Lv, Lv, ev, int(math.floor(math.log2(ev))), 3.0, 1e-3)
+        assert got == pytest.approx(want), pv
+
+
+def test_registry_costs_are_the_table_costs():
+    reg = paths.c_reference_dir() / "build" / "openmpi" / "registry.json"
+    if not reg.exists():
+        pytest.skip("c_reference not built (make -C c_reference)")
+    for algo in json.loads(reg.read_text())["algorithms"]:
+        per_rank = header_expr(algo["cost"]).subs(N, p * n)
+        r = costs.check_expression(per_rank, "allgather", algo["name"])
+        assert r.equal, f"registry {algo['name']}: {algo['cost']!r}: {r.message}"

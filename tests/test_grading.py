@@ -54,9 +54,14 @@ def test_unknown_algorithm():
 def test_cost_expressions():
     a, b, p, n = grading.alpha, grading.beta, grading.p, grading.n
     grading.check_cost_expression((p - 1) * a + (p - 1) * n * b, "allgather", "ring")
-    grading.check_cost_expression("(p-1)*(alpha + n*beta)", "allgather", "pairwise")
+    grading.check_cost_expression("log(p, 2)*alpha + (p-1)*n*beta", "allgather", "pairwise")
     with pytest.raises(AssertionError, match=r"differs at p = 1, n = 1 bytes"):
         grading.check_cost_expression(p * (a + n * b), "allgather", "ring")
+    # the old "p - 1 rounds" answer is wrong for pairwise.c (recursive doubling)
+    with pytest.raises(AssertionError, match=r"\(for p power of two\) differs at p = 4"):
+        grading.check_cost_expression("(p-1)*(alpha + n*beta)", "allgather", "pairwise")
+    with pytest.raises(ValueError, match="unknown allgather algorithm 'rign'"):
+        grading.check_cost_expression(p, "allgather", "rign")
 
 
 def _table():

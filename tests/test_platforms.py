@@ -188,9 +188,12 @@ def test_calibrate_sets_the_links(tmp_path):
                               path=tmp_path / "c.xml").read_text()
     assert '<link id="sock0.0" bandwidth="2e+10Bps" latency="0.5us"' in xml
     assert '<link id="node1" bandwidth="1.25e+10Bps" latency="2us"' in xml
-    # node: THIN's 0.5 + 0.6064 + 0.5 us scaled to 4 us, cards at 1/4e-4 B/us
-    assert '<link id="nic0" bandwidth="2.5e+09Bps" latency="1.24502us"' in xml
-    assert '<link id="switch" bandwidth="1.25e+10Bps" latency="1.50996us"' in xml   # 2 x 1.24502 + 1.50996 = 4
+    # node: THIN's 0.5 + 0.6064 + 0.5 us scaled to 4 us; the per-pair cap (switch hop) at
+    # 1/4e-4 B/us, the node's card keeps THIN's 100 Gb/s
+    assert '<link id="nic0" bandwidth="1.25e+10Bps" latency="1.24502us"' in xml
+    assert '<link id="switch" bandwidth="2.5e+09Bps" latency="1.50996us"' in xml   # 2 x 1.24502 + 1.50996 = 4
+    # a core's port is as fast as the fastest pair (core: 1/5e-5 B/us), not THIN's 10 GB/s
+    assert '<link id="port-thin00-s0-c00" bandwidth="2e+10Bps" latency="0us"' in xml
     assert platforms.platform_info(str(tmp_path / "c.xml"))["cores"] == 48
 
 

@@ -148,7 +148,7 @@ def test_osu_seed_job_matches_the_seed_header(tmp_path):
                  "export OMPI_MCA_coll_tuned_use_dynamic_rules=1"):
         assert line in text.splitlines(), line
     assert '"bcast basic_linear 1" "bcast chain 2" "bcast pipeline 3"' in text
-    assert '"reduce linear 1" "reduce chain 2" "reduce pipeline 3"' in text
+    assert '"reduce basic_linear 1" "reduce chain 2" "reduce pipeline 3"' in text
     assert 'env "OMPI_MCA_coll_tuned_${coll}_algorithm=$id"' in text
     assert 'srun --mpi=pmix -n "$np" --distribution="$dist" "${bench[@]}"' in text
     assert '("$OSU_DIR/osu_${coll}" -m 2:1M -i 100 -x 10 -f)' in text
@@ -389,7 +389,7 @@ def test_osu_seed_job_scaled_down_to_one_node(local_slurm, tmp_path):
     index = read_rows(tmp_path / "osu" / "index.csv")
     assert [(r["collective"], r["algorithm"], r["coll_tuned_id"]) for r in index] == [
         ("bcast", "default", "0"), ("bcast", "basic_linear", "1"), ("bcast", "chain", "2"),
-        ("bcast", "pipeline", "3"), ("reduce", "default", "0"), ("reduce", "linear", "1"),
+        ("bcast", "pipeline", "3"), ("reduce", "default", "0"), ("reduce", "basic_linear", "1"),
         ("reduce", "chain", "2"), ("reduce", "pipeline", "3")]
     for r in index:
         assert r["nodelist"] == HOST and r["mapping"] == "core" and r["nprocs"] == "2"

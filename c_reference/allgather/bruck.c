@@ -3,8 +3,8 @@
  *               own block is first. In step k (d = 2^k) rank r sends its first min(d, p - d)
  *               blocks to r - d and appends the same number received from r + d. A final
  *               rotation puts block i at position (r + i) mod p of recvbuf.
- * Cost:         ceil(log2 p)·α + ((p-1)/p)·n·β + local copies of n bytes
- *               n = bytes gathered on each process
+ * Cost:         ceil(log2 p)·α + ((p-1)/p)·n·β      n = bytes gathered on each process;
+ *               plus local copies of n bytes (no network time)
  * Restrictions: none (any p, any datatype, MPI_IN_PLACE, count 0)
  * Memory:       a temporary buffer of n bytes (p blocks, true extent of recvtype); shared
  *               (content-free) under SMPI when lab_shared_scratch is set by the benchmark

@@ -4,7 +4,9 @@
  *               (p - 1 MPI_Isend, MPI_Waitall). Built only from MPI_Isend/MPI_Irecv/MPI_Wait*,
  *               including the root's own block (a non-blocking send to itself).
  * Cost:         2(p-1)·α + ((p-1)/p)·n·β + (p-1)·n·β     n = bytes gathered on each process;
- *               the root's link serialises the p-1 messages of each phase
+ *               the root's link serialises the p-1 messages of each phase. A network without
+ *               per-message overhead overlaps the latencies of the messages posted together:
+ *               2·α + ((p-1)/p)·n·β + (p-1)·n·β (SMPI on a single-port platform)
  * Restrictions: none (any p, any datatype, MPI_IN_PLACE, count 0); root is always rank 0
  * Memory:       no temporary buffer; 2p request handles at the root
  *

@@ -18,6 +18,10 @@ int lab_allgather_ring(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 int lab_allgather_bruck(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                         void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
 
+/* Broadcasts built from point-to-point calls (MPI_Bcast's signature), so a PMPI tracer sees
+ * every message (c_reference/trace/). Not in the allgather registry. */
+int lab_bcast_binomial(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+
 typedef int (*lab_allgather_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype,
                                 MPI_Comm);
 #else
