@@ -146,9 +146,10 @@ def variant(base, label, **changes):
         ``<label>.xml`` in the user cache and SMPI rows record ``label`` as their platform.
     **changes
         Fields of :class:`Spec` to replace: ``lat_socket``, ``bw_socket``, ``lat_node``,
-        ``bw_node`` (inside a node), ``lat_nic``, ``bw_nic`` (each node's network card, shared
-        by its ranks' flows), ``lat_switch``, ``bw_switch``. Latencies in µs, bandwidths in
-        bytes/µs (= MB/s).
+        ``bw_node`` (inside a node), ``bw_port`` (what one core injects, and absorbs),
+        ``lat_nic`` and ``bw_switch`` (each node's network card: its latency, and the bandwidth
+        all the node's flows share in each direction), ``bw_nic`` (the most one pair of ranks
+        gets between nodes), ``lat_switch``. Latencies in µs, bandwidths in bytes/µs (= MB/s).
 
     Returns
     -------
@@ -157,10 +158,10 @@ def variant(base, label, **changes):
 
     Examples
     --------
-    Another job's traffic on the network: a quarter of the card's bandwidth and ten times its
-    latency::
+    Other jobs' traffic on the network: an eighth of the card's 100 Gb/s left, and ten times
+    its latency::
 
-        busy = platforms.variant("orfeo-thin", "orfeo-thin-busy", bw_nic=1.25e3, lat_nic=5.0)
+        busy = platforms.variant("orfeo-thin", "orfeo-thin-busy", bw_switch=12.5e3 / 8, lat_nic=5.0)
     """
     import dataclasses
 
