@@ -426,9 +426,15 @@ def compare(df, value=VALUE, figures=None):
     if not figs:
         raise UsageError("the study has none of the paper's points (allreduce 8 B / 1 MB, "
                          "reduce 128 B / 1 MB); measure at least one")
-    fig, axes = plt.subplots(1, len(figs), figsize=(4.2 * len(figs), 3.8), squeeze=False)
+    ncols = min(2, len(figs))
+    nrows = (len(figs) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 4.2 * nrows), squeeze=False)
+    axes = axes.ravel()
+    for ax in axes[len(figs):]:
+        ax.set_visible(False)
+    axes = axes[:len(figs)]
     tables = []
-    for ax, f in zip(axes[0], figs):
+    for ax, f in zip(axes, figs):
         coll, nbytes = _FIGURES[f][:2]
         for algo, colour in zip(ALGORITHMS, ("tab:blue", "tab:orange")):
             m = df[(df["collective"] == coll) & (df["bytes"] == nbytes) & (df["algorithm"] == algo)]
@@ -457,7 +463,7 @@ def compare(df, value=VALUE, figures=None):
         ax.legend(fontsize=7)
     fig.tight_layout()
     table = pd.concat(tables, ignore_index=True)
-    return table, (fig, axes[0])
+    return table, (fig, axes)
 
 
 def boxplots(df, collective, nbytes, value=VALUE):
