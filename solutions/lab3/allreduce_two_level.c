@@ -95,6 +95,10 @@ static int get_node_comms(MPI_Comm comm, node_comms **out)
 int student_allreduce_two_level(const void *sendbuf, void *recvbuf, int count,
                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
-    /* YOUR CODE HERE: get the communicators with get_node_comms, then the three steps */
+    node_comms *c;
+    int rc = get_node_comms(comm, &c);   /* given: c->node and c->leaders, cached on comm */
+    if (rc != MPI_SUCCESS)
+        return rc;
+    /* YOUR CODE HERE: the three steps */
     return MPI_SUCCESS;
 }
