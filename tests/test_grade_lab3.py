@@ -1,7 +1,7 @@
 """End to end: release lab 3, make four submissions, run scripts/grade.sh, check every score.
 
 Real nbgrader, real Open MPI, real SMPI. The autograder runs the study on the ``quick`` grid
-(MPILAB_LAB3_GRID=quick, as the notebook says); per-run limit 10 s.
+(MPILAB_LAB3_GRID=quick, as the notebook says); per-run limit 6 s.
 """
 
 import json
@@ -42,13 +42,13 @@ def test_grade_four_submissions(tmp_path, monkeypatch):
                   {**solved, "reduce_scatter.c": wrong_block(tmp_path / "wrong_reduce_scatter.c")})
     course.submit("two_level_deadlock", "lab3", solved_notebook("lab3"),
                   {**solved, "allreduce_two_level.c": DATA / "allreduce_two_level_deadlock.c"})
-    table, elapsed = course.grade("lab3", cell_timeout=240, run_timeout=10)
+    table, elapsed = course.grade("lab3", cell_timeout=240, run_timeout=6)
     assert_scores(table, EXPECTED)
     assert table.loc["solution", "max"] == 13 + 8   # 13 autograded, 8 by hand
     wrong = course.feedback("wrong_reduce_scatter", "lab3")
     assert "reduce-scatter with P = 3: int, count=1: rank 1: recvbuf[0] is" in wrong
     dead = course.feedback("two_level_deadlock", "lab3")
-    assert "two-level allreduce with P = 2: timed out after 10 s" in dead
+    assert "two-level allreduce with P = 2: timed out after 6 s" in dead
     assert "the study&#39;s correctness check failed at P = 20" in dead or \
         "the study's correctness check failed at P = 20" in dead
     # the committed student version is what nbgrader releases from the source
