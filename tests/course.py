@@ -100,3 +100,15 @@ def assert_scores(table, expected):
     for student, want in expected.items():
         got = {k: float(table.loc[student, k]) for k in want}
         assert got == want, f"{student}: {got} != {want}"
+
+
+def mutant(src, old, new, dest):
+    """Write ``dest``: a copy of the solution file ``src`` with ``old`` replaced by ``new`` once.
+
+    A wrong submission made from the real solution stays in step with it; the edit must apply
+    exactly once, so a solution that changes under it fails loudly instead of testing nothing.
+    """
+    text = Path(src).read_text()
+    assert text.count(old) == 1, f"{src}: the mutation's target occurs {text.count(old)} times"
+    Path(dest).write_text(text.replace(old, new))
+    return Path(dest)
