@@ -10,6 +10,7 @@ import importlib.resources
 import itertools
 import math
 import os
+import re
 import shutil
 import warnings
 
@@ -512,6 +513,217 @@ def check_calibrated_platform(platform, pingpong_rows):
     raise AssertionError(f"the platform's core link costs {a:.4g} us + {b:.4g} us/B; a fit of your "
                          f"ping-pong gives {' or '.join(fits) or 'nothing'}: calibrate with "
                          f"platforms.calibrate(pp, ...)")
+
+
+# --- lab 3 ---
+#
+# Reductions: reduce-scatter by recursive halving, Rabenseifner's allreduce and a two-level
+# (node-aware) allreduce, each checked element by element on real Open MPI (one machine: one
+# node) and under SimGrid SMPI on simulated clusters of several nodes. Under SMPI every core of
+# the kit's platforms is its own simulated host, and SimGrid's MPI_Comm_split_type
+# (MPI_COMM_TYPE_SHARED) groups ranks by host, i.e. gives every rank a node of its own; the kit
+# therefore builds lab-3 code for SMPI with data/lab3/smpi_nodes.h force-included, which makes
+# that call group ranks by the simulated *node* named in the host names (see that file).
+
+#: Lab 3's skeletons: algorithm -> (function the student defines, harness kind: 1 reduce-scatter,
+#: 2 allreduce, 3 reduce).
+LAB3_FUNCTIONS = {"reduce_scatter": ("student_reduce_scatter_block", 1),
+                  "rabenseifner": ("student_allreduce_rabenseifner", 2),
+                  "two_level": ("student_allreduce_two_level", 2)}
+_LAB3_NAMES = {"reduce_scatter": "reduce-scatter", "rabenseifner": "Rabenseifner allreduce",
+               "two_level": "two-level allreduce"}
+#: The small simulated cluster of the checks: 3 nodes x 3 cores (hosts lab<node>-s0-c<core>).
+LAB3_SMALL_CLUSTER = "lab-3x3"
+#: Simulated runs of the visible check, (platform, P, mapping): 5 ranks = nodes of 3 and 2.
+LAB3_SMPI_VISIBLE = ((LAB3_SMALL_CLUSTER, 5, "core"),)
+#: Simulated runs of the hidden check: round-robin ("node") mappings put non-contiguous ranks
+#: on a node; jupiter-32x16 has 16 cores per node.
+LAB3_SMPI_HIDDEN = ((LAB3_SMALL_CLUSTER, 7, "node"), ("jupiter-32x16", 37, "node"),
+                    ("jupiter-32x16", 40, "core"))
+
+#: Address-space limit of one simulated check run (all its ranks), MiB.
+LAB3_SMPI_MEMORY_MB = 4096
+
+_SMPI_FAILED = re.compile(r"Execution failed with code (\d+)")
+
+
+def _lab3_file(name):
+    return importlib.resources.files("mpilab") / "data" / "lab3" / name
+
+
+def _lab3_platform(platform, work):
+    """Platform name or XML path for ``platform``; the small cluster is written into ``work``."""
+    if platform != LAB3_SMALL_CLUSTER:
+        return platform
+    from mpilab import platforms
+    path = os.path.join(work, f"{LAB3_SMALL_CLUSTER}.xml")
+    if not os.path.exists(path):
+        spec = platforms.Spec("lab", 3, 1, 3, description="lab 3 checks: 3 nodes x 3 cores")
+        with open(path, "w") as f:
+            f.write(platforms.render_xml(spec))
+    return path
+
+
+def build_lab3(c_files, flavour, program, defines=(), work=None, student=None):
+    """Compile lab-3 C files with Open MPI or SMPI in a scratch directory.
+
+    For SMPI the node shim ``data/lab3/smpi_nodes.h`` is force-included and ``smpi_nodes.c``
+    linked, so that ``MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`` groups ranks by simulated node.
+
+    Parameters
+    ----------
+    c_files : list of path
+        The sources; the first ones are copied in, in order (the harness or driver first).
+    flavour : {"openmpi", "smpi"}
+    program : str
+        Name of the executable.
+    defines : sequence of str
+        ``-D`` definitions (without the ``-D``).
+    work : str, optional
+        An existing scratch directory to build in (default: a new one).
+    student : path, optional
+        The student's file among ``c_files``, named in a compile error (default: the last).
+
+    Returns
+    -------
+    str
+        The scratch directory holding the program; the caller removes it.
+
+    Raises
+    ------
+    AssertionError
+        When a file is missing or the build fails (the compiler's messages, shortened).
+    """
+    if flavour not in ("openmpi", "smpi"):
+        raise one_of("flavour for lab 3", flavour, ("openmpi", "smpi"))
+    c_files = [os.fspath(f) for f in c_files]
+    for f in c_files:
+        if not os.path.isfile(f):
+            raise AssertionError(f"{f} not found: keep the skeleton file next to the notebook")
+    extra = []
+    with importlib.resources.as_file(_lab3_file("smpi_nodes.h")) as h, \
+            importlib.resources.as_file(_lab3_file("smpi_nodes.c")) as c:
+        if flavour == "smpi":
+            extra = [h, c]
+        if work is None:
+            work = sandbox.scratch_dir(c_files + extra)
+        else:
+            for f in c_files + extra:
+                shutil.copy(f, work)
+    names = [os.path.basename(f) for f in c_files]
+    if flavour == "smpi":
+        cmd = ["smpicc", "-O1", "-std=c99", "-include", "smpi_nodes.h"] + names + ["smpi_nodes.c"]
+    else:
+        cmd = [_OPENMPI["mpicc"], "-O1", "-std=c99"] + names
+    cmd += [f"-D{d}" for d in defines] + ["-o", program]
+    build = sandbox.run(cmd, cwd=work, timeout=120)
+    if not build.ok:
+        student = os.path.basename(os.fspath(student or c_files[-1]))
+        raise AssertionError(f"{student} does not compile:\n{(build.stderr or build.stdout)[-2000:]}")
+    return work
+
+
+def smpi_failure(res):
+    """Why an SMPI run failed, in the words of the other checks; None if it printed PASS.
+
+    SMPI runs every rank inside one process: a crash has no rank to name, and a deadlock is
+    found by the simulator (which then exits with status 0) rather than by a time-out.
+    """
+    if res.timed_out:
+        return sandbox.timeout_message(res.timeout)
+    fails = [line for line in res.stdout.splitlines() if line.startswith("FAIL")]
+    if fails:
+        return fails[0][5:]
+    if "Deadlock detected" in res.stderr:
+        return f"the simulator found every rank waiting for a message nobody sends — {sandbox.DEADLOCK_HINT}"
+    m = _SMPI_FAILED.search(res.stderr)
+    code = int(m.group(1)) if m else res.returncode
+    if code is not None and code > 128:
+        sig = code - 128
+        return (f"a rank crashed: signal {sig} ({sandbox._signal_name(sig)}) (the simulator runs "
+                "every rank in one process and cannot say which)")
+    if res.ok and "PASS" in res.stdout.split():
+        return None
+    last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-3:]
+    return f"exit status {res.returncode} without PASS: " + " | ".join(last)
+
+
+def _smpi_argv(work, program, args, nprocs, platform, mapping, cfg=()):
+    from mpilab import launch
+    launcher = launch.get_launcher("smpi", platform=_lab3_platform(platform, work), workdir=work,
+                                   cfg=list(cfg))
+    return launcher.command(os.path.join(work, program), args, nprocs, mapping).argv
+
+
+def _nodes_note(platform, mapping):
+    if platform == LAB3_SMALL_CLUSTER:
+        return f"simulated, {mapping} mapping on 3 nodes x 3 cores"
+    return f"simulated, {mapping} mapping on {platform}"
+
+
+def check_reduction_c(c_file, algorithm, hidden=False, nprocs=None, smpi_runs=None,
+                      timeout=RUN_TIMEOUT):
+    """Compile a student's reduction and check every element on real Open MPI and under SMPI.
+
+    Parameters
+    ----------
+    c_file : str or path
+        The student's C file (``reduce_scatter.c``, ``allreduce_rabenseifner.c`` or
+        ``allreduce_two_level.c``).
+    algorithm : {"reduce_scatter", "rabenseifner", "two_level"}
+        Which skeleton it implements (:data:`LAB3_FUNCTIONS`).
+    hidden : bool
+        Add the hidden cases (MPI_DOUBLE, a prime count, ``MPI_IN_PLACE``, a sub-communicator),
+        every P from 1 to 8 on Open MPI, and the larger simulated runs of
+        :data:`LAB3_SMPI_HIDDEN`.
+    nprocs : sequence of int, optional
+        Open MPI process counts (default :data:`VISIBLE_NPROCS` or :data:`HIDDEN_NPROCS`).
+    smpi_runs : sequence of (platform, P, mapping), optional
+        Simulated runs (default :data:`LAB3_SMPI_VISIBLE`, plus :data:`LAB3_SMPI_HIDDEN` when
+        hidden; ``()`` for none).
+    timeout : float
+        Limit of each run in seconds; a run that exceeds it fails as a probable deadlock.
+
+    Raises
+    ------
+    AssertionError
+        On a compile error, a wrong element, an error code returned, a crash or a deadlock,
+        naming P (and the simulated cluster) where it happened.
+    """
+    if algorithm not in LAB3_FUNCTIONS:
+        raise one_of("lab 3 algorithm", algorithm, LAB3_FUNCTIONS)
+    fn, kind = LAB3_FUNCTIONS[algorithm]
+    nprocs = nprocs or (HIDDEN_NPROCS if hidden else VISIBLE_NPROCS)
+    if smpi_runs is None:
+        smpi_runs = LAB3_SMPI_VISIBLE + (LAB3_SMPI_HIDDEN if hidden else ())
+    args = ["--hidden"] if hidden else []
+    name = _LAB3_NAMES[algorithm]
+    with importlib.resources.as_file(importlib.resources.files("mpilab") / "data" / "grading"
+                                     / "check_reduce.c") as harness:
+        sources = [harness, os.fspath(c_file)]
+        defines = [f"STUDENT_FN={fn}", f"KIND={kind}"]
+        work = build_lab3(sources, "openmpi", "check_reduce", defines) if nprocs else None
+        try:
+            for p in nprocs:
+                res = sandbox.run(_OPENMPI["mpirun"] + [str(p), "./check_reduce"] + args, cwd=work,
+                                  timeout=timeout)
+                if res.ok:
+                    continue
+                fails = [line for line in res.stdout.splitlines() if line.startswith("FAIL")]
+                raise AssertionError(f"{name} with P = {p}: {fails[0][5:] if fails else res.failure()}")
+            if smpi_runs:
+                work = build_lab3(sources, "smpi", "check_reduce_smpi", defines, work=work) if work \
+                    else build_lab3(sources, "smpi", "check_reduce_smpi", defines)
+            for platform, p, mapping in smpi_runs:
+                argv = _smpi_argv(work, "check_reduce_smpi", args, p, platform, mapping)
+                # every simulated rank lives in smpirun's one process (an 8 MiB stack each)
+                res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=LAB3_SMPI_MEMORY_MB)
+                why = smpi_failure(res)
+                if why:
+                    raise AssertionError(f"{name} with P = {p} ({_nodes_note(platform, mapping)}): {why}")
+        finally:
+            if work:
+                shutil.rmtree(work, ignore_errors=True)
 
 
 # --- lab 1 ---------------------------------------------------------------------------------------

@@ -281,6 +281,12 @@ def _cache_dir():
     return Path(base) / "mpilab" / "platforms"
 
 
+def _generator_key():
+    """A short hash of this module's source: a cached platform written by other code is not reused."""
+    import hashlib
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
 def platform_file(name_or_path):
     """Path of the SimGrid platform XML for a shipped name or a user's file.
 
@@ -309,7 +315,9 @@ def platform_file(name_or_path):
     shipped = DATA_DIR / f"{s}.xml"
     if shipped.is_file():
         return shipped
-    target = _cache_dir() / f"{s}.xml"
+    # the file name carries the generator's hash: after an upgrade of the kit (new link model)
+    # the platform is written again instead of an old copy being served
+    target = _cache_dir() / f"{s}-{_generator_key()}.xml"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(f".tmp{os.getpid()}")

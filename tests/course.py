@@ -126,3 +126,15 @@ def grade_three(tmp_path, lab, wrong, edit, measurements=(), cell_timeout=600):
         os.symlink(course.root / "autograded" / "solution" / lab / name, d / name)
     table, elapsed = course.grade(lab, cell_timeout=cell_timeout)
     return course, table, elapsed
+
+
+def mutant(src, old, new, dest):
+    """Write ``dest``: a copy of the solution file ``src`` with ``old`` replaced by ``new`` once.
+
+    A wrong submission made from the real solution stays in step with it; the edit must apply
+    exactly once, so a solution that changes under it fails loudly instead of testing nothing.
+    """
+    text = Path(src).read_text()
+    assert text.count(old) == 1, f"{src}: the mutation's target occurs {text.count(old)} times"
+    Path(dest).write_text(text.replace(old, new))
+    return Path(dest)

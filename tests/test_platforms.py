@@ -254,3 +254,20 @@ def test_cli_calibrate(built_flavour, tmp_path, capsys):
                       (["--table", "core=-1,1e-4"], "intercept -1 us is negative")):
         assert cli.main(["calibrate", *args, "-o", str(tmp_path / "x.xml")]) == 2
         assert msg in capsys.readouterr().err, args
+
+
+def test_shipped_files_are_what_the_generator_writes():
+    """mpilab/data/platforms is regenerated (python -m mpilab.platforms) whenever the model changes."""
+    for name in platforms._SHIPPED:
+        shipped = (platforms.DATA_DIR / f"{name}.xml").read_text()
+        assert shipped == platforms.render_xml(platforms._spec(name)), \
+            f"{name}.xml is stale: run python -m mpilab.platforms"
+
+
+def test_cached_platform_is_rewritten_when_the_generator_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = platforms.platform_file("orfeo-thin-3")
+    assert first.parent == tmp_path / "mpilab" / "platforms" and "port-" in first.read_text()
+    monkeypatch.setattr(platforms, "_generator_key", lambda: "another-kit")
+    second = platforms.platform_file("orfeo-thin-3")
+    assert second != first and second.read_text() == first.read_text()

@@ -1,0 +1,264 @@
+/* bench_reduce — lab 3's benchmark driver for the reproduction study (mpilab.repro).
+ *
+ * Times MPI_Reduce / MPI_Allreduce ("default": the library's own choice) against the
+ * two-level versions ("two_level": the kit's lab_reduce_two_level and the student's
+ * student_allreduce_two_level, linked in), MPI_SUM over MPI_DOUBLE, root 0, like collbench:
+ * a barrier before each iteration, each rank averages its own iterations, and per iteration
+ * the max over ranks is kept (maxrank_*, the seed's metric).
+ *
+ * Usage: bench_reduce [--colls reduce,allreduce] [--algos default,two_level]
+ *                     [--sizes 8,128,1000000] [--iters N] [--warmup W] [--seed S] [--check]
+ * Every (collective, algorithm, size) is one job; --seed S shuffles the order of the jobs
+ * (as the seed's benchmark did with --shuffle-jobs). --check runs each job once on real data
+ * and verifies every element instead of timing (prints FAIL ... and exits 1 on a wrong one).
+ * Output (rank 0): "# key: value" provenance lines, then CSV
+ *   collective,algorithm,bytes,count,iterations,warmup,avg_us,min_us,max_us,maxrank_avg_us,maxrank_median_us
+ * When not checking, buffers are SMPI_SHARED_MALLOC under SMPI (contents are not kept), so
+ * 512 simulated ranks x 1 MB fit in memory.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int student_allreduce_two_level(const void *sendbuf, void *recvbuf, int count,
+                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int lab_reduce_two_level(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                         MPI_Op op, int root, MPI_Comm comm);
+
+#define MAXJOBS 64
+
+typedef struct {
+    int coll;      /* 0 reduce, 1 allreduce */
+    int algo;      /* 0 default, 1 two_level */
+    long bytes;
+} job;
+
+static const char *COLLS[] = {"reduce", "allreduce"};
+static const char *ALGOS[] = {"default", "two_level"};
+static int rank, nprocs;
+
+static int fail(const char *fmt, const char *what)
+{
+    if (rank == 0) {
+        fprintf(stderr, "bench_reduce: ");
+        fprintf(stderr, fmt, what);
+        fprintf(stderr, "\n");
+    }
+    return 2;
+}
+
+static int index_of(const char *name, const char **names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(name, names[i]))
+            return i;
+    return -1;
+}
+
+static void *bench_alloc(size_t n, int shared)
+{
+#ifdef SMPI_SHARED_MALLOC
+    if (shared)
+        return SMPI_SHARED_MALLOC(n > 0 ? n : 1);
+#endif
+    (void)shared;
+    return calloc(n > 0 ? n : 1, 1);
+}
+
+static void bench_free(void *p, int shared)
+{
+#ifdef SMPI_SHARED_FREE
+    if (shared) {
+        SMPI_SHARED_FREE(p);
+        return;
+    }
+#endif
+    (void)shared;
+    free(p);
+}
+
+static int run(const job *j, const double *send, double *recv, int count)
+{
+    if (j->coll == 0)
+        return j->algo ? lab_reduce_two_level(send, recv, count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD)
+                       : MPI_Reduce(send, recv, count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    return j->algo ? student_allreduce_two_level(send, recv, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD)
+                   : MPI_Allreduce(send, recv, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* Run once on real data and check every element; 1 (after rank 0 printed FAIL) if wrong. */
+static int check(const job *j, int count)
+{
+    double *send = malloc(sizeof(double) * (size_t)count), *recv = malloc(sizeof(double) * (size_t)count);
+    for (int i = 0; i < count; i++) {
+        send[i] = (double)((rank + i) % 7);
+        recv[i] = -1;
+    }
+    int rc = run(j, send, recv, count), bad = -1;
+    if (rc == MPI_SUCCESS && (j->coll == 1 || rank == 0))
+        for (int i = 0; i < count && bad < 0; i++) {
+            double e = 0;
+            for (int r = 0; r < nprocs; r++)
+                e += (double)((r + i) % 7);
+            if (recv[i] != e)
+                bad = i;
+        }
+    int mine[2] = {rc != MPI_SUCCESS ? rc : 0, bad}, *all = rank == 0 ? malloc(sizeof(int) * 2 * (size_t)nprocs) : NULL;
+    MPI_Gather(mine, 2, MPI_INT, all, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    int failed = 0;
+    if (rank == 0)
+        for (int r = 0; r < nprocs && !failed; r++) {
+            if (all[2 * r])
+                printf("FAIL %s %s %ld bytes, p=%d: rank %d: the function returned error %d\n",
+                       COLLS[j->coll], ALGOS[j->algo], j->bytes, nprocs, r, all[2 * r]);
+            else if (all[2 * r + 1] >= 0)
+                printf("FAIL %s %s %ld bytes, p=%d: rank %d: recvbuf[%d] is wrong\n", COLLS[j->coll],
+                       ALGOS[j->algo], j->bytes, nprocs, r, all[2 * r + 1]);
+            failed = all[2 * r] || all[2 * r + 1] >= 0;
+        }
+    fflush(stdout);
+    MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(all);
+    free(send);
+    free(recv);
+    return failed;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int time_job(const job *j, int count, int iters, int warmup)
+{
+    int shared = 1;
+    double *send = bench_alloc(sizeof(double) * (size_t)count, shared);
+    double *recv = bench_alloc(sizeof(double) * (size_t)count, shared);
+    double *times = malloc(sizeof(double) * (size_t)iters);
+    double *tmax = rank == 0 ? malloc(sizeof(double) * (size_t)iters) : NULL;
+    double sum = 0;
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < warmup + iters && rc == MPI_SUCCESS; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        rc = run(j, send, recv, count);
+        double t = (MPI_Wtime() - t0) * 1e6;
+        if (i >= warmup) {
+            times[i - warmup] = t;
+            sum += t;
+        }
+    }
+    int anyfail = rc != MPI_SUCCESS;
+    MPI_Allreduce(MPI_IN_PLACE, &anyfail, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!anyfail) {
+        double avg = sum / iters, amin, amax, asum;
+        MPI_Reduce(&avg, &amin, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&avg, &amax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&avg, &asum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        MPI_Reduce(times, tmax, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            double s = 0;
+            for (int i = 0; i < iters; i++)
+                s += tmax[i];
+            qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
+            double med = iters % 2 ? tmax[iters / 2] : 0.5 * (tmax[iters / 2 - 1] + tmax[iters / 2]);
+            printf("%s,%s,%ld,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f\n", COLLS[j->coll], ALGOS[j->algo],
+                   j->bytes, count, iters, warmup, asum / nprocs, amin, amax, s / iters, med);
+            fflush(stdout);
+        }
+    } else if (rank == 0) {
+        fprintf(stderr, "bench_reduce: %s %s failed at %ld bytes (MPI error %d on some rank)\n",
+                COLLS[j->coll], ALGOS[j->algo], j->bytes, rc);
+    }
+    bench_free(send, shared);
+    bench_free(recv, shared);
+    free(times);
+    free(tmax);
+    return anyfail;
+}
+
+/* Split a comma list in place; returns the number of items (at most max). */
+static int split(char *s, char **items, int max)
+{
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
+        items[n++] = tok;
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    char colls[64] = "reduce,allreduce", algos[64] = "default,two_level", sizes[256] = "8,128,1000000";
+    int iters = 10, warmup = 2, do_check = 0, status = 0;
+    long seed = -1;
+    for (int i = 1; i < argc && status == 0; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--check")) { do_check = 1; continue; }
+        if (!v) { status = fail("option %s needs a value", a); break; }
+        if (!strcmp(a, "--colls")) snprintf(colls, sizeof colls, "%s", v);
+        else if (!strcmp(a, "--algos")) snprintf(algos, sizeof algos, "%s", v);
+        else if (!strcmp(a, "--sizes")) snprintf(sizes, sizeof sizes, "%s", v);
+        else if (!strcmp(a, "--iters")) iters = atoi(v);
+        else if (!strcmp(a, "--warmup")) warmup = atoi(v);
+        else if (!strcmp(a, "--seed")) seed = atol(v);
+        else { status = fail("unknown option '%s'; valid: --colls --algos --sizes --iters --warmup --seed --check", a); break; }
+        i++;
+    }
+    job jobs[MAXJOBS];
+    int njobs = 0;
+    char *c_items[4], *a_items[4], *s_items[16];
+    int nc = split(colls, c_items, 4), na = split(algos, a_items, 4), ns = split(sizes, s_items, 16);
+    if (status == 0 && iters < 1)
+        status = fail("--iters must be >= 1%s", "");
+    for (int c = 0; c < nc && status == 0; c++)
+        for (int a = 0; a < na && status == 0; a++)
+            for (int s = 0; s < ns && status == 0; s++) {
+                int ci = index_of(c_items[c], COLLS, 2), ai = index_of(a_items[a], ALGOS, 2);
+                long b = atol(s_items[s]);
+                if (ci < 0) status = fail("unknown collective '%s'; valid: reduce, allreduce", c_items[c]);
+                else if (ai < 0) status = fail("unknown algorithm '%s'; valid: default, two_level", a_items[a]);
+                else if (b < 8 || b % 8) status = fail("bad size '%s'; valid: a multiple of 8 bytes (MPI_DOUBLE)", s_items[s]);
+                else if (njobs < MAXJOBS) jobs[njobs++] = (job){ci, ai, b};
+            }
+    if (status == 0 && seed >= 0) {   /* Fisher-Yates with a small LCG: same order on every rank */
+        unsigned long x = (unsigned long)seed * 2654435761ul + 1;
+        for (int i = njobs - 1; i > 0; i--) {
+            x = x * 6364136223846793005ul + 1442695040888963407ul;
+            int k = (int)((x >> 33) % (unsigned long)(i + 1));
+            job t = jobs[i];
+            jobs[i] = jobs[k];
+            jobs[k] = t;
+        }
+    }
+    if (status == 0 && rank == 0) {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "", host[256] = "", date[32] = "";
+        int len;
+        MPI_Get_library_version(lib, &len);
+        for (char *q = lib; *q; q++)
+            if (*q == '\n' || *q == '\r') *q = ' ';
+        gethostname(host, sizeof host - 1);
+        time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        printf("# bench_reduce 1\n# library: %s\n# nprocs: %d\n# host: %s\n# date: %s\n", lib, nprocs, host, date);
+        printf("# datatype: double\n# root: 0\n");
+        if (!do_check)
+            printf("collective,algorithm,bytes,count,iterations,warmup,avg_us,min_us,max_us,maxrank_avg_us,maxrank_median_us\n");
+        fflush(stdout);
+    }
+    for (int i = 0; i < njobs && status == 0; i++) {
+        int count = (int)(jobs[i].bytes / 8);
+        status = do_check ? check(&jobs[i], count) : time_job(&jobs[i], count, iters, warmup);
+    }
+    if (status == 0 && do_check && rank == 0)
+        printf("PASS\n");
+    MPI_Finalize();
+    return status;
+}
