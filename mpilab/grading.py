@@ -172,7 +172,7 @@ def check_cost_expression(answer, collective="allgather", name="ring"):
 
 # --- plots -------------------------------------------------------------------------------------
 
-def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorithm"):
+def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorithm", log="xy"):
     """Check a latency plot: log axes, labels with units, one line per algorithm, true data.
 
     Parameters
@@ -182,7 +182,11 @@ def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorit
     results_df : pandas.DataFrame
         The student's own results table (columns ``x``, ``y`` and ``by``).
     x, y, by : str
-        Columns plotted on x, on y, and one line per value of ``by``.
+        Columns plotted on x, on y, and one line per value of ``by``. A count (``nprocs``)
+        needs a label but no unit.
+    log : str
+        The axes that must be logarithmic: ``"xy"`` (default), ``"y"`` (e.g. latency against
+        the number of processes, where a linear x axis is as good), ``"x"`` or ``""``.
 
     Raises
     ------
@@ -194,13 +198,15 @@ def check_latency_plot(fig_or_ax, results_df, x="bytes", y="avg_us", by="algorit
         if col not in results_df.columns:
             raise UsageError(f"results table has no column {col!r}; columns: {', '.join(results_df.columns)}")
     problems = []
+    if set(log) - {"x", "y"}:
+        raise UsageError(f"bad log {log!r}; valid: 'xy', 'x', 'y' or ''")
     for axis, scale in (("x", ax.get_xscale()), ("y", ax.get_yscale())):
-        if scale != "log":
+        if axis in log and scale != "log":
             problems.append(f"the {axis} axis is {scale}: use a log scale (ax.set_{axis}scale('log'))")
-    for axis, label in (("x", ax.get_xlabel()), ("y", ax.get_ylabel())):
+    for axis, label, col in (("x", ax.get_xlabel(), x), ("y", ax.get_ylabel(), y)):
         if not label.strip():
             problems.append(f"the {axis} axis has no label")
-        elif "(" not in label and "[" not in label:
+        elif col != "nprocs" and "(" not in label and "[" not in label:
             problems.append(f"the {axis} label {label!r} has no unit in parentheses, e.g. '(bytes)' or '(us)'")
     lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
     if ax.get_legend() is None:
@@ -718,3 +724,261 @@ def check_reduction_c(c_file, algorithm, hidden=False, nprocs=None, smpi_runs=No
         finally:
             if work:
                 shutil.rmtree(work, ignore_errors=True)
+
+
+# --- lab 1 ---------------------------------------------------------------------------------------
+
+def _frame(df, what):
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise AssertionError(f"{what} should be a pandas DataFrame, got {type(df).__name__}")
+    if df.empty:
+        raise AssertionError(f"{what} is empty: run the measurement cells first")
+    return df
+
+
+def _no_answer(answer, what):
+    if answer is None or answer is Ellipsis:
+        raise AssertionError(f"no answer yet: assign {what}")
+
+
+def check_segmented_fits(fits, results_df, nbytes, segments=4, value="avg_us"):
+    """Check segmented fits over P against the same fit of the student's own results.
+
+    Parameters
+    ----------
+    fits : pandas.DataFrame
+        The student's table: one row per (collective, algorithm, segment) with ``intercept``
+        and ``slope`` (as :func:`mpilab.models.segmented_fit_p` returns it).
+    results_df : pandas.DataFrame
+        The student's results (any sizes; the rows at ``nbytes`` are fitted).
+    nbytes : int
+        The fixed message size the fits are for.
+    segments : int
+        Segments per curve.
+    value : str
+        Timing column fitted.
+
+    Raises
+    ------
+    AssertionError
+        Naming the first curve or segment that differs (a fit of another size, metric or
+        number of segments).
+    """
+    from mpilab import models
+
+    _no_answer(fits, "the fitted table to fits")
+    fits = _frame(fits, "fits")
+    results_df = _frame(results_df, "the results table")
+    missing = [c for c in ("collective", "algorithm", "intercept", "slope") if c not in fits.columns]
+    if missing:
+        raise AssertionError(f"fits has no column(s) {', '.join(missing)}; columns: {', '.join(fits.columns)}")
+    at = results_df[results_df["bytes"] == nbytes]
+    if at.empty:
+        raise AssertionError(f"your results have no rows at {nbytes} bytes; sizes measured: "
+                             f"{sorted(results_df['bytes'].unique().tolist())}")
+    want = models.segmented_fit_p(at, segments=segments, value=value,
+                                  by=("collective", "algorithm"))
+    for (coll, alg), w in want.groupby(["collective", "algorithm"]):
+        g = fits[(fits["collective"] == coll) & (fits["algorithm"] == alg)]
+        if g.empty:
+            raise AssertionError(f"fits has no rows for {coll} {alg}")
+        if len(g) != len(w):
+            raise AssertionError(f"{coll} {alg}: {len(g)} segments in fits, expected {len(w)}")
+        order = [c for c in ("segment", "lower") if c in g.columns]
+        got = g.sort_values(order[0]) if order else g
+        for k, ((_, a), (_, b)) in enumerate(zip(got.iterrows(), w.iterrows()), 1):
+            for col in ("intercept", "slope"):
+                if not math.isclose(float(a[col]), float(b[col]), rel_tol=1e-3, abs_tol=1e-3):
+                    raise AssertionError(
+                        f"{coll} {alg}, segment {k}: {col} {float(a[col]):.4f}, expected "
+                        f"{float(b[col]):.4f} (a {segments}-segment fit of {value} over P at "
+                        f"{nbytes} B of your results)")
+    extra = set(map(tuple, fits[["collective", "algorithm"]].drop_duplicates().values)) - \
+        set(map(tuple, want[["collective", "algorithm"]].drop_duplicates().values))
+    if extra:
+        raise AssertionError(f"fits has curves your results do not have at {nbytes} B: {sorted(extra)}")
+
+
+def check_ranking(ranking, results_df, nbytes, value="avg_us"):
+    """Check a ranking of algorithms (fastest first) per collective at one message size.
+
+    Parameters
+    ----------
+    ranking : dict
+        ``{collective: [algorithm, ...]}``, fastest first.
+    results_df : pandas.DataFrame
+        The student's results; the expected order is
+        :func:`mpilab.selection.ranking` of its rows at ``nbytes`` (mean over the process
+        counts every algorithm was measured at).
+    nbytes : int
+    value : str
+
+    Raises
+    ------
+    AssertionError
+        Naming the collective and the expected order.
+    """
+    from mpilab import selection
+
+    _no_answer(ranking, "a dict {collective: [algorithms, fastest first]} to ranking")
+    if not isinstance(ranking, dict):
+        raise AssertionError(f"ranking should be a dict {{collective: [algorithms]}}, got {type(ranking).__name__}")
+    results_df = _frame(results_df, "the results table")
+    at = results_df[results_df["bytes"] == nbytes]
+    if at.empty:
+        raise AssertionError(f"your results have no rows at {nbytes} bytes")
+    want = selection.ranking(at, value=value)
+    for coll, g in want.groupby("collective"):
+        order = g.sort_values("rank")["algorithm"].tolist()
+        got = list(ranking.get(coll, []))
+        if got != order:
+            means = ", ".join(f"{a} {m:.1f}" for a, m in zip(g["algorithm"], g["mean_us"]))
+            raise AssertionError(f"{coll}: your ranking is {got or 'missing'}; your results give "
+                                 f"{order} (mean {value} over P at {nbytes} B, us: {means})")
+
+
+# --- lab 5 ---------------------------------------------------------------------------------------
+
+def check_decision_table(table, results_df, value="maxrank_avg_us"):
+    """Check a decision table against :func:`mpilab.selection.decision_table` of the results.
+
+    Raises
+    ------
+    AssertionError
+        Naming the first range whose algorithm or bounds differ.
+    """
+    from mpilab import selection
+
+    _no_answer(table, "the decision table to table")
+    table = _frame(table, "table")
+    want = selection.decision_table(_frame(results_df, "the results table"), value=value)
+    cols = ["collective", "nprocs_min", "nprocs_max", "bytes_min", "bytes_max", "algorithm"]
+    missing = [c for c in cols if c not in table.columns]
+    if missing:
+        raise AssertionError(f"table has no column(s) {', '.join(missing)}")
+    got = table[cols].sort_values(cols[:5]).reset_index(drop=True)
+    want = want[cols].sort_values(cols[:5]).reset_index(drop=True)
+    def row(t, i):
+        if i >= len(t):
+            return "nothing"
+        r = t.loc[i]
+        return (f"{r['collective']} P {int(r['nprocs_min'])}..{int(r['nprocs_max'])}, "
+                f"{int(r['bytes_min'])}..{int(r['bytes_max'])} B: {r['algorithm']}")
+
+    for i in range(max(len(got), len(want))):
+        if row(got, i) != row(want, i):
+            raise AssertionError(f"row {i} of the decision table is {row(got, i)}; from your "
+                                 f"results (fastest by median {value}) it is {row(want, i)}")
+
+
+def check_regret(regret, results_df, value="maxrank_avg_us"):
+    """Check mean and worst regret per fixed algorithm against the results.
+
+    Parameters
+    ----------
+    regret : pandas.DataFrame
+        Columns algorithm, mean_regret, max_regret (and collective), as
+        :func:`mpilab.selection.regret` returns.
+
+    Raises
+    ------
+    AssertionError
+        Naming the algorithm whose regret differs and the expected value.
+    """
+    from mpilab import selection
+
+    _no_answer(regret, "the regret table to regret")
+    regret = _frame(regret, "regret")
+    want = selection.regret(_frame(results_df, "the results table"), value=value)
+    for col in ("algorithm", "mean_regret", "max_regret"):
+        if col not in regret.columns:
+            raise AssertionError(f"regret has no column {col!r}")
+    keys = ["collective", "algorithm"] if "collective" in regret.columns else ["algorithm"]
+    for _, w in want.iterrows():
+        sel = np.logical_and.reduce([regret[k] == w[k] for k in keys])
+        g = regret[sel]
+        name = " ".join(str(w[k]) for k in keys)
+        if g.empty:
+            raise AssertionError(f"regret has no row for {name}")
+        for col in ("mean_regret", "max_regret"):
+            if not math.isclose(float(g[col].iloc[0]), float(w[col]), rel_tol=1e-6, abs_tol=1e-9):
+                raise AssertionError(f"{name}: {col} {float(g[col].iloc[0]):.4f}, expected "
+                                     f"{float(w[col]):.4f} (time / best time - 1 at each point, by "
+                                     f"median {value})")
+
+
+def check_rules_file(path, table):
+    """Check that an Open MPI rules file, read back, picks the table's algorithm everywhere.
+
+    Every range of the decision table is looked up at its corners (smallest and largest P and
+    message size) as Open MPI's coll/tuned would look it up in the file.
+
+    Raises
+    ------
+    AssertionError
+        The file is missing or unreadable, or a lookup gives another algorithm.
+    """
+    from mpilab import selection
+    from mpilab.errors import ParseError
+
+    _no_answer(path, "the rules file's path to rules_path")
+    table = _frame(table, "table")
+    if not os.path.isfile(os.fspath(path)):
+        raise AssertionError(f"rules file {os.fspath(path)!r} not found")
+    try:
+        rules = selection.read_ompi_rules(path)
+    except ParseError as exc:
+        raise AssertionError(f"Open MPI could not read it: {exc}") from None
+    for _, r in table.iterrows():
+        for p in sorted({int(r["nprocs_min"]), int(r["nprocs_max"])}):
+            for b in sorted({int(r["bytes_min"]), int(r["bytes_max"])}):
+                got = selection.rules_choose(rules, r["collective"], p, b)
+                if got != r["algorithm"]:
+                    raise AssertionError(f"{r['collective']} at P = {p}, {b} B: the file makes Open "
+                                         f"MPI run {got or 'its fixed rules'}, the table says "
+                                         f"{r['algorithm']}")
+
+
+def check_correlation(answer, results_df, x="probe_us", y="avg_us", by=("collective", "algorithm", "bytes")):
+    """Check correlations of ``x`` with ``y`` against :func:`mpilab.stats.correlate`.
+
+    Parameters
+    ----------
+    answer : float or pandas.DataFrame
+        One Pearson r for all the rows of ``results_df`` (then ``by`` is ignored), or a table
+        with the ``by`` columns and ``pearson_r``.
+
+    Raises
+    ------
+    AssertionError
+        Naming the group whose r differs.
+    """
+    from mpilab import stats
+
+    _no_answer(answer, "the correlation")
+    results_df = _frame(results_df, "the results table")
+    import pandas as pd
+
+    if not isinstance(answer, pd.DataFrame):
+        want = float(stats.correlate(results_df, x, y, by=())["pearson_r"].iloc[0])
+        try:
+            got = float(answer)
+        except (TypeError, ValueError):
+            raise AssertionError(f"the correlation should be a number, got {answer!r}") from None
+        if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
+            raise AssertionError(f"r = {got:.4f}; Pearson's r of {x} and {y} over your rows is {want:.4f}")
+        return
+    want = stats.correlate(results_df, x, y, by=by)
+    keys = [c for c in by if c in want.columns]
+    if "pearson_r" not in answer.columns or any(k not in answer.columns for k in keys):
+        raise AssertionError(f"the table needs columns {keys + ['pearson_r']}")
+    for _, w in want.iterrows():
+        g = answer[np.logical_and.reduce([answer[k] == w[k] for k in keys])] if keys else answer
+        name = ", ".join(f"{k} {w[k]}" for k in keys) or "all rows"
+        if g.empty:
+            raise AssertionError(f"no correlation for {name}")
+        a, b = float(g["pearson_r"].iloc[0]), float(w["pearson_r"])
+        if not (math.isnan(a) and math.isnan(b)) and not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9):
+            raise AssertionError(f"{name}: r = {a:.4f}, expected {b:.4f} from your rows")

@@ -134,6 +134,64 @@ def list_platforms():
     return sorted(_FIXED) + [f"orfeo-thin-{n}" for n in range(2, 11)]
 
 
+def variant(base, label, **changes):
+    """A shipped platform with some link parameters changed, e.g. a busy network.
+
+    Parameters
+    ----------
+    base : str
+        A name from :func:`list_platforms`.
+    label : str
+        Name of the variant (letters, digits, ``-``, ``_``, ``.``): the XML file is
+        ``<label>.xml`` in the user cache and SMPI rows record ``label`` as their platform.
+    **changes
+        Fields of :class:`Spec` to replace: ``lat_socket``, ``bw_socket``, ``lat_node``,
+        ``bw_node`` (inside a node), ``bw_port`` (what one core injects, and absorbs),
+        ``lat_nic`` and ``bw_switch`` (each node's network card: its latency, and the bandwidth
+        all the node's flows share in each direction), ``bw_nic`` (the most one pair of ranks
+        gets between nodes), ``lat_switch``. Latencies in µs, bandwidths in bytes/µs (= MB/s).
+
+    Returns
+    -------
+    Path
+        The platform file, for ``launch.get_launcher("smpi", platform=path)``.
+
+    Examples
+    --------
+    Other jobs' traffic on the network: an eighth of the card's 100 Gb/s left, and ten times
+    its latency::
+
+        busy = platforms.variant("orfeo-thin", "orfeo-thin-busy", bw_switch=12.5e3 / 8, lat_nic=5.0)
+    """
+    import dataclasses
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(label)) or label in list_platforms():
+        raise UsageError(f"bad platform label {label!r}; valid: letters, digits, '-', '_', '.', "
+                         f"and not a shipped name ({', '.join(list_platforms())})")
+    spec = _spec(base)
+    links = [f.name for f in dataclasses.fields(Spec) if f.name.startswith(("lat_", "bw_"))]
+    for key, value in changes.items():
+        if key not in links:
+            raise one_of("platform parameter", key, links)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise UsageError(f"bad {key} {value!r}; valid: a positive number "
+                             f"({'µs' if key.startswith('lat_') else 'bytes/µs'})")
+    spec = dataclasses.replace(spec, description=f"{spec.description}; variant {label}: "
+                               + ", ".join(f"{k}={v:g}" for k, v in sorted(changes.items())),
+                               **changes)
+    return _write(spec, _cache_dir() / f"{label}.xml")
+
+
+def _write(spec, path):
+    """Write ``spec``'s XML to ``path`` atomically (readers never see half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(render_xml(spec))
+    tmp.replace(path)
+    return path
+
+
 def _spec(name):
     name = str(name)
     if name in _FIXED:
@@ -516,12 +574,7 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None):
     desc = (f"{name + ': ' if name else ''}{spec.description}, calibrated by mpilab.platforms."
             f"calibrate to a ping-pong of {table}")
     spec = dataclasses.replace(spec, description=desc.replace("--", "-"), **new)
-    path = Path(path) if path is not None else _cache_dir() / f"calibrated-{base}.xml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(render_xml(spec))
-    tmp.replace(path)
-    return path
+    return _write(spec, path if path is not None else _cache_dir() / f"calibrated-{base}.xml")
 
 
 def check_calibration(platform, target, sizes="0:4M", segments=2, **run_opts):

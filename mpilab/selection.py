@@ -168,3 +168,216 @@ def write_ompi_rules(table, path, segsizes=None):
     with open(path, "w") as f:
         f.write(text)
     return text
+
+
+def ranking(df, value="avg_us"):
+    """Rank the algorithms of each (collective, message size) by their mean latency over P.
+
+    Only the process counts that every algorithm of the group was measured at are used, so
+    that an algorithm is never ranked on easier points than the others.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Results rows (several repetitions per point are reduced to their median).
+    value : str
+        Timing column (default ``avg_us``, OSU's "Avg Latency").
+
+    Returns
+    -------
+    pandas.DataFrame
+        collective, bytes, rank (1 = fastest), algorithm, mean_us (mean over P of the median),
+        wins (process counts where it was the fastest), nprocs (how many P were compared).
+    """
+    if df.empty:
+        raise UsageError("no rows to rank")
+    m = _medians(df, value)
+    out = []
+    for (coll, nbytes), g in m.groupby(["collective", "bytes"]):
+        wide = g.pivot_table(index="nprocs", columns="algorithm", values="median_us").dropna()
+        if wide.empty:
+            raise UsageError(f"{coll} at {nbytes} B: no process count where every algorithm "
+                             f"({', '.join(sorted(g['algorithm'].unique()))}) was measured")
+        winners = wide.idxmin(axis=1)
+        mean = wide.mean().sort_values(kind="stable")
+        for rank, (alg, mu) in enumerate(mean.items(), 1):
+            out.append(dict(collective=coll, bytes=int(nbytes), rank=rank, algorithm=alg,
+                            mean_us=float(mu), wins=int((winners == alg).sum()),
+                            nprocs=len(wide)))
+    return pd.DataFrame(out)
+
+
+def read_ompi_rules(path):
+    """Read an Open MPI 4.1 dynamic rules file back into a table.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per message-size rule: collective, comm_size (the rule holds from this many
+        processes up), msg_size (from this many bytes up), ompi_id, algorithm (the kit's name,
+        see :mod:`mpilab.libalgs`), faninout, segsize.
+
+    Raises
+    ------
+    ParseError
+        Naming the file and what was expected where the file stops making sense (too few
+        numbers, an unknown collective id or algorithm id, sizes not increasing).
+    """
+    from pathlib import Path
+
+    from .errors import ParseError
+
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ParseError(f"{path}: cannot read: {e.strerror}") from None
+    words = []
+    for line in text.splitlines():
+        words += line.split("#", 1)[0].split()
+    pos = [0]
+
+    def take(what):
+        if pos[0] >= len(words):
+            raise ParseError(f"{path}: the file ends where {what} was expected")
+        w = words[pos[0]]
+        pos[0] += 1
+        try:
+            return int(w)
+        except ValueError:
+            raise ParseError(f"{path}: {what} must be an integer, found {w!r} "
+                             f"(number {pos[0]} of the file)") from None
+
+    names = {v: k for k, v in OMPI_COLL_IDS.items()}
+    rows = []
+    for _ in range(take("the number of collectives")):
+        cid = take("a collective id")
+        if cid not in names:
+            raise ParseError(f"{path}: collective id {cid} is not one the kit writes; valid: "
+                             + ", ".join(f"{i} ({n})" for i, n in sorted(names.items())))
+        coll = names[cid]
+        ids = {a.ompi_id: a.name for a in libalgs.TABLE[coll].values() if a.ompi_id is not None}
+        last_comm = -1
+        for _ in range(take(f"the number of communicator sizes of {coll}")):
+            comm = take(f"a communicator size of {coll}")
+            if comm <= last_comm:
+                raise ParseError(f"{path}: {coll} communicator sizes must increase: {comm} after {last_comm}")
+            last_comm, last_msg = comm, -1
+            for _ in range(take(f"the number of message sizes of {coll} at {comm} processes")):
+                msg = take(f"a message size of {coll} at {comm} processes")
+                if msg <= last_msg:
+                    raise ParseError(f"{path}: {coll} message sizes at {comm} processes must "
+                                     f"increase: {msg} after {last_msg}")
+                last_msg = msg
+                alg = take(f"the algorithm id of {coll} at {comm} processes, {msg} bytes")
+                if alg not in ids:
+                    raise ParseError(f"{path}: {coll} algorithm id {alg} (at {comm} processes, "
+                                     f"{msg} bytes) is not an Open MPI {coll} algorithm; valid: "
+                                     + ", ".join(f"{i} ({n})" for i, n in sorted(ids.items())))
+                fan = take("the fan in/out")
+                seg = take("the segment size")
+                rows.append(dict(collective=coll, comm_size=comm, msg_size=msg, ompi_id=alg,
+                                 algorithm=ids[alg], faninout=fan, segsize=seg))
+    if pos[0] != len(words):
+        raise ParseError(f"{path}: {len(words) - pos[0]} numbers left over after the last rule")
+    return pd.DataFrame(rows, columns=["collective", "comm_size", "msg_size", "ompi_id",
+                                       "algorithm", "faninout", "segsize"])
+
+
+def rules_choose(rules, collective, nprocs, nbytes):
+    """The algorithm a rules table (from :func:`read_ompi_rules`) gives Open MPI for one call.
+
+    As coll/tuned does: the communicator rule with the largest size not above ``nprocs``, then
+    its message rule with the largest size not above ``nbytes``. ``None`` when no rule applies
+    (Open MPI then uses its fixed decisions).
+    """
+    r = rules[(rules["collective"] == collective) & (rules["comm_size"] <= nprocs)]
+    if r.empty:
+        return None
+    r = r[r["comm_size"] == r["comm_size"].max()]
+    r = r[r["msg_size"] <= nbytes]
+    if r.empty:
+        return None
+    return r.sort_values("msg_size").iloc[-1]["algorithm"]
+
+
+def rules_settings(path):
+    """:class:`mpilab.libalgs.Settings` that make Open MPI follow the rules file at ``path``.
+
+    Dynamic rules on, the file named, no ``coll_tuned_<coll>_algorithm`` (a forced algorithm
+    would override the file), and :data:`mpilab.forcing.OMPI_VERIFY_ENV` so that the run echoes
+    what it read.
+    """
+    import os
+
+    from . import forcing
+
+    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+           "OMPI_MCA_coll_tuned_dynamic_rules_filename": os.path.abspath(path),
+           **forcing.OMPI_VERIFY_ENV}
+    return libalgs.Settings(env=env, mca={k[len("OMPI_MCA_"):]: v for k, v in env.items()
+                                          if k.startswith("OMPI_MCA_")})
+
+
+def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetition=0, **kw):
+    """Run collbench's native ``collective`` on Open MPI following the rules file ``path``.
+
+    Parameters
+    ----------
+    launcher : mpilab.launch.Launcher
+        An Open MPI launcher.
+    path : str or Path
+        The rules file (e.g. from :func:`write_ompi_rules`).
+    collective : str
+    nprocs : int
+    sizes : str or (int, int)
+    repetition : int
+    **kw
+        collbench options: iters, warmup, iters_large, warmup_large, probe, check, timeout.
+
+    Returns
+    -------
+    list of dict
+        Results rows with ``algorithm="rules"``, ``requested`` the file's path, and
+        ``forced``/``evidence`` saying whether Open MPI echoed that it read the file with
+        dynamic rules on and no algorithm forced on top.
+    """
+    import os
+
+    from . import collbench, forcing
+    from .errors import LaunchError
+
+    if launcher.flavour != "openmpi":
+        raise UsageError(f"rules files are Open MPI's; launcher flavour is {launcher.flavour!r}, "
+                         "valid: openmpi")
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise UsageError(f"rules file {path!r} does not exist; write one with write_ompi_rules")
+    timeout = kw.pop("timeout", 600)
+    args = collbench.collbench_args("native", collective, sizes, **kw)
+    proc = forcing.run(launcher, collbench.collbench_program("openmpi"), args, nprocs,
+                       rules_settings(path), timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+        raise LaunchError(f"exit {proc.returncode}: {proc.args}\nstderr tail:\n{tail}")
+    echo = dict(forcing._OMPI_ECHO.findall(proc.stderr))
+    if echo.get("coll_tuned_dynamic_rules_filename") == path and \
+            echo.get("coll_tuned_use_dynamic_rules") in ("true", "1") and \
+            f"coll_tuned_{collective}_algorithm" not in echo:
+        forced, evidence = "yes", (f"Open MPI echoed coll_tuned_use_dynamic_rules=true and "
+                                   f"coll_tuned_dynamic_rules_filename={path}; no "
+                                   f"coll_tuned_{collective}_algorithm forced")
+    else:
+        forced, evidence = "no", f"Open MPI echoed {echo or 'no MCA parameters'}"
+    meta, table = collbench.parse_output(proc.stdout, source=proc.args)
+    rows = collbench.to_results_rows(meta, table, launcher=launcher.name, platform="local",
+                                     mapping="core", repetition=repetition, requested=path,
+                                     forced=forced, evidence=evidence, command=proc.args,
+                                     flavour="openmpi")
+    for r in rows:
+        r["algorithm"] = "rules"
+    return rows

@@ -846,3 +846,108 @@ def collect(run_dir, job_ids=None, results=None):
                 t.reason = _failure_reason(t)
             tasks.append(t)
     return Collected(run_dir, results, tasks, ingested, npoints, provenance)
+
+
+# --------------------------------------------------------------------------- helpers for labs
+
+def _controller_refuses(conf=None):
+    """True when slurm.conf names a controller whose port refuses a connection right now.
+
+    ``sinfo`` retries a dead controller for about ``MessageTimeout`` (10 s); a TCP connect to the
+    port says the same in milliseconds. False when there is no readable slurm.conf (configless
+    clusters) or something listens: then ``sinfo`` decides.
+    """
+    import socket
+
+    conf = Path(conf or os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    try:
+        text = conf.read_text()
+    except OSError:
+        return False
+    kv = {}
+    for line in text.splitlines():
+        key, sep, value = line.split("#", 1)[0].partition("=")
+        if sep and key.strip().lower() not in kv:
+            kv[key.strip().lower()] = value.strip()
+    host = (kv.get("slurmctldhost") or kv.get("controlmachine") or "").split("(")[0].strip()
+    port = (kv.get("slurmctldport") or "6817").split("-")[0].strip()
+    addr = (kv.get("slurmctldhost") or "").partition("(")[2].rstrip(")").strip() or host
+    if not addr or not port.isdigit():
+        return False
+    try:
+        with socket.create_connection((addr, int(port)), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
+def cluster_answers(timeout=10):
+    """True when ``sbatch`` is installed and a SLURM controller answers ``sinfo``.
+
+    A notebook uses it to submit only where a cluster exists (a real one, or the test cluster of
+    ``scripts/local-slurm.sh``); installed SLURM commands without a running controller give
+    False — at once when slurm.conf names a controller port that refuses connections — as does
+    a controller that does not answer within ``timeout`` seconds.
+    """
+    if not shutil.which("sbatch") or not shutil.which("sinfo"):
+        return False
+    if _controller_refuses():
+        return False
+    try:
+        proc = subprocess.run(["sinfo", "--noheader", "--format=%P"], capture_output=True,
+                              text=True, timeout=timeout)
+    except (subprocess.TimeoutExpired, OSError):
+        return False
+    return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+def collect_osu(run_dir, results=None, flavour="openmpi", platform=None):
+    """Append the OSU-format files of an ``osu-seed`` run to the results table.
+
+    The job writes ``RUN_DIR/osu/<coll>_<algorithm>_<mapping>_p<P>.txt`` and an ``index.csv``
+    saying which coll_tuned id, mapping and P each file measured; each file is imported with
+    :func:`mpilab.osu.to_rows` and its algorithm named as in :mod:`mpilab.libalgs` (the
+    template's reduce ``linear`` is ``basic_linear``). Files already in the table are skipped.
+
+    Parameters
+    ----------
+    run_dir : path
+        The directory the ``osu-seed`` template was rendered into.
+    results : path, optional
+        The results table (default ``RUN_DIR/results.csv``).
+    flavour : str
+        MPI flavour of the job.
+    platform : str, optional
+        Platform column (default ``<profile>/<partition>`` from the provenance, else ``slurm``).
+
+    Returns
+    -------
+    int
+        Rows appended.
+    """
+    from . import libalgs, osu
+
+    run_dir = Path(run_dir).resolve()
+    index = run_dir / "osu" / "index.csv"
+    if not index.is_file():
+        raise UsageError(f"{index} does not exist: the osu-seed job has not finished a point yet "
+                         f"(see {run_dir / 'logs'})")
+    if platform is None:
+        prov = [_read_kv(p) for p in sorted((run_dir / "provenance").glob("*.txt"))]
+        platform = (f"{prov[0].get('profile', 'slurm')}/{prov[0].get('partition', '')}"
+                    if prov else "slurm")
+    results = Path(results) if results else run_dir / "results.csv"
+    rows = []
+    with open(index, newline="") as f:
+        for entry in csv.DictReader(f):
+            coll, tuned_id = entry["collective"], int(entry["coll_tuned_id"])
+            name = next(a.name for a in libalgs.TABLE[coll].values() if a.ompi_id == tuned_id)
+            for row in osu.to_rows(run_dir / "osu" / entry["file"], nprocs=int(entry["nprocs"]),
+                                   algorithm=name, mapping=entry["mapping"], flavour=flavour,
+                                   platform=platform):
+                row.update(launcher="srun", host=entry.get("nodelist", ""),
+                           command=entry.get("command", ""))
+                rows.append(row)
+    return append_results(rows, results)

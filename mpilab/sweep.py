@@ -71,7 +71,8 @@ def _point_keys(launcher, coll, algo, p, rep, sizes, mapping, datatype="char", r
 
 def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather", mapping="core",
               iters=None, warmup=None, iters_large=None, warmup_large=None, repetitions=1,
-              check=False, timeout=600, progress=True, program=None, shuffle=False, seed=None):
+              check=False, timeout=600, progress=True, program=None, shuffle=False, seed=None,
+              probe=None):
     """Run a sweep and append its rows to ``output``; skip points already measured.
 
     Parameters
@@ -94,6 +95,9 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
         Seconds per launch.
     progress : bool
         Show a tqdm bar naming the point being measured.
+    probe : int, optional
+        Bytes of the ping-pong between ranks 0 and P-1 that collbench times right before each
+        size's collective (``--probe``; stored in ``probe_us``).
 
     Returns
     -------
@@ -124,14 +128,14 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
             rows = forcing.measure(launcher, coll, algo, p, sizes=(lo, hi), mapping=mapping,
                                    repetition=rep, check=check, iters=iters, warmup=warmup,
                                    iters_large=iters_large, warmup_large=warmup_large,
-                                   timeout=timeout)
+                                   probe=probe, timeout=timeout)
             results.append_rows(output, rows)
             stats["launched"] += 1
             stats["rows"] += len(rows)
             continue
         args = collbench.collbench_args(algo=algo, coll=coll, sizes=(lo, hi), iters=iters,
                                         warmup=warmup, iters_large=iters_large,
-                                        warmup_large=warmup_large, check=check)
+                                        warmup_large=warmup_large, check=check, probe=probe)
         cmd = launcher.command(program, args, p, mapping)
         proc = launcher.run(program, args, p, mapping=mapping, timeout=timeout)
         meta, table = collbench.parse_output(proc.stdout, source=f"output of {cmd}")

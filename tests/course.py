@@ -102,6 +102,32 @@ def assert_scores(table, expected):
         assert got == want, f"{student}: {got} != {want}"
 
 
+def grade_three(tmp_path, lab, wrong, edit, measurements=(), cell_timeout=600):
+    """Grade the solution, the untouched release and one wrong submission of ``lab``.
+
+    The wrong submission is the solution with ``edit`` applied (see :func:`solved_notebook`);
+    it hands in the solution's ``measurements`` next to its notebook, as a student hands in the
+    results files their notebook wrote: symlinks that autograde resolves when it copies the
+    submission, after the solution (graded first, in name order) has measured. Its sweeps then
+    measure nothing and its checks recompute from those rows.
+
+    Returns (course, score table, seconds).
+    """
+    import os
+
+    course = Course(tmp_path)
+    notebook = solved_notebook(lab, edit)
+    assert notebook != solved_notebook(lab), f"the edits of {wrong!r} no longer apply to {lab}"
+    assert wrong > "solution", "the wrong submission must be graded after the solution"
+    course.submit("solution", lab, solved_notebook(lab))
+    course.submit("untouched", lab, released_notebook(lab))
+    d = course.submit(wrong, lab, notebook)
+    for name in measurements:
+        os.symlink(course.root / "autograded" / "solution" / lab / name, d / name)
+    table, elapsed = course.grade(lab, cell_timeout=cell_timeout)
+    return course, table, elapsed
+
+
 def mutant(src, old, new, dest):
     """Write ``dest``: a copy of the solution file ``src`` with ``old`` replaced by ``new`` once.
 

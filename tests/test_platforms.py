@@ -106,6 +106,42 @@ def test_thin_calibration_first_segment(simulated, mapping):
     assert abs(first["slope"] - ref_sl) <= 0.15 * ref_sl, fit.table
 
 
+def test_variant_changes_only_the_named_links(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = platforms.variant("orfeo-thin", "thin-busy", bw_switch=1.5625e3, lat_nic=5.0)
+    assert path == tmp_path / "mpilab" / "platforms" / "thin-busy.xml"
+    text = path.read_text()
+    assert '<link id="nic0" bandwidth="1.5625e+09Bps" latency="5us" sharing_policy="SPLITDUPLEX"/>' in text
+    assert text.count('latency="1.1736us"') == 4     # the sockets' links are unchanged
+    assert platforms.platform_info(str(path))["cores"] == 48
+    assert platforms.placement(str(path), 4, "node") == platforms.placement("orfeo-thin", 4, "node")
+    with pytest.raises(UsageError, match="unknown platform parameter 'bw_disk'; valid: bw_nic, bw_node, bw_port"):
+        platforms.variant("orfeo-thin", "x", bw_disk=1.0)
+    with pytest.raises(UsageError, match="bad lat_nic -1; valid: a positive number"):
+        platforms.variant("orfeo-thin", "x", lat_nic=-1)
+    with pytest.raises(UsageError, match="bad platform label 'a b'"):
+        platforms.variant("orfeo-thin", "a b", lat_nic=1.0)
+    with pytest.raises(UsageError, match="bad platform label 'orfeo-fat'"):
+        platforms.variant("orfeo-thin", "orfeo-fat", lat_nic=1.0)
+
+
+def test_busy_network_slows_only_what_leaves_the_node(built_flavour, tmp_path, monkeypatch):
+    from mpilab import forcing, launch
+
+    built_flavour("smpi")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    busy = platforms.variant("orfeo-thin", "thin-busy", bw_switch=1.5625e3, lat_nic=5.0)
+
+    def bcast(platform, p):
+        L = launch.get_launcher("smpi", platform=platform)
+        rows = forcing.measure(L, "bcast", "binomial", p, sizes="64K:64K", iters=2, warmup=1)
+        return rows[0]
+
+    assert bcast(busy, 4)["avg_us"] == bcast("orfeo-thin", 4)["avg_us"]    # one node: no NIC
+    slow, base = bcast(busy, 48), bcast("orfeo-thin", 48)
+    assert slow["platform"] == "thin-busy" and slow["avg_us"] > 1.5 * base["avg_us"]
+
+
 # --- calibration to a user's own ping-pong ---------------------------------------------------
 
 #: A made-up cluster unlike THIN: (intercept us, slope us/B) of the first segment per mapping,

@@ -132,3 +132,71 @@ def test_probe_and_collective_both_move_under_load(built_flavour):
         os.sched_setaffinity(0, saved)
     assert loaded[0] > 2 * quiet[0], (quiet, loaded)  # the probe sees the load...
     assert loaded[1] > 2 * quiet[1], (quiet, loaded)  # ...and so does the collective
+
+
+def test_ranking_uses_common_process_counts():
+    df = _synthetic()
+    # binomial is also measured at P = 64 (very slow there): that point must not count
+    extra = pd.DataFrame([dict(collective="bcast", algorithm="binomial", nprocs=64, bytes=b,
+                               repetition=0, maxrank_avg_us=1e6) for b in (2, 64, 1024, 65536, 1048576)])
+    r = selection.ranking(pd.concat([df, extra]), value="maxrank_avg_us")
+    small = r[r.bytes == 2].sort_values("rank")
+    # at 2 B: linear 1 + 0.502 p (mean over 2, 4, 8, 16: 4.765), pipeline 20, binomial 26.5
+    assert small.algorithm.tolist() == ["basic_linear", "pipeline", "binomial"]
+    assert small.nprocs.tolist() == [4, 4, 4]
+    assert small.mean_us.iloc[0] == pytest.approx(4.765 * 1.01)  # median of 1.00, 1.01, 1.02
+    assert small.wins.tolist() == [2, 0, 2]   # binomial wins at P = 8 and 16
+    with pytest.raises(UsageError, match="no process count where every algorithm"):
+        selection.ranking(pd.DataFrame([dict(collective="bcast", algorithm=a, nprocs=p, bytes=8,
+                                             avg_us=1.0) for a, p in (("x", 2), ("y", 4))]))
+
+
+def test_rules_file_read_back_picks_the_table(tmp_path):
+    t = selection.decision_table(_synthetic())
+    selection.write_ompi_rules(t, tmp_path / "r.txt")
+    rules = selection.read_ompi_rules(tmp_path / "r.txt")
+    assert list(rules.columns) == ["collective", "comm_size", "msg_size", "ompi_id", "algorithm",
+                                   "faninout", "segsize"]
+    assert rules.comm_size.unique().tolist() == [1, 8]
+    for p in (2, 3, 4, 8, 12, 16, 100):
+        for b in (2, 64, 1000, 1024, 65536, 1 << 20):
+            assert selection.rules_choose(rules, "bcast", p, b) == selection.choose(t, "bcast", p, b)
+    assert selection.rules_choose(rules, "reduce", 4, 8) is None
+
+
+@pytest.mark.parametrize("text, match", [
+    ("1\n7\n1\n1\n2\n0 1 0 0\n", "file ends where a message size of bcast at 1 processes"),
+    ("1\n7\n1\n1\n1\n0 42 0 0\n", r"bcast algorithm id 42 .* valid: 0 \(default\), 1 \(basic_linear\)"),
+    ("1\n9\n", r"collective id 9 .* valid: 0 \(allgather\)"),
+    ("1\n7\n1\n1\n2\n0 1 0 0\n0 3 0 0\n", "message sizes at 1 processes must increase: 0 after 0"),
+    ("1\n7\n1\n1\n1\n0 x 0 0\n", "must be an integer, found 'x'"),
+    ("1\n7\n1\n1\n1\n0 1 0 0\n5\n", "1 numbers left over"),
+])
+def test_rules_file_errors(tmp_path, text, match):
+    from mpilab.errors import ParseError
+    (tmp_path / "r.txt").write_text(text)
+    with pytest.raises(ParseError, match=match):
+        selection.read_ompi_rules(tmp_path / "r.txt")
+
+
+@pytest.mark.slow
+def test_measure_with_rules_says_whether_open_mpi_read_the_file(built_flavour, tmp_path, monkeypatch):
+    built_flavour("openmpi")
+    table = pd.DataFrame([dict(collective="bcast", nprocs_min=2, nprocs_max=2, bytes_min=1,
+                               bytes_max=1024, algorithm="binomial")])
+    rules = tmp_path / "rules.txt"
+    selection.write_ompi_rules(table, rules)
+    L = launch.get_launcher("openmpi")
+    rows = selection.measure_with_rules(L, rules, "bcast", 2, sizes="1K:2K", iters=5, warmup=1)
+    assert [r["bytes"] for r in rows] == [1024, 2048]
+    assert {r["algorithm"] for r in rows} == {"rules"} and rows[0]["requested"] == str(rules)
+    assert rows[0]["forced"] == "yes", rows[0]["evidence"]
+    assert f"coll_tuned_dynamic_rules_filename={rules}" in rows[0]["evidence"]
+    # a forced algorithm in the environment overrides the file: the rows must not claim it
+    monkeypatch.setenv("OMPI_MCA_coll_tuned_bcast_algorithm", "1")
+    rows = selection.measure_with_rules(L, rules, "bcast", 2, sizes="1K:1K", iters=5, warmup=1)
+    assert rows[0]["forced"] == "no" and "coll_tuned_bcast_algorithm" in rows[0]["evidence"]
+    with pytest.raises(UsageError, match="valid: openmpi"):
+        selection.measure_with_rules(launch.get_launcher("mpich"), rules, "bcast", 2)
+    with pytest.raises(UsageError, match="does not exist"):
+        selection.measure_with_rules(L, tmp_path / "none.txt", "bcast", 2)

@@ -402,6 +402,11 @@ def test_osu_seed_job_scaled_down_to_one_node(local_slurm, tmp_path):
     slurm.wait(job2, timeout=240)
     log = (tmp_path / "logs" / f"mpilab-osu-seed_{job2}.out").read_text()
     assert log.count("skip (done)") == 8
+    # The OSU files go into the results table, named as mpilab.libalgs names the algorithms.
+    assert slurm.collect_osu(tmp_path) == 8 * 2
+    rows = read_rows(tmp_path / "results.csv")
+    assert {(r["collective"], r["algorithm"]) for r in rows} >= {("reduce", "basic_linear"), ("bcast", "chain")}
+    assert {r["platform"] for r in rows} == {"local/local"} and {r["launcher"] for r in rows} == {"srun"}
 
 
 SHIM = """#!/bin/bash
@@ -517,3 +522,57 @@ def test_timelimit_kill_then_resume_loses_nothing(timelimit_job):
     assert reps == sorted(list(range(16)) * 2)                # every point exactly once
     log = (run / "logs" / f"mpilab-sweep_{job2}_0.out").read_text()
     assert log.count("skip (done)") == done
+
+
+def test_collect_osu_names_algorithms_and_skips_known_rows(tmp_path):
+    osu = tmp_path / "osu"
+    osu.mkdir()
+    entries = [("bcast_chain_core_p24.txt", "bcast", "chain", 2, "bcast_np24_chain_core.txt"),
+               ("reduce_linear_socket_p24.txt", "reduce", "linear", 1, "reduce_np24_pipeline_socket.txt")]
+    with open(osu / "index.csv", "w") as f:
+        f.write("file,collective,algorithm,coll_tuned_id,mapping,nprocs,nodelist,command\n")
+        for name, coll, alg, tid, src in entries:
+            shutil.copy(ROOT / "tests" / "data" / "osu" / src, osu / name)
+            mapping = name.split("_")[2]
+            f.write(f'{name},{coll},{alg},{tid},{mapping},24,"n[1-2]","srun -n 24 ..."\n')
+    n = slurm.collect_osu(tmp_path, platform="orfeo/THIN")
+    rows = read_rows(tmp_path / "results.csv")
+    assert n == len(rows) > 0
+    assert {(r["collective"], r["algorithm"], r["mapping"]) for r in rows} == {
+        ("bcast", "chain", "core"), ("reduce", "basic_linear", "socket")}
+    assert {r["forced"] for r in rows} == {"unverified"} and {r["nprocs"] for r in rows} == {"24"}
+    assert slurm.collect_osu(tmp_path, platform="orfeo/THIN") == 0
+    with pytest.raises(UsageError, match="index.csv does not exist"):
+        slurm.collect_osu(tmp_path / "nothing")
+
+
+def test_cluster_answers_needs_a_controller(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))          # no sbatch, no sinfo
+    assert slurm.cluster_answers() is False
+    fake = tmp_path / "sinfo"
+    fake.write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    (tmp_path / "sbatch").symlink_to(fake)
+    assert slurm.cluster_answers() is False          # installed, no controller
+
+
+def test_cluster_answers_fast_when_the_controller_port_is_closed(monkeypatch, tmp_path):
+    """A slurm.conf whose controller refuses connections: False at once, without sinfo's retries."""
+    import socket
+    with socket.socket() as s:                      # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=x\nSlurmctldHost=nohost(127.0.0.1)\nSlurmctldPort={port}\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    start = time.monotonic()
+    assert slurm._controller_refuses() is True
+    if shutil.which("sinfo"):
+        assert slurm.cluster_answers() is False
+    assert time.monotonic() - start < 2
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "missing.conf"))
+    assert slurm._controller_refuses() is False      # no conf: sinfo decides
+
+
+def test_cluster_answers_with_the_local_cluster(local_slurm):
+    assert slurm.cluster_answers() is True

@@ -63,3 +63,27 @@ def test_compare_reference():
     assert len(ax.get_lines()) >= 2
     with pytest.raises(UsageError, match="reference_us"):
         stats.compare_reference(_synthetic(), [{"nprocs": 16, "ref": 1}])
+
+
+def test_correlate_per_group():
+    rows = []
+    for alg, slope in (("binomial", 2.0), ("pipeline", -1.0)):
+        for i, probe in enumerate((1.0, 2.0, 4.0, 8.0)):
+            rows.append(dict(collective="bcast", algorithm=alg, bytes=1024, probe_us=probe,
+                             avg_us=10 + slope * probe + (0.5 if i == 2 else 0)))
+    rows.append(dict(collective="bcast", algorithm="linear", bytes=1024, probe_us=1.0, avg_us=3.0))
+    rows.append(dict(collective="bcast", algorithm="linear", bytes=1024, probe_us=None, avg_us=4.0))
+    c = stats.correlate(pd.DataFrame(rows)).set_index("algorithm")
+    assert c.loc["binomial", "pearson_r"] > 0.99 and c.loc["binomial", "spearman_rho"] == 1.0
+    assert c.loc["pipeline", "pearson_r"] < -0.99
+    assert c.loc["linear", "n"] == 1 and np.isnan(c.loc["linear", "pearson_r"])  # empty probe dropped
+    one = stats.correlate(pd.DataFrame(rows[:4]), by=())
+    assert list(one.columns) == ["n", "pearson_r", "pearson_p", "spearman_rho"] and one["n"][0] == 4
+
+
+def test_correlate_needs_probe():
+    df = pd.DataFrame({"probe_us": [None, None], "avg_us": [1.0, 2.0]})
+    with pytest.raises(UsageError, match="measure with --probe"):
+        stats.correlate(df)
+    with pytest.raises(UsageError, match="no column 'probe_us'"):
+        stats.correlate(pd.DataFrame({"avg_us": [1.0]}))

@@ -124,3 +124,16 @@ def test_smpi_sweep_is_deterministic(built_flavour, results_csv):
     assert (piv[0] == piv[1]).all()          # simulated time: repetitions agree exactly
     big = df[df["bytes"] == 65536].groupby("algorithm")["maxrank_avg_us"].mean()
     assert big["gather_bcast"] > big["ring"]
+
+
+@pytest.mark.skipif(__import__("shutil").which("smpirun") is None, reason="SimGrid not installed")
+def test_sweep_stores_the_probe(built_flavour, results_csv):
+    """probe= reaches collbench for library and kit algorithms alike: probe_us is filled."""
+    built_flavour("smpi")
+    L = launch.get_launcher("smpi", platform="orfeo-thin")
+    sweep.run_sweep(L, results_csv, ["binomial"], [4], "1K:2K", coll="bcast", iters=2, warmup=1,
+                    probe=8, progress=False)
+    sweep.run_sweep(L, results_csv, ["ring"], [4], "1K:2K", iters=2, warmup=1, probe=8, progress=False)
+    df = results.read_results(results_csv)
+    assert len(df) == 4 and df["probe_us"].notna().all() and (df["probe_us"] > 0).all()
+    assert df["command"].str.contains("--probe 8").all()
