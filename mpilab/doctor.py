@@ -3,8 +3,10 @@ versions, whether c_reference is built, and how to get what is missing."""
 
 import json
 import re
+import os
 import shutil
 import subprocess
+import sys
 
 from . import paths
 from .errors import UsageError, one_of
@@ -26,7 +28,14 @@ TOOLS = {
 _VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?(?:[a-z]\d*)?")
 
 
+def _which(prog):
+    """``prog`` on PATH, or next to this Python (a notebook kernel of the kit's .venv is started
+    without the .venv's bin/ on its PATH)."""
+    return shutil.which(prog) or shutil.which(prog, path=os.path.dirname(sys.executable))
+
+
 def _version(cmd):
+    cmd = [_which(cmd[0]) or cmd[0], *cmd[1:]]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
@@ -39,7 +48,7 @@ def check():
     """Probe every tool; return a list of dicts (name, present, version, missing, how, built)."""
     report = []
     for name, (progs, vcmd, how) in TOOLS.items():
-        missing = [p for p in progs if shutil.which(p) is None]
+        missing = [p for p in progs if _which(p) is None]
         item = {"name": name, "present": not missing, "programs": list(progs), "missing": missing,
                 "version": _version(vcmd) if not missing else None, "how": how}
         if name in paths.FLAVOURS:

@@ -269,6 +269,182 @@ def score_table(course_root, assignment):
     return pd.DataFrame(rows).sort_values("student").set_index("student")
 
 
+# --- lab 0 ---------------------------------------------------------------------------------------
+
+#: Open MPI process counts of the hello check; the simulated run: (platform, P, mapping).
+HELLO_NPROCS = (1, 2, 3, 4)
+HELLO_SMPI = ("orfeo-thin", 8, "node")
+_HELLO = re.compile(r"^hello from rank (-?\d+) of (-?\d+) on (\S+)\s*$")
+
+
+def _hello_lines(text, p, where):
+    """Check the hello lines of one run; ``where`` names the run in messages. Returns the hosts."""
+    lines = [m.groups() for m in map(_HELLO.match, text.splitlines()) if m]
+    if len(lines) != p:
+        raise AssertionError(f"{where}: {len(lines)} lines 'hello from rank R of P on HOST', "
+                             f"expected {p} (one per rank); the output was:\n{text[-1500:]}")
+    ranks = sorted(int(r) for r, _, _ in lines)
+    if ranks != list(range(p)):
+        raise AssertionError(f"{where}: the ranks printed were {ranks}, expected each of 0..{p - 1} "
+                             "once — did you call MPI_Comm_rank on MPI_COMM_WORLD?")
+    sizes = sorted({int(s) for _, s, _ in lines})
+    if sizes != [p]:
+        raise AssertionError(f"{where}: the sizes printed were {sizes}, expected {p} on every rank "
+                             "— did you call MPI_Comm_size on MPI_COMM_WORLD?")
+    hosts = {int(r): h for r, _, h in lines}
+    if "?" in hosts.values():
+        raise AssertionError(f"{where}: a rank printed host '?' — did you call MPI_Get_processor_name?")
+    return [hosts[r] for r in range(p)]
+
+
+def check_hello_c(c_file="hello.c", nprocs=HELLO_NPROCS, smpi=HELLO_SMPI, timeout=RUN_TIMEOUT):
+    """Compile a student's hello world and check what every rank prints.
+
+    It runs on real Open MPI with each of ``nprocs`` ranks, then under SMPI on a simulated
+    cluster, where each rank must name the simulated core it was placed on.
+
+    Parameters
+    ----------
+    c_file : str or path
+        The student's ``hello.c``: every rank prints ``hello from rank R of P on HOST``.
+    nprocs : sequence of int
+        Open MPI process counts.
+    smpi : (platform, P, mapping) or None
+        The simulated run (None: none).
+    timeout : float
+        Limit of each run, seconds.
+
+    Raises
+    ------
+    AssertionError
+        On a compile error, a crash, a time-out, or a missing, repeated or wrong line.
+    """
+    from mpilab import launch, platforms
+
+    c_file = os.fspath(c_file)
+    if not os.path.isfile(c_file):
+        raise AssertionError(f"{c_file} not found: keep hello.c next to the notebook")
+    work = sandbox.scratch_dir([c_file])
+    name = os.path.basename(c_file)
+    try:
+        for flavour, exe in (("openmpi", "hello"), ("smpi", "hello_smpi")):
+            if flavour == "smpi" and not smpi:
+                continue
+            build = sandbox.run([launch.COMPILERS[flavour], "-O1", "-std=c99", name, "-o", exe],
+                                cwd=work, timeout=120)
+            if not build.ok:
+                raise AssertionError(f"{name} does not compile for {flavour}:\n{build.stderr[-2000:]}")
+        for p in nprocs:
+            res = sandbox.run(_OPENMPI["mpirun"] + [str(p), "./hello"], cwd=work, timeout=timeout)
+            if not res.ok:
+                raise AssertionError(f"Open MPI, P = {p}: {res.failure()}")
+            _hello_lines(res.stdout, p, f"Open MPI, P = {p}")
+        if smpi:
+            platform, p, mapping = smpi
+            argv = launch.get_launcher("smpi", platform=platform, workdir=work).command(
+                os.path.join(work, "hello_smpi"), [], p, mapping).argv
+            res = sandbox.run(argv, cwd=work, timeout=timeout)
+            where = f"SMPI on {platform}, P = {p}, mapping {mapping}"
+            if not res.ok:
+                raise AssertionError(f"{where}: {res.failure()}")
+            hosts = _hello_lines(res.stdout, p, where)
+            want = platforms.placement(platform, p, mapping)
+            if hosts != want:
+                bad = next(r for r in range(p) if hosts[r] != want[r])
+                raise AssertionError(f"{where}: rank {bad} says it ran on {hosts[bad]!r}, but it was "
+                                     f"placed on {want[bad]!r}; print the name MPI_Get_processor_name gives")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def check_px_allgather(rc, send="send", recv="recv"):
+    """Check that on every engine ``recv`` holds every engine's ``send``, in rank order.
+
+    Parameters
+    ----------
+    rc : ipyparallel.Client
+        The client of the notebook's MPI engines.
+    send, recv : str
+        Names of the engines' numpy arrays.
+
+    Raises
+    ------
+    AssertionError
+        When an array is missing on an engine or ``recv`` is wrong (naming the rank).
+    """
+    try:
+        view = rc[:]
+        ranks = view.apply_sync(_engine_rank)
+        sends = view.pull(send, block=True)
+        recvs = view.pull(recv, block=True)
+    except Exception as exc:  # ipyparallel wraps the engines' NameError in its own errors
+        detail = " ".join(str(exc).split())[:300]
+        raise AssertionError(f"could not read {send!r} and {recv!r} from the engines ({type(exc).__name__}: "
+                             f"{detail}); run the %%px cells above first") from None
+    if sorted(ranks) != list(range(len(ranks))):
+        raise AssertionError(f"the engines' ranks are {sorted(ranks)}: they are not one MPI_COMM_WORLD "
+                             "(restart the cluster with engines.mpi_cluster)")
+    by_rank = dict(zip(ranks, sends))
+    if len({np.asarray(a).tobytes() for a in sends}) < len(sends):
+        raise AssertionError(f"two engines hold the same {send!r}: leave the given {send!r} as it is")
+    expected = np.concatenate([np.asarray(by_rank[r]).ravel() for r in sorted(by_rank)])
+    for r, got in zip(ranks, recvs):
+        got = np.asarray(got).ravel()
+        if got.shape != expected.shape or not np.array_equal(got, expected):
+            raise AssertionError(f"rank {r}: {recv} = {got.tolist()[:24]}, expected {expected.tolist()[:24]} "
+                                 f"(every rank's {send}, rank 0 first)")
+
+
+def _engine_rank():
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def check_pingpong_fit(alpha_us, beta_us_per_byte, bandwidth_GBps, pingpong_df, rtol=0.02):
+    """Check α, β and the bandwidth against a Hockney fit of the student's own ping-pong rows.
+
+    Parameters
+    ----------
+    alpha_us : float
+        Latency α in µs.
+    beta_us_per_byte : float
+        Time per byte β in µs/B.
+    bandwidth_GBps : float
+        1/β in GB/s (10⁹ bytes per second).
+    pingpong_df : pandas.DataFrame
+        The rows :func:`mpilab.pingpong.run` returned (columns ``bytes``, ``avg_us``).
+    rtol : float
+        Relative tolerance.
+
+    Raises
+    ------
+    AssertionError
+        Naming the quantity that differs and the value the fit gives.
+    """
+    from mpilab import models
+
+    df = _frame(pingpong_df, "pingpong_df")
+    for name, v in (("alpha_us", alpha_us), ("beta_us_per_byte", beta_us_per_byte),
+                    ("bandwidth_GBps", bandwidth_GBps)):
+        if v is None or isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+            raise AssertionError(f"{name} should be a number, got {v!r}")
+    fit = models.hockney_fit(df["bytes"], df["avg_us"])
+    want_bw = 1e-3 / fit["beta"]
+
+    def close(a, b):
+        return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=1e-12)
+
+    if not close(alpha_us, fit["alpha"]):
+        raise AssertionError(f"alpha_us = {alpha_us:.4g}, but a least-squares line through your ping-pong "
+                             f"gives {fit['alpha']:.4g} µs (the intercept, in µs)")
+    if not close(beta_us_per_byte, fit["beta"]):
+        raise AssertionError(f"beta_us_per_byte = {beta_us_per_byte:.4g}, but the line's slope is "
+                             f"{fit['beta']:.4g} µs per byte")
+    if not close(bandwidth_GBps, want_bw):
+        raise AssertionError(f"bandwidth_GBps = {bandwidth_GBps:.4g}, expected {want_bw:.4g}: 1/β is in "
+                             "bytes per µs (= MB/s); divide by 1000 for GB/s")
+
+
 # --- lab 4 ---------------------------------------------------------------------------------------
 
 #: α (µs) and β (µs/B) under which lab 4's schedule checks time the students' schedules.

@@ -19,6 +19,9 @@ from .errors import LaunchError, ToolMissing, UsageError, one_of
 MAPPINGS = ("core", "socket", "node")
 LAUNCHERS = ("openmpi", "mpich", "smpi", "srun", "apptainer")
 
+#: The C compiler wrapper of each flavour (Debian's names; plain ``mpicc`` is Open MPI there).
+COMPILERS = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich", "smpi": "smpicc"}
+
 #: Environment for Open MPI inside a container (FACTS.md, "Apptainer and MPI").
 CONTAINER_ENV = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
 
@@ -282,6 +285,61 @@ class ApptainerLauncher(Launcher):
         env = dict(inner.env)
         env.update(CONTAINER_ENV)
         return Command(inner.argv, env)
+
+
+def compile_c(sources, flavour="openmpi", output=None, flags=("-O2", "-std=c11"), timeout=120):
+    """Compile C files into an MPI program for one flavour.
+
+    Parameters
+    ----------
+    sources : str, Path or sequence of them
+        The C files.
+    flavour : {"openmpi", "mpich", "smpi"}
+        Which MPI to compile for (:data:`COMPILERS`).
+    output : str or Path, optional
+        The executable (default: the first source's name with ``-<flavour>``, next to it).
+    flags : sequence of str
+        Compiler flags.
+    timeout : float
+        Seconds before the compiler is stopped.
+
+    Returns
+    -------
+    Path
+        The executable.
+
+    Raises
+    ------
+    ToolMissing
+        The flavour's compiler is not installed.
+    LaunchError
+        A source is missing or the compiler failed (its messages are in the error).
+
+    Examples
+    --------
+    >>> exe = compile_c("hello.c", "smpi")                       # doctest: +SKIP
+    >>> get_launcher("smpi").run(exe, nprocs=8).stdout           # doctest: +SKIP
+    """
+    if flavour not in COMPILERS:
+        raise one_of("flavour", flavour, COMPILERS)
+    sources = [Path(sources)] if isinstance(sources, (str, os.PathLike)) else [Path(s) for s in sources]
+    if not sources:
+        raise UsageError("compile_c needs at least one C file")
+    for src in sources:
+        if not src.is_file():
+            raise LaunchError(f"C file {str(src)!r} not found (working directory {os.getcwd()})")
+    cc = COMPILERS[flavour]
+    if shutil.which(cc) is None:
+        raise ToolMissing(f"{cc!r} not found on PATH; `mpilab doctor` says how to install it")
+    output = Path(output) if output else sources[0].with_name(f"{sources[0].stem}-{flavour}")
+    argv = [cc, *flags, *map(str, sources), "-o", str(output)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"the compiler took more than {timeout} s: {' '.join(argv)}") from None
+    if proc.returncode != 0:
+        raise LaunchError(f"compiling failed: {' '.join(argv)}\n{_tail(proc.stderr or proc.stdout, 30)}")
+    return output.resolve()
 
 
 _CLASSES = {"openmpi": OpenMPILauncher, "mpich": MPICHLauncher, "smpi": SMPILauncher,

@@ -5,7 +5,6 @@ submission has a linear broadcast that forgets the last rank, and model options 
 visible check but not the hidden one (eager below 64 KiB is not SMPI's rule).
 """
 
-import json
 import shutil
 
 import pytest
@@ -32,10 +31,6 @@ def _edit_wrong(gid, src):
     return src
 
 
-def _sources(nb):
-    return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
                     reason="needs Open MPI and SimGrid SMPI")
@@ -48,10 +43,6 @@ def test_grade_lab4(tmp_path, built_flavour):
     course.submit("wrong", "lab4", solved_notebook("lab4", _edit_wrong))
     table, elapsed = course.grade("lab4")
     assert_scores(table, EXPECTED)
-    # the committed student version is what nbgrader releases from the source today
-    fresh = json.loads((tmp_path / "release" / "lab4" / "lab4.ipynb").read_text())
-    assert _sources(fresh) == _sources(released_notebook("lab4")), \
-        "labs/lab4 is stale: cd grader && nbgrader generate_assignment lab4 --create --force"
     feedback = course.feedback("wrong", "lab4")
     assert "never receive the 1000-byte buffer" in feedback or "deadlocks" in feedback
     times = (course.root / "autograde-times-lab4.csv").read_text()

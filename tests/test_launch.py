@@ -1,4 +1,5 @@
 import os
+import shutil
 import sys
 
 import pytest
@@ -167,3 +168,29 @@ def test_collbench_args_and_sizes():
         collbench.parse_size_range("32:1X")
     with pytest.raises(UsageError, match="'64:32'"):
         collbench.parse_size_range("64:32")
+
+
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich", "smpi"])
+def test_compile_c_builds_a_program_that_runs(tmp_path, flavour):
+    if shutil.which(launch.COMPILERS[flavour]) is None:
+        pytest.skip(f"{launch.COMPILERS[flavour]} not installed")
+    src = tmp_path / "hi.c"
+    src.write_text('#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) { int r, p;\n'
+                   '  MPI_Init(&c, &v); MPI_Comm_rank(MPI_COMM_WORLD, &r); MPI_Comm_size(MPI_COMM_WORLD, &p);\n'
+                   '  printf("%d/%d\\n", r, p); MPI_Finalize(); return 0; }\n')
+    exe = launch.compile_c(src, flavour)
+    assert exe == (tmp_path / f"hi-{flavour}").resolve() and exe.exists()
+    out = launch.get_launcher(flavour).run(exe, nprocs=2, timeout=120).stdout
+    assert sorted(out.split()) == ["0/2", "1/2"]
+
+
+def test_compile_c_errors_name_the_file_and_the_flavour(tmp_path):
+    with pytest.raises(ValueError, match="unknown flavour 'gcc'; valid: mpich, openmpi, smpi"):
+        launch.compile_c("x.c", "gcc")
+    with pytest.raises(LaunchError, match="C file 'nope.c' not found"):
+        launch.compile_c("nope.c", "openmpi")
+    if shutil.which("mpicc.openmpi"):
+        bad = tmp_path / "bad.c"
+        bad.write_text("int main( {\n")
+        with pytest.raises(LaunchError, match=r"compiling failed: mpicc.openmpi .*bad.c.*\n.*error"):
+            launch.compile_c(bad, "openmpi")
