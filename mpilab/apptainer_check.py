@@ -20,6 +20,7 @@ It needs root (chroot, mount).
 """
 
 import dataclasses
+import fcntl
 import hashlib
 import os
 import re
@@ -217,14 +218,17 @@ def base_tree(root, suite="bookworm", mirror=DEFAULT_MIRROR, cache_dir=CACHE_DIR
     key = hashlib.sha1(f"{suite} {mirror}".encode()).hexdigest()[:10]
     tarball = os.path.join(cache_dir, f"{suite}-minbase-{key}.tar")
     os.makedirs(root, exist_ok=True)
-    if os.path.exists(tarball):
-        _run(["tar", "-C", root, "-xpf", tarball])
-        return True
-    log(f"debootstrap {suite} from {mirror} (first build; cached afterwards in {tarball})")
-    _run(["debootstrap", "--variant=minbase", suite, root, mirror], stdout=subprocess.DEVNULL)
     os.makedirs(cache_dir, exist_ok=True)
-    _run(["tar", "-C", root, "-cpf", tarball + ".part", "."])
-    os.replace(tarball + ".part", tarball)
+    # builds side by side: the first one debootstraps, the others wait for its tarball
+    with open(os.path.join(cache_dir, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(tarball):
+            _run(["tar", "-C", root, "-xpf", tarball])
+            return True
+        log(f"debootstrap {suite} from {mirror} (first build; cached afterwards in {tarball})")
+        _run(["debootstrap", "--variant=minbase", suite, root, mirror], stdout=subprocess.DEVNULL)
+        _run(["tar", "-C", root, "-cpf", tarball + ".part", "."])
+        os.replace(tarball + ".part", tarball)
     return False
 
 

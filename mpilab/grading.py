@@ -29,14 +29,23 @@ RUN_TIMEOUT = float(os.environ.get("MPILAB_RUN_TIMEOUT", "30"))
 STUDENT_FUNCTIONS = {"ring": "student_allgather_ring", "bruck": "student_allgather_bruck"}
 
 _OPENMPI = {"mpicc": "mpicc.openmpi", "mpirun": ["mpirun.openmpi", "--oversubscribe", "-np"]}
+#: Address-space limit of one simulated run (all its ranks live in smpirun's one process, with
+#: an 8 MiB stack each), MiB.
+SMPI_MEMORY_MB = 4096
 
 
 def _harness():
     return importlib.resources.files("mpilab") / "data" / "grading" / "check_student.c"
 
 
-def check_allgather_c(c_file, algorithm, hidden=False, nprocs=None, timeout=RUN_TIMEOUT):
-    """Compile a student's allgather and check every element on real Open MPI.
+#: Simulated runs (platform, P, mapping) of the allgather check: visible, and added when hidden.
+#: THIN has 24 cores per node: 13 ranks by node straddle both nodes unevenly, 48 fill them.
+SMPI_VISIBLE = (("orfeo-thin", 13, "node"),)
+SMPI_HIDDEN = (("orfeo-thin", 48, "core"), ("orfeo-thin", 29, "socket"))
+
+
+def check_allgather_c(c_file, algorithm, hidden=False, nprocs=None, smpi_runs=None, timeout=RUN_TIMEOUT):
+    """Compile a student's allgather and check every element on real Open MPI and under SMPI.
 
     Parameters
     ----------
@@ -46,53 +55,87 @@ def check_allgather_c(c_file, algorithm, hidden=False, nprocs=None, timeout=RUN_
     algorithm : {"ring", "bruck"}
         Which skeleton it implements.
     hidden : bool
-        Add the hidden cases (char and double, ``MPI_IN_PLACE``, a sub-communicator) and every
-        P from 1 to 8.
+        Add the hidden cases (char and double, ``MPI_IN_PLACE``, a sub-communicator), every
+        P from 1 to 8, and the larger simulated runs of :data:`SMPI_HIDDEN`.
     nprocs : sequence of int, optional
-        Process counts to run (default :data:`VISIBLE_NPROCS` or :data:`HIDDEN_NPROCS`).
+        Open MPI process counts (default :data:`VISIBLE_NPROCS` or :data:`HIDDEN_NPROCS`).
+    smpi_runs : sequence of (platform, P, mapping), optional
+        Simulated runs (default :data:`SMPI_VISIBLE`, plus :data:`SMPI_HIDDEN` when hidden;
+        ``()`` for none).
     timeout : float
         Limit of each run in seconds; a run that exceeds it fails as a probable deadlock.
 
     Raises
     ------
     AssertionError
-        On a compile error, a wrong element, a crash (rank and signal) or a time-out.
+        On a compile error, a wrong element, a crash (rank and signal) or a time-out, naming P
+        (and the simulated cluster).
     """
     c_file = os.fspath(c_file)
     nprocs = nprocs or (HIDDEN_NPROCS if hidden else VISIBLE_NPROCS)
-    work = _build(c_file, algorithm)
+    if smpi_runs is None:
+        smpi_runs = SMPI_VISIBLE + (SMPI_HIDDEN if hidden else ())
+    args = ["--hidden"] if hidden else []
+    work = _build(c_file, algorithm, "openmpi")
     try:
         for p in nprocs:
-            args = ["./check_student"] + (["--hidden"] if hidden else [])
-            res = sandbox.run(_OPENMPI["mpirun"] + [str(p)] + args, cwd=work, timeout=timeout)
+            res = sandbox.run(_OPENMPI["mpirun"] + [str(p), "./check_student"] + args, cwd=work, timeout=timeout)
             if res.ok:
                 continue
             fails = [line for line in res.stdout.splitlines() if line.startswith("FAIL")]
             why = fails[0][5:] if fails else res.failure()
             raise AssertionError(f"{algorithm} allgather with P = {p}: {why}")
+        if smpi_runs:
+            _build(c_file, algorithm, "smpi", work=work)
+        _check_smpi_runs(work, "check_student_smpi", args, smpi_runs, f"{algorithm} allgather", timeout)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _build(c_file, algorithm):
-    """Compile the harness with the student's file in a fresh scratch directory; return it."""
+def _build(c_file, algorithm, flavour="openmpi", work=None, reference=False):
+    """Compile the harness with the student's file in a scratch directory; return the directory.
+
+    ``flavour`` "openmpi" makes ``check_student``, "smpi" ``check_student_smpi``. With
+    ``reference`` the kit's own algorithms (``c_reference/build/<flavour>/liblabcoll.a``) are
+    linked in too, for ``--time-reference``.
+    """
+    from mpilab import launch, paths
+
     if algorithm not in STUDENT_FUNCTIONS:
         raise one_of("skeleton algorithm", algorithm, STUDENT_FUNCTIONS)
     if not os.path.isfile(c_file):
         raise AssertionError(f"{c_file} not found: keep the skeleton file next to the notebook")
     with importlib.resources.as_file(_harness()) as harness:
-        work = sandbox.scratch_dir([c_file, harness])
-    build = sandbox.run([_OPENMPI["mpicc"], "-O1", "-std=c99", f"-DSTUDENT_FN={STUDENT_FUNCTIONS[algorithm]}",
-                         "check_student.c", os.path.basename(c_file), "-o", "check_student"],
-                        cwd=work, timeout=120)
+        if work is None:
+            work = sandbox.scratch_dir([c_file, harness])
+        else:
+            for f in (c_file, harness):
+                shutil.copy(f, work)
+    exe = "check_student" if flavour == "openmpi" else f"check_student_{flavour}"
+    extra = []
+    if reference:
+        lib = paths.build_dir(flavour) / "liblabcoll.a"
+        if not lib.exists():
+            shutil.rmtree(work, ignore_errors=True)
+            raise AssertionError(f"{lib} is missing: build the reference with make -C c_reference FLAVOUR={flavour}")
+        extra = ["-DWITH_REFERENCE", f"-I{paths.c_reference_dir() / 'include'}"]
+    cmd = [launch.COMPILERS[flavour], "-O1", "-std=c99", f"-DSTUDENT_FN={STUDENT_FUNCTIONS[algorithm]}", *extra,
+           "check_student.c", os.path.basename(c_file)]
+    cmd += [str(lib)] if reference else []
+    build = sandbox.run(cmd + ["-o", exe], cwd=work, timeout=120)
     if not build.ok:
         shutil.rmtree(work, ignore_errors=True)
         raise AssertionError(f"{os.path.basename(c_file)} does not compile:\n{build.stderr[-2000:]}")
     return work
 
 
-def benchmark_c(c_files, nprocs=(2, 4), timeout=RUN_TIMEOUT):
-    """Time students' allgathers and MPI_Allgather (``native``) on real Open MPI.
+#: Timed iterations and warm-up ones of :func:`benchmark_c` per flavour (SMPI's time repeats exactly).
+BENCH_ITERS = {"openmpi": (20, 5), "smpi": (2, 1)}
+
+
+def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin", mapping="core",
+                reference=False, timeout=RUN_TIMEOUT):
+    """Time students' allgathers and MPI_Allgather (``native``), for real or simulated.
 
     Parameters
     ----------
@@ -100,40 +143,63 @@ def benchmark_c(c_files, nprocs=(2, 4), timeout=RUN_TIMEOUT):
         Algorithm name ("ring", "bruck") to C file.
     nprocs : sequence of int
         Process counts.
+    flavour : {"openmpi", "smpi"}
+        Real Open MPI on this machine, or SimGrid SMPI on ``platform``.
+    platform, mapping : str
+        SMPI only: the simulated cluster and how ranks are placed on it.
+    reference : bool
+        Also time the kit's ``gather_bcast`` and ``pairwise`` (from ``c_reference``).
     timeout : float
         Limit of each run in seconds.
 
     Returns
     -------
     pandas.DataFrame
-        Columns algorithm, nprocs, bytes (per rank), avg_us (max over ranks of the average).
-        An algorithm that fails to build or run is left out with a warning saying why.
+        Columns algorithm, nprocs, bytes (per rank), avg_us (max over ranks of each rank's
+        average over the timed calls); SMPI's times are simulated. An algorithm that fails to
+        build or run is left out with a warning saying why.
     """
     import io
 
     import pandas as pd
 
+    if flavour not in BENCH_ITERS:
+        raise one_of("flavour for benchmark_c", flavour, BENCH_ITERS)
+    iters = [str(i) for i in BENCH_ITERS[flavour]]
+    exe = "check_student" if flavour == "openmpi" else f"check_student_{flavour}"
+
+    def argv(work, p, args):
+        if flavour == "openmpi":
+            return _OPENMPI["mpirun"] + [str(p), f"./{exe}"] + args
+        return _smpi_argv(work, exe, args, p, platform, mapping)
+
     frames = []
-    for algorithm, c_file in c_files.items():
+    for k, (algorithm, c_file) in enumerate(c_files.items()):
+        modes = [["--time", algorithm] + iters] + ([["--time-reference"] + iters] if reference and k == 0 else [])
         try:
-            work = _build(os.fspath(c_file), algorithm)
+            work = _build(os.fspath(c_file), algorithm, flavour, reference=reference)
         except AssertionError as exc:
             warnings.warn(f"{algorithm} left out: {exc}")
             continue
         try:
             for p in nprocs:
-                res = sandbox.run(_OPENMPI["mpirun"] + [str(p), "./check_student", "--time", algorithm],
-                                  cwd=work, timeout=timeout)
-                if not res.ok:
-                    warnings.warn(f"{algorithm} left out: timing it with P = {p}: {res.failure()}")
-                    break
-                frames.append(pd.read_csv(io.StringIO(res.stdout)))
+                for args in modes:
+                    res = sandbox.run(argv(work, p, args), cwd=work, timeout=timeout,
+                                      memory_mb=SMPI_MEMORY_MB if flavour == "smpi" else 2048)
+                    if not res.ok:
+                        warnings.warn(f"{algorithm} left out: timing it with P = {p}: {res.failure()}")
+                        break
+                    frames.append(pd.read_csv(io.StringIO(res.stdout)))
+                else:
+                    continue
+                break
         finally:
             shutil.rmtree(work, ignore_errors=True)
     if not frames:
         raise AssertionError("no algorithm could be timed; fix the correctness checks first")
     df = pd.concat(frames, ignore_index=True)
-    df = df[df["algorithm"].isin(list(c_files) + ["native"])]
+    keep = list(c_files) + ["native"] + (["gather_bcast", "pairwise"] if reference else [])
+    df = df[df["algorithm"].isin(keep)]
     return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False)["avg_us"].mean()
 
 
@@ -717,9 +783,6 @@ LAB3_SMPI_VISIBLE = ((LAB3_SMALL_CLUSTER, 5, "core"),)
 LAB3_SMPI_HIDDEN = ((LAB3_SMALL_CLUSTER, 7, "node"), ("jupiter-32x16", 37, "node"),
                     ("jupiter-32x16", 40, "core"))
 
-#: Address-space limit of one simulated check run (all its ranks), MiB.
-LAB3_SMPI_MEMORY_MB = 4096
-
 _SMPI_FAILED = re.compile(r"Execution failed with code (\d+)")
 
 
@@ -831,6 +894,22 @@ def _smpi_argv(work, program, args, nprocs, platform, mapping, cfg=()):
     return launcher.command(os.path.join(work, program), args, nprocs, mapping).argv
 
 
+def _check_smpi_runs(work, program, args, runs, name, timeout):
+    """Run a built checking program under SMPI for each (platform, P, mapping) of ``runs``.
+
+    Raises
+    ------
+    AssertionError
+        At the first run that fails, naming ``name``, P, the simulated cluster and why.
+    """
+    for platform, p, mapping in runs:
+        argv = _smpi_argv(work, program, args, p, platform, mapping)
+        res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=SMPI_MEMORY_MB)
+        why = smpi_failure(res)
+        if why:
+            raise AssertionError(f"{name} with P = {p} ({_nodes_note(platform, mapping)}): {why}")
+
+
 def _nodes_note(platform, mapping):
     if platform == LAB3_SMALL_CLUSTER:
         return f"simulated, {mapping} mapping on 3 nodes x 3 cores"
@@ -890,13 +969,7 @@ def check_reduction_c(c_file, algorithm, hidden=False, nprocs=None, smpi_runs=No
             if smpi_runs:
                 work = build_lab3(sources, "smpi", "check_reduce_smpi", defines, work=work) if work \
                     else build_lab3(sources, "smpi", "check_reduce_smpi", defines)
-            for platform, p, mapping in smpi_runs:
-                argv = _smpi_argv(work, "check_reduce_smpi", args, p, platform, mapping)
-                # every simulated rank lives in smpirun's one process (an 8 MiB stack each)
-                res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=LAB3_SMPI_MEMORY_MB)
-                why = smpi_failure(res)
-                if why:
-                    raise AssertionError(f"{name} with P = {p} ({_nodes_note(platform, mapping)}): {why}")
+            _check_smpi_runs(work, "check_reduce_smpi", args, smpi_runs, name, timeout)
         finally:
             if work:
                 shutil.rmtree(work, ignore_errors=True)

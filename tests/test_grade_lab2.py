@@ -13,7 +13,7 @@ SOL = ROOT / "solutions" / "lab2"
 
 #: Autograded points per cell of lab 2 (schedules and discussion are graded by hand: 0 here).
 FULL = {"cost_pairwise": 1, "cost_ring": 1, "cost_bruck": 2, "ring_correct": 3, "bruck_correct": 3,
-        "plot_check": 2, "schedules": 0, "discussion": 0}
+        "plot_check": 2, "plot_p_check": 2, "schedules": 0, "discussion": 0}
 ZERO = dict.fromkeys(FULL, 0)
 EXPECTED = {
     "solution": FULL,

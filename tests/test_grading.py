@@ -213,3 +213,24 @@ def test_latency_plot_over_processes():
     with pytest.raises(AssertionError, match="line 'chain' does not match your results table's avg_us by nprocs"):
         grading.check_latency_plot(ax, at, x="nprocs", log="y")
     plt.close("all")
+
+
+@needs_openmpi
+def test_simulated_run_catches_what_one_rank_cannot():
+    # P = 1 passes on Open MPI; the visible check's simulated run (13 ranks on THIN) deadlocks
+    grading.check_allgather_c(DATA / "ring_deadlock.c", "ring", nprocs=[1], smpi_runs=())
+    with pytest.raises(AssertionError, match=r"ring allgather with P = 13 \(simulated, node mapping on "
+                                             r"orfeo-thin\): the simulator found every rank waiting"):
+        grading.check_allgather_c(DATA / "ring_deadlock.c", "ring", nprocs=[1])
+
+
+@needs_openmpi
+def test_benchmark_simulated_with_the_reference_algorithms():
+    sol = ROOT / "solutions" / "lab2" / "c_solutions"
+    df = grading.benchmark_c({"ring": sol / "ring.c"}, nprocs=(2, 16), flavour="smpi", reference=True)
+    assert sorted(df["algorithm"].unique()) == ["gather_bcast", "native", "pairwise", "ring"]
+    t = df[df["bytes"] == 16384].pivot_table(index="nprocs", columns="algorithm", values="avg_us")
+    # simulated time repeats exactly, and the root of gather_bcast sends p blocks p - 1 times
+    assert t.loc[16, "gather_bcast"] > 4 * t.loc[16, "pairwise"]
+    with pytest.raises(ValueError, match="unknown flavour for benchmark_c 'mpich'; valid: openmpi, smpi"):
+        grading.benchmark_c({"ring": sol / "ring.c"}, flavour="mpich")

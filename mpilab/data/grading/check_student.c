@@ -4,8 +4,12 @@
  * Usage: check_student [--hidden]
  * Visible cases: MPI_INT, doubling counts, MPI_COMM_WORLD.
  * Hidden cases add: MPI_CHAR and MPI_DOUBLE, MPI_IN_PLACE, a sub-communicator (odd/even ranks).
- * check_student --time NAME prints CSV rows "algorithm,nprocs,bytes,avg_us" timing the student's
- * function (as NAME) and MPI_Allgather (as native), int data, 4 to 16384 bytes per rank.
+ * check_student --time NAME [ITERS WARMUP] prints CSV rows "algorithm,nprocs,bytes,avg_us" timing
+ * the student's function (as NAME) and MPI_Allgather (as native), int data, 4 to 16384 bytes per
+ * rank (default 20 timed iterations after 5 warm-up ones; under SMPI, whose time is simulated and
+ * repeats exactly, 2 after 1 are enough). Built with -DWITH_REFERENCE (and linked with
+ * c_reference's liblabcoll.a), check_student --time-reference [ITERS WARMUP] times the kit's
+ * gather_bcast and pairwise the same way.
  * On the first wrong element it prints one FAIL line naming case, rank and index, exit 1.
  */
 #include <mpi.h>
@@ -62,34 +66,61 @@ static int one_case(const char *name, MPI_Comm comm, MPI_Datatype t, int count, 
     return global_any;
 }
 
-static void time_all(const char *name) {
+typedef int (*allgather_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+
+#ifdef WITH_REFERENCE
+#include "labcoll.h"
+#endif
+
+/* avg_us = max over ranks of each rank's average over `iters` timed calls (after `warmup`). */
+static void time_one(const char *name, allgather_fn fn, int iters, int warmup, int *send, int *recv) {
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int count = 1; count <= 4096; count *= 4) {
+        double total = 0;
+        for (int it = 0; it < warmup + iters; it++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t = MPI_Wtime();
+            fn(send, count, MPI_INT, recv, count, MPI_INT, MPI_COMM_WORLD);
+            if (it >= warmup) total += MPI_Wtime() - t;
+        }
+        double avg = total / iters * 1e6, max;
+        MPI_Reduce(&avg, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (rank == 0) printf("%s,%d,%d,%.3f\n", name, size, count * 4, max);
+    }
+}
+
+static void time_all(const char *name, int reference, int iters, int warmup) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int *send = calloc(4096, sizeof(int)), *recv = calloc((size_t)4096 * size, sizeof(int));
     if (rank == 0) printf("algorithm,nprocs,bytes,avg_us\n");
-    for (int which = 0; which < 2; which++)
-        for (int count = 1; count <= 4096; count *= 4) {
-            double total = 0;
-            for (int it = 0; it < 25; it++) {
-                MPI_Barrier(MPI_COMM_WORLD);
-                double t = MPI_Wtime();
-                if (which == 0) STUDENT_FN(send, count, MPI_INT, recv, count, MPI_INT, MPI_COMM_WORLD);
-                else MPI_Allgather(send, count, MPI_INT, recv, count, MPI_INT, MPI_COMM_WORLD);
-                if (it >= 5) total += MPI_Wtime() - t;
-            }
-            double avg = total / 20 * 1e6, max;
-            MPI_Reduce(&avg, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-            if (rank == 0) printf("%s,%d,%d,%.3f\n", which ? "native" : name, size, count * 4, max);
-        }
+    if (!reference) {
+        time_one(name, STUDENT_FN, iters, warmup, send, recv);
+        time_one("native", MPI_Allgather, iters, warmup, send, recv);
+    }
+#ifdef WITH_REFERENCE
+    else {
+        time_one("gather_bcast", lab_allgather_gather_bcast, iters, warmup, send, recv);
+        time_one("pairwise", lab_allgather_pairwise, iters, warmup, send, recv);
+    }
+#endif
     free(send);
     free(recv);
 }
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    if (argc > 2 && strcmp(argv[1], "--time") == 0) {
-        time_all(argv[2]);
+    int timing = argc > 2 && strcmp(argv[1], "--time") == 0;
+    int reference = argc > 1 && strcmp(argv[1], "--time-reference") == 0;
+    if (timing || reference) {
+        int first = timing ? 3 : 2;   /* optional ITERS WARMUP after the mode's arguments */
+        int iters = argc > first ? atoi(argv[first]) : 20, warmup = argc > first + 1 ? atoi(argv[first + 1]) : 5;
+        if (iters < 1) iters = 1;
+        if (warmup < 0) warmup = 0;
+        time_all(timing ? argv[2] : "", reference, iters, warmup);
         MPI_Finalize();
         return 0;
     }
