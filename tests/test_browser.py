@@ -7,6 +7,7 @@ autosaves the notebook; the repository's labs stay untouched). The screenshot is
 """
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -80,14 +81,18 @@ def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
             # the lab's title is on the page, rendered from Markdown
             page.get_by_role("heading", name="Lab 0 — getting started").first.wait_for(timeout=60_000)
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-            page.locator(".jp-Notebook .jp-Cell").first.click()
-            for _ in range(4):              # title, imports, section 1, the doctor report
+            cells = page.locator(".jp-Notebook .jp-Cell")
+            for i in (1, 3):                # the imports, then the doctor's report
+                cell = cells.nth(i)
+                cell.locator(".jp-InputArea-editor").click()      # edit mode in that cell
                 page.keyboard.press("Shift+Enter")
-            report = page.locator(".jp-OutputArea-output").filter(has_text="openmpi")
-            report.first.wait_for(timeout=120_000)
-            text = report.first.inner_text()
-            page.screenshot(path=str(out / "lab0.png"), full_page=False)
+                sync_api.expect(cell.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"),
+                                                                              timeout=120_000)
+            report = cells.nth(3).locator(".jp-OutputArea-output")
+            sync_api.expect(report).to_contain_text("openmpi", timeout=30_000)
+            text = report.inner_text()
         finally:
+            page.screenshot(path=str(out / "lab0.png"), full_page=False)   # also of a failure
             browser.close()
     for line in ("openmpi    ok", "smpi       ok", "jupyter    ok"):
         assert line in text, f"{line!r} not in the doctor report the page shows:\n{text}"
