@@ -9,6 +9,7 @@ FLAVOUR   ?= openmpi
 ASSIGNMENT ?= lab2
 PORT      ?= 8888
 PYTEST_ARGS ?=
+JOBS      ?= 2
 
 .PHONY: help setup build demo test lab grade image clean
 
@@ -24,8 +25,12 @@ build: setup ## build c_reference for Open MPI, MPICH and SimGrid SMPI
 demo: build ## run the allgather experiment of the homework seed; results under results/demo/
 	$(VENV)/bin/mpilab demo -o results/demo
 
-test: build ## run the whole test suite (real MPI, SMPI, SLURM, nbgrader, browser)
-	$(PY) -m pytest -rs $(PYTEST_ARGS)
+test: build ## run the whole test suite (real MPI, SMPI, SLURM, nbgrader, browser); JOBS=2 in parallel
+	@rc=0; \
+	$(PY) -m pytest -rs -n $(JOBS) --dist loadfile -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	echo "--- tests that time real runs against each other, alone:"; \
+	$(PY) -m pytest -rs -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	exit $$rc
 
 lab: build ## start JupyterLab on labs/ (PORT=8888)
 	$(VENV)/bin/jupyter lab --notebook-dir=labs --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)

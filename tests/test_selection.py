@@ -63,6 +63,7 @@ def _median_us(settings, sizes="1K:64K"):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_openmpi_follows_rules_file(built_flavour, tmp_path):
     """Table: bcast below 8 KiB basic_linear, from 8 KiB pipeline with 64-byte segments.
 
@@ -92,6 +93,7 @@ def test_openmpi_follows_rules_file(built_flavour, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_probe_and_collective_both_move_under_load(built_flavour):
     """--probe stores a ping-pong next to each collective point; CPU hogs slow both down."""
     import subprocess
