@@ -1,8 +1,10 @@
 """Decision table, regret, and an Open MPI rules file that Open MPI really follows."""
+import os
+
 import pandas as pd
 import pytest
 
-from mpilab import collbench, forcing, launch, libalgs, selection
+from mpilab import collbench, forcing, launch, libalgs, load, selection
 from mpilab.errors import UsageError
 
 
@@ -96,42 +98,29 @@ def test_openmpi_follows_rules_file(built_flavour, tmp_path):
 @pytest.mark.serial
 def test_probe_and_collective_both_move_under_load(built_flavour):
     """--probe stores a ping-pong next to each collective point; CPU hogs slow both down."""
-    import subprocess
-    import sys
-
     built_flavour("openmpi")
     L = launch.get_launcher("openmpi", bind=False)  # unbound ranks share the cores with the hogs
     prog = collbench.collbench_program("openmpi")
-    args = collbench.collbench_args("native", "bcast", "1K:8K", iters=200, warmup=10, probe=8)
+    # an allgather: every rank waits for every other, so a rank that lost its CPU holds up the
+    # call (in a bcast at P = 2 the root only sends, and a late rank's wait falls in the barrier)
 
-    def measure():
+    def measure(iters=200):
+        args = collbench.collbench_args("native", "allgather", "1K:8K", iters=iters, warmup=2, probe=8)
         proc = forcing.run(L, prog, args, 2, libalgs.Settings(forcing=False), timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         _, table = collbench.parse_output(proc.stdout)
         assert all(r["probe_us"] not in ("", None) for r in table)
         return (sum(float(r["probe_us"]) for r in table), sum(float(r["avg_us"]) for r in table))
 
-    # The ranks and the hogs share the same (at most two) CPUs, whatever the machine's size:
-    # children inherit this process's affinity. Three hogs per CPU.
-    import os
-    import time
-
-    saved = os.sched_getaffinity(0)
-    cpus = set(sorted(saved)[:2])
-    os.sched_setaffinity(0, cpus)
-    try:
-        # the machine is shared: take the quietest of three runs, and the most loaded of three
+    # Quiet: the ranks on (at most) two CPUs of their own. Loaded: the ranks and three busy loops
+    # squeezed onto one CPU, every loop a session of its own as another job would be (with the
+    # kernel's autogroup scheduling, CPU time is shared between sessions first). Hogs beside
+    # unbound ranks on two CPUs were tried: the probe always moved, the collective only in some
+    # runs. The machine is shared: the quietest of three runs, the most loaded of three.
+    with load.background(cpus=min(2, len(os.sched_getaffinity(0))), settle=0):
         quiet = [min(v) for v in zip(*(measure() for _ in range(3)))]
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3 * len(cpus))]
-        try:
-            time.sleep(1.0)  # let the hogs get going
-            loaded = [max(v) for v in zip(*(measure() for _ in range(3)))]
-        finally:
-            for h in hogs:
-                h.kill()
-                h.wait()
-    finally:
-        os.sched_setaffinity(0, saved)
+    with load.background(cpu=3, cpus=1, settle=1.0):
+        loaded = [max(v) for v in zip(*(measure(iters=20) for _ in range(3)))]   # slow: fewer
     assert loaded[0] > 2 * quiet[0], (quiet, loaded)  # the probe sees the load...
     assert loaded[1] > 2 * quiet[1], (quiet, loaded)  # ...and so does the collective
 
