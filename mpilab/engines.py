@@ -9,9 +9,10 @@ one ``MPI_COMM_WORLD``, and a notebook drives them with ``%%px`` cells (mpi4py i
 >>> # %%px  from mpi4py import MPI; MPI.COMM_WORLD.Get_rank()
 >>> cluster.stop_cluster_sync()                        # doctest: +SKIP
 
-mpi4py is compiled against one MPI, so the engines must be started by that MPI's ``mpirun``
-(under the other one every engine would be a rank 0 of its own, a "singleton").
-:func:`mpi4py_flavour` finds out which one it is and :func:`mpi_cluster` uses its launcher,
+mpi4py loads one MPI library (the one it was compiled against; a PyPI wheel of mpi4py 4 picks
+one at import), so the engines must be started by that MPI's ``mpirun`` (under the other one
+every engine would be a rank 0 of its own, a "singleton"). :func:`mpi4py_flavour` asks which
+one it is and :func:`mpi_cluster` uses its launcher,
 with the settings this kit always needs for Open MPI (running as root, more ranks than cores).
 """
 
@@ -31,7 +32,7 @@ ENGINE_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "
 
 @functools.lru_cache(maxsize=None)
 def mpi4py_flavour(python=sys.executable):
-    """Which MPI this Python's mpi4py is built against: ``"openmpi"`` or ``"mpich"``.
+    """Which MPI library this Python's mpi4py loads: ``"openmpi"`` or ``"mpich"``.
 
     Asked in a separate process, so that the notebook's own kernel does not start MPI.
 
@@ -54,7 +55,7 @@ def mpi4py_flavour(python=sys.executable):
         return "openmpi"
     if "MPICH" in version:
         return "mpich"
-    raise ToolMissing(f"mpi4py is built against an MPI this kit does not launch: {version.strip()[:200]}")
+    raise ToolMissing(f"mpi4py runs on an MPI this kit does not launch: {version.strip()[:200]}")
 
 
 def mpi_cluster(n=4, flavour=None, **kwargs):
@@ -65,7 +66,7 @@ def mpi_cluster(n=4, flavour=None, **kwargs):
     n : int
         Number of engines (MPI ranks); more than the cores is allowed (slower).
     flavour : {"openmpi", "mpich"}, optional
-        The MPI whose launcher starts the engines (default: the one mpi4py is built against;
+        The MPI whose launcher starts the engines (default: the one mpi4py loads;
         another one is refused, because its engines would not share one MPI_COMM_WORLD).
     **kwargs
         Passed to :class:`ipyparallel.Cluster` (e.g. ``log_level``).
@@ -87,7 +88,7 @@ def mpi_cluster(n=4, flavour=None, **kwargs):
     if flavour not in MPIRUN:
         raise UsageError(f"unknown flavour {flavour!r} for MPI engines; valid: {', '.join(MPIRUN)}")
     if flavour != built:
-        raise UsageError(f"mpi4py here is built against {built}, so the engines must be started by "
+        raise UsageError(f"mpi4py here runs on {built}, so the engines must be started by "
                          f"{MPIRUN[built][0]}, not {MPIRUN[flavour][0]} (they would all be rank 0); "
                          f"use flavour={built!r}")
     # ERROR: stopping the engines ends mpirun with a non-zero status, which ipyparallel would
