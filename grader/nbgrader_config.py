@@ -26,6 +26,8 @@ c.Autograde.exclude_overwriting = {
     if os.path.isdir(os.path.join(_solutions, lab))
 }
 
-# students' files are collected from an LMS zip with: nbgrader zip_collect <lab>
-c.ZipCollectApp.archive_directory = "downloaded/{assignment_id}/archive"
+# Students' files downloaded from an LMS (zip files in downloaded/<lab>/archive/, nbgrader's
+# default place) are collected with: nbgrader zip_collect <lab>. The names are Blackboard's,
+# <assignment>_<student>_attempt_<date>_<file>, e.g. lab2_alice_attempt_2026-11-20-10-00-00_ring.c.
+c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".c", ".csv", ".txt"]   # notebooks, C files, results
 c.FileNameCollectorPlugin.named_regexp = r".*_(?P<student_id>\w+)_attempt_.*_(?P<file_id>[^/]+)$"

@@ -14,10 +14,10 @@ venv=$here/.venv/bin
 [ -d "$here/solutions/$assignment" ] || {
     echo "grade.sh: unknown assignment '$assignment'; valid: $(ls "$here/solutions" | tr '\n' ' ')" >&2; exit 2; }
 cd "$course"
-if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
-    nbgrader zip_collect "$assignment" --force
-fi
 nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
+if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
+    nbgrader zip_collect "$assignment" --force --log-level=WARN
+fi
 [ -d submitted ] || { echo "grade.sh: no submissions in $course/submitted/<student>/$assignment/" >&2; exit 2; }
 : > "autograde-times-$assignment.csv"
 echo "student,seconds" >> "autograde-times-$assignment.csv"

@@ -1,7 +1,8 @@
 """End to end: release lab 0, grade three submissions with scripts/grade.sh, check every score.
 
 Real nbgrader, Open MPI, SMPI and ipyparallel engines. The wrong submission's hello.c never asks
-for the processor name, and it hands in the bandwidth in MB/s where GB/s is asked.
+for the processor name, and it hands in the bandwidth in MB/s where GB/s is asked; it arrives
+as an LMS download (a zip with Blackboard's file names) that grade.sh collects with zip_collect.
 """
 
 import shutil
@@ -36,7 +37,7 @@ def test_grade_lab0(tmp_path, built_flavour):
     no_host = mutant(hello, "MPI_Get_processor_name(host, &len);", "", tmp_path / "hello.c")
     course.submit("solution", "lab0", solved_notebook("lab0"), {"hello.c": hello})
     course.submit("untouched", "lab0", released_notebook("lab0"), {"hello.c": SOL / "hello.c"})
-    course.submit("wrong", "lab0", solved_notebook("lab0", _edit), {"hello.c": no_host})
+    course.submit_lms_zip("wrong", "lab0", solved_notebook("lab0", _edit), {"hello.c": no_host})
     table, elapsed = course.grade("lab0", cell_timeout=300)
     assert_scores(table, EXPECTED)
     feedback = course.feedback("wrong", "lab0")
