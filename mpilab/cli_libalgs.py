@@ -1,4 +1,9 @@
-"""``mpilab libalgs``: the MPI libraries' own algorithms and how each back-end forces them."""
+"""``mpilab libalgs``: the MPI libraries' own algorithms and how each back-end forces them.
+
+Names: where a library algorithm has the name of one of the kit's own C algorithms of the same
+collective (allgather ring and bruck), the library's is written lib:ring, lib:bruck; plain ring
+and bruck are the kit's. Any library name may carry the prefix (lib:pipeline is pipeline).
+"""
 
 from . import libalgs
 
@@ -16,6 +21,8 @@ def _run(args):
         return 0
     if args.coll:
         libalgs.names(args.coll)  # validates the name
+    print("# lib:NAME = the library's algorithm where the kit has its own C algorithm NAME "
+          "(allgather ring, bruck)")
     cols = ["collective", "algorithm", "openmpi", "mpich", "smpi", "description"]
     rows = [r for r in libalgs.table_rows() if not args.coll or r["collective"] == args.coll]
     if args.flavour:
@@ -30,8 +37,11 @@ def _run(args):
 
 def add_parser(subparsers):
     """Add the ``libalgs`` subcommand."""
+    import argparse
+
     p = subparsers.add_parser("libalgs", help="list library collective algorithms and how to force them",
-                              description=__doc__)
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coll", help="bcast, reduce, allreduce or allgather (default: all)")
     p.add_argument("--flavour", help="only those available on openmpi, mpich or smpi")
     p.add_argument("--show", nargs=2, metavar=("COLL", "NAME"),

@@ -206,6 +206,9 @@ def registry(flavour="openmpi", coll="allgather"):
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ParseError(f"{prog} --list --json: line {e.lineno}: {e.msg}") from None
+    if data.get("collective", coll) != coll:
+        # registry.json holds the allgather table; the other collectives run native only
+        return []
     return list(data["algorithms"])
 
 

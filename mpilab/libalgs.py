@@ -16,6 +16,14 @@ One table, :data:`TABLE`, maps (collective, kit name) to the way each back-end f
 ``None`` in a column means the library has no such algorithm: :func:`settings` then raises a
 :class:`~mpilab.errors.UsageError` saying which back-ends do have it.
 
+Names. A library algorithm is named by the kit's name for it (``chain``, ``pipeline``, ...).
+Where that name is also one of the kit's own C algorithms of the same collective
+(``c_reference/registry.c``: allgather ``ring`` and ``bruck``), the library's is spelled with the
+prefix ``lib:`` (``lib:ring``, ``lib:bruck``) everywhere: in sweeps, in the results table's
+``algorithm`` column, in decision tables. ``ring`` alone always means the kit's code. Any library
+algorithm may be written with the prefix (``lib:pipeline`` is ``pipeline``); :func:`canonical`
+gives the one spelling the kit stores.
+
 Notes on near-equivalents that the table deliberately does *not* pretend are equal:
 Open MPI's bcast ``chain`` is a chain with fanout ``coll_tuned_bcast_algorithm_chain_fanout``
 (4 by default), ``pipeline`` is a single chain (fanout 1) cut into segments. SMPI has Open MPI's
@@ -114,9 +122,10 @@ TABLE = {
     "allgather": _t("allgather", [
         ("default", 0, "auto", "default", "the library's own decision rules"),
         ("linear", 1, None, "GB", "gather to 0 then broadcast"),
-        ("bruck", 2, "brucks", "bruck", "Bruck's log(p) rounds"),
+        ("lib:bruck", 2, "brucks", "bruck", "Bruck's log(p) rounds (the library's; 'bruck' is the kit's)"),
         ("recursive_doubling", 3, "recursive_doubling", "rdb", "recursive doubling (MPICH: p power of two)"),
-        ("ring", 4, "ring", "ring", "ring (SMPI's 'ring' sends each block directly)"),
+        ("lib:ring", 4, "ring", "ring",
+         "ring (the library's; 'ring' is the kit's; SMPI's sends each block directly)"),
         ("neighbor", 5, None, "ompi_neighborexchange", "neighbour exchange (even p)"),
         ("two_proc", 6, None, None, "two processes only"),
     ]),
@@ -129,20 +138,52 @@ def check_flavour(flavour):
         raise one_of("flavour", flavour, FLAVOURS)
 
 
+PREFIX = "lib:"
+
+
+def canonical(collective, name):
+    """The stored spelling of library algorithm ``name``: ``lib:pipeline`` -> ``pipeline``,
+    ``lib:ring`` -> ``lib:ring`` (allgather ``ring`` is also a kit algorithm).
+
+    Raises
+    ------
+    UsageError
+        For an unknown collective or algorithm, listing the valid ones; a kit name that the
+        library also has (``ring``) is told to use ``lib:ring``.
+    """
+    if collective not in TABLE:
+        raise one_of("collective", collective, COLLECTIVES)
+    algs = TABLE[collective]
+    name = str(name)
+    if name in algs:
+        return name
+    if name.startswith(PREFIX) and name[len(PREFIX):] in algs:
+        return name[len(PREFIX):]
+    if PREFIX + name in algs:
+        raise UsageError(f"{collective} algorithm {name!r} is the kit's own C algorithm "
+                         f"(c_reference), not a library one; the library's is {PREFIX + name!r}")
+    raise one_of(f"{collective} library algorithm", name, algs)
+
+
+def is_library(collective, name):
+    """True when ``name`` (with or without ``lib:``) names a library algorithm of ``collective``."""
+    try:
+        canonical(collective, name)
+    except UsageError:
+        return False
+    return True
+
+
 def lookup(collective, name):
-    """Return the :class:`LibAlgorithm` named ``name`` for ``collective``.
+    """Return the :class:`LibAlgorithm` named ``name`` (see :func:`canonical`) for ``collective``.
 
     Raises
     ------
     UsageError
         For an unknown collective or algorithm, listing the valid ones.
     """
-    if collective not in TABLE:
-        raise one_of("collective", collective, COLLECTIVES)
-    algs = TABLE[collective]
-    if name not in algs:
-        raise one_of(f"{collective} algorithm", name, algs)
-    return algs[name]
+    name = canonical(collective, name)
+    return TABLE[collective][name]
 
 
 def names(collective, flavour=None):
@@ -192,6 +233,7 @@ def settings(flavour, collective, name):
     """
     check_flavour(flavour)
     alg = lookup(collective, name)
+    name = alg.name
     if not alg.available(flavour):
         others = [f for f in FLAVOURS if alg.available(f)]
         raise UsageError(

@@ -25,7 +25,7 @@ def test_openmpi_needs_dynamic_rules_and_id():
 
 
 def test_mpich_sets_fallback_error():
-    s = libalgs.settings("mpich", "allgather", "ring")
+    s = libalgs.settings("mpich", "allgather", "lib:ring")
     assert s.env == {"MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM": "ring",
                      "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
                      "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
@@ -60,7 +60,27 @@ def test_openmpi_ids_match_ompi_info():
         for a in algs.values():
             if a.ompi_id not in (None, 0):
                 lib = ids[a.ompi_id].replace("-", "_")
-                assert lib == a.name or (lib, a.name) in {("linear", "basic_linear")}, (coll, a.name, lib)
+                name = a.name.removeprefix(libalgs.PREFIX)
+                assert lib == name or (lib, name) in {("linear", "basic_linear")}, (coll, a.name, lib)
+
+
+def test_library_names_never_collide_with_the_kits(built_flavour):
+    """A library algorithm named like one of the kit's C algorithms (collbench's registry) of
+    the same collective is spelled lib:NAME, so a results row says which code ran."""
+    from mpilab import collbench
+
+    built_flavour("openmpi")
+    for coll in libalgs.COLLECTIVES:
+        kit = set(collbench.algorithm_names("openmpi", coll))
+        assert not kit & set(libalgs.names(coll)), coll
+        for name in kit - {"native"}:
+            if libalgs.PREFIX + name in libalgs.names(coll):
+                with pytest.raises(UsageError, match=f"the library's is 'lib:{name}'"):
+                    libalgs.lookup(coll, name)
+    assert {"ring", "bruck"} <= set(collbench.algorithm_names("openmpi", "allgather"))
+    assert libalgs.lookup("allgather", "lib:ring").ompi_id == 4
+    assert libalgs.canonical("bcast", "lib:pipeline") == "pipeline"
+    assert libalgs.canonical("allgather", "lib:ring") == "lib:ring"
 
 
 def _cli(*args):
@@ -72,8 +92,15 @@ def _cli(*args):
 def test_cli_lists_and_shows():
     r = _cli("--coll", "bcast", "--flavour", "smpi")
     assert r.returncode == 0 and "flattree" in r.stdout and "chain " not in r.stdout
-    r = _cli("--flavour", "mpich", "--show", "allgather", "ring")
+    r = _cli("--flavour", "mpich", "--show", "allgather", "lib:ring")
     assert "MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM=ring" in r.stdout
     r = _cli("--flavour", "mpich", "--show", "bcast", "chain")
     assert r.returncode == 2 and "not available on mpich" in r.stderr
-    assert _cli("--help").returncode == 0
+    r = _cli("--help")
+    assert r.returncode == 0 and "lib:ring" in r.stdout
+    r = _cli("--coll", "allgather")
+    assert "lib:ring" in r.stdout and "lib:bruck" in r.stdout and "# lib:NAME" in r.stdout
+    r = _cli("--flavour", "openmpi", "--show", "allgather", "ring")
+    assert r.returncode == 2 and "the library's is 'lib:ring'" in r.stderr
+    r = _cli("--flavour", "openmpi", "--show", "allgather", "lib:ring")
+    assert "OMPI_MCA_coll_tuned_allgather_algorithm=4" in r.stdout
