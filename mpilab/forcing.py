@@ -3,8 +3,10 @@
 MPI libraries fail silently when asked for an algorithm: Open MPI ignores
 ``coll_tuned_<coll>_algorithm`` without ``coll_tuned_use_dynamic_rules``, MPICH falls back
 unless ``MPIR_CVAR_COLLECTIVE_FALLBACK=error``. Every row this module produces records
-``requested`` (the kit's name), ``forced`` (``yes`` | ``no`` | ``unverified``) and ``evidence``
-(the text that justifies it). A run of ``default`` is always ``forced=no``.
+``requested`` (the kit's name), ``forced`` (``yes`` | ``no`` | ``unverified`` | ``fallback``) and
+``evidence`` (the text that justifies it). A run of ``default`` is always ``forced=no``;
+``fallback`` marks a size at which the forced library hands the call to another algorithm
+(:data:`FALLBACKS`).
 
 The signals, and their limits:
 
@@ -23,6 +25,17 @@ Open MPI 4.1
     serves the communicator and read the forced id; it does not trace inside the algorithm, so
     an algorithm's own internal special cases (e.g. a segmented algorithm on a message smaller
     than one segment) are not visible.
+Per size: known internal fallbacks
+    The signals above are per launch. Inside a forced algorithm a library may still hand some
+    calls to another algorithm, silently, depending on the element count and P: Open MPI 4.1's
+    bcast ``scatter_allgather`` runs ``basic_linear`` when count < P, for example. These cases,
+    read from the libraries' sources, are the table :data:`FALLBACKS`; a row whose (count, P)
+    falls under one gets ``forced=fallback`` and the evidence names what ran instead and the
+    condition. An algorithm that refuses a case instead (Open MPI's allgather ``two_proc`` at
+    P != 2 returns ``MPI_ERR_UNSUPPORTED_OPERATION``) is refused by :func:`measure` before the
+    launch. MPICH needs no such table: with ``MPIR_CVAR_COLLECTIVE_FALLBACK=error`` its
+    restrictions abort the call (handled below) and its scatter-allgather broadcasts have no
+    count < P switch (they scatter zero-byte blocks).
 MPICH 4.0.2
     MPICH prints no CVAR echo (``MPIR_CVAR_DEBUG_SUMMARY`` prints only structure sizes). The
     signal is negative but real: an invalid ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` value aborts
@@ -39,6 +52,7 @@ import re
 import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 
 from . import libalgs
 from .errors import LaunchError, ToolMissing, UsageError
@@ -48,6 +62,145 @@ _OMPI_ECHO = re.compile(r"\] (coll_tuned_\w+)=(\S+) \((?:environment|command lin
 _OMPI_SELECT = re.compile(r"coll:base:comm_select: selecting\s+(\w+), priority\s+(-?\d+), Enabled")
 
 OMPI_VERIFY_ENV = {"OMPI_MCA_mpi_show_mca_params": "enviro", "OMPI_MCA_coll_base_verbose": "10"}
+
+
+def _pof2_floor(p):
+    """The largest power of two <= p (Open MPI's ``nprocs_pof2``)."""
+    return 1 << (int(p).bit_length() - 1)
+
+
+def _segcount(count, type_size, segsize):
+    """Open MPI's ``COLL_BASE_COMPUTED_SEGCOUNT``: elements per segment (``count`` when the
+    segment size is 0, smaller than one element, or not smaller than the message)."""
+    if segsize >= type_size and segsize < type_size * count:
+        seg = segsize // type_size
+        if segsize - seg * type_size > type_size // 2:
+            seg += 1
+        return seg
+    return count
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A case where a library, forced to run ``algorithm``, silently runs another one.
+
+    Attributes
+    ----------
+    flavour, collective, algorithm : str
+        Where the rule holds (the kit's names, :mod:`mpilab.libalgs`).
+    when : str
+        The condition, in the terms of :meth:`runs` (count = elements per call, P, type size
+        in bytes, segsize = the segment size the library was given).
+    source : str
+        The library function that decides (Open MPI 4.1.4 ``coll_base_*.c``, SimGrid 3.32
+        ``src/smpi/colls``).
+    replacement : callable
+        ``(count, nprocs, type_size, segsize) -> str or None``: what runs instead, None when
+        the forced algorithm itself runs.
+    fails : bool
+        The library returns an error instead of running anything (no row can be measured).
+    """
+
+    flavour: str
+    collective: str
+    algorithm: str
+    when: str
+    source: str
+    replacement: object
+    fails: bool = False
+
+    def runs(self, count, nprocs, type_size=1, segsize=0):
+        """What the library runs for one call, or None when the forced algorithm runs."""
+        return self.replacement(int(count), int(nprocs), int(type_size), int(segsize or 0))
+
+
+def _ompi_split_bintree(count, p, ts, seg):
+    halves = (count + 1) // 2, count // 2
+    if 0 in halves or (seg > 0 and max(seg, ts) > min(halves) * ts):
+        return "chain (fanout 1)"
+    return None
+
+
+def _ompi_segmented_ring(count, p, ts, seg):
+    if count < p * _segcount(count, ts, seg):
+        return "recursive_doubling" if count < p else "ring"
+    return None
+
+
+def _smpi_segmented_ring(count, p, ts, seg):
+    # SimGrid's copy fixes the segment at 1 MiB, then its ring ("lr") has its own switch
+    if count < p * _segcount(count, ts, 1 << 20):
+        return "default (via lr)" if count < p else "lr (ring)"
+    return None
+
+
+_OMPI = "Open MPI 4.1.4 ompi/mca/coll/base/"
+_SG = "SimGrid 3.32 src/smpi/colls/"
+
+#: Known silent fallbacks inside forced algorithms, per (count, P). See :class:`Fallback`.
+FALLBACKS = (
+    Fallback("openmpi", "bcast", "split_binary_tree",
+             "count < 2, or segsize > 0 and max(segsize, type size) > floor(count/2) x type size "
+             "(the message is too small to split into two halves of segments)",
+             _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_split_bintree",
+             _ompi_split_bintree),
+    Fallback("openmpi", "bcast", "scatter_allgather", "count < P",
+             _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_scatter_allgather",
+             lambda c, p, ts, seg: "basic_linear" if c < p else None),
+    Fallback("openmpi", "bcast", "scatter_allgather_ring", "count < P",
+             _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_scatter_allgather_ring",
+             lambda c, p, ts, seg: "basic_linear" if c < p else None),
+    Fallback("openmpi", "reduce", "rabenseifner",
+             "count < the largest power of two <= P (for a commutative op such as MPI_SUM)",
+             _OMPI + "coll_base_reduce.c ompi_coll_base_reduce_intra_redscat_gather",
+             lambda c, p, ts, seg: "basic_linear" if c < _pof2_floor(p) else None),
+    Fallback("openmpi", "allreduce", "ring", "count < P",
+             _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_ring",
+             lambda c, p, ts, seg: "recursive_doubling" if c < p else None),
+    Fallback("openmpi", "allreduce", "segmented_ring",
+             "count < P x segcount (segcount = count when segsize is 0: always, at P >= 2), "
+             "then the ring's own count < P",
+             _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_ring_segmented",
+             _ompi_segmented_ring),
+    Fallback("openmpi", "allreduce", "rabenseifner",
+             "count < the largest power of two <= P (for a commutative op such as MPI_SUM)",
+             _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_redscat_allgather",
+             lambda c, p, ts, seg: "basic_linear" if c < _pof2_floor(p) else None),
+    Fallback("openmpi", "allgather", "recursive_doubling", "P is not a power of two",
+             _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_recursivedoubling",
+             lambda c, p, ts, seg: "lib:bruck" if p & (p - 1) else None),
+    Fallback("openmpi", "allgather", "neighbor", "P is odd",
+             _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_neighborexchange",
+             lambda c, p, ts, seg: "lib:ring" if p % 2 else None),
+    Fallback("openmpi", "allgather", "two_proc", "P != 2 (returns MPI_ERR_UNSUPPORTED_OPERATION)",
+             _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_two_procs",
+             lambda c, p, ts, seg: "nothing (an MPI error)" if p != 2 else None, fails=True),
+    Fallback("smpi", "allreduce", "ring", "count < P (SimGrid warns 'MPI_allreduce_lr use default')",
+             _SG + "allreduce/allreduce-lr.cpp allreduce__lr",
+             lambda c, p, ts, seg: "default" if c < p else None),
+    Fallback("smpi", "allreduce", "segmented_ring",
+             "count < P x segcount, the segment fixed at 1 MiB (so every message up to P MiB), "
+             "then lr's own count < P",
+             _SG + "allreduce/allreduce-ompi-ring-segmented.cpp allreduce__ompi_ring_segmented",
+             _smpi_segmented_ring),
+    Fallback("smpi", "allgather", "neighbor", "P is odd",
+             _SG + "allgather/allgather-ompi-neighborexchange.cpp",
+             lambda c, p, ts, seg: "lib:ring" if p % 2 else None),
+)
+
+
+def fallback(flavour, collective, name, count, nprocs, type_size=1, segsize=0):
+    """The :class:`Fallback` that applies to one call, and what runs: ``(rule, runs)``.
+
+    ``(None, None)`` when the forced algorithm runs (as far as :data:`FALLBACKS` knows).
+    """
+    name = libalgs.canonical(collective, name)
+    for rule in FALLBACKS:
+        if (rule.flavour, rule.collective, rule.algorithm) == (flavour, collective, name):
+            runs = rule.runs(count, nprocs, type_size, segsize)
+            if runs is not None:
+                return rule, runs
+    return None, None
 
 
 def prepare(flavour, collective, name):
@@ -63,6 +216,7 @@ def prepare(flavour, collective, name):
 
 def _ompi_name_matches(echoed, name):
     e = echoed.replace("-", "_")
+    name = name[len(libalgs.PREFIX):] if name.startswith(libalgs.PREFIX) else name
     return e == name or (e == "linear" and name == "basic_linear")
 
 
@@ -84,6 +238,7 @@ def verify(flavour, collective, name, stderr, returncode=0):
         ``forced`` in {'yes', 'no', 'unverified'} and the evidence text.
     """
     alg = libalgs.lookup(collective, name)
+    name = alg.name
     if name == "default":
         return "no", "library default; nothing forced"
     if returncode != 0:
@@ -105,6 +260,11 @@ def verify(flavour, collective, name, stderr, returncode=0):
         above = sorted({c for c, p in sel if p > 30 and c != "self"})
         if not echo:
             return "unverified", "Open MPI echoed no MCA parameters (mpi_show_mca_params not honoured)"
+        rules = echo.get("coll_tuned_dynamic_rules_filename")
+        if rules:
+            return "no", (f"Open MPI read a rules file, coll_tuned_dynamic_rules_filename={rules}: "
+                          f"Open MPI 4.1 consults it before coll_tuned_{collective}_algorithm, so "
+                          f"the file, not the forced {name}, decides wherever it has a rule")
         if dyn not in ("true", "1") or got is None or not _ompi_name_matches(got, name):
             return "no", (f"Open MPI read coll_tuned_use_dynamic_rules={dyn}, "
                           f"coll_tuned_{collective}_algorithm={got}; requested {name}")
@@ -140,14 +300,24 @@ def run(launcher, program, args, nprocs, settings, mapping="core", timeout=600):
     env = dict(os.environ)
     env.update(cmd.env)
     env.update(settings.env)
-    proc = subprocess.Popen([str(a) for a in cmd.argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise LaunchError(f"timed out after {timeout} s: {' '.join(map(str, cmd.argv))}")
+        proc = subprocess.Popen([str(a) for a in cmd.argv], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise LaunchError(f"timed out after {timeout} s: {' '.join(map(str, cmd.argv))}")
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
+    finally:
+        launcher._cleanup()   # the SMPI launcher's hostfile directory (/tmp/mpilab-smpi-*)
     cmdline = " ".join(f"{k}={v}" for k, v in sorted(settings.env.items()))
     cmdline = (cmdline + " " if cmdline else "") + " ".join(map(str, cmd.argv))
     return subprocess.CompletedProcess(cmdline, proc.returncode, out, err)
@@ -175,7 +345,13 @@ def measure(launcher, collective, name, nprocs, sizes="2:1M", mapping="core", re
     from . import collbench
 
     flavour = launcher.flavour
+    name = libalgs.canonical(collective, name)
     settings = prepare(flavour, collective, name)
+    refused = [r for r in FALLBACKS if r.fails and (r.flavour, r.collective, r.algorithm) ==
+               (flavour, collective, name) and r.runs(1, nprocs) is not None]
+    if refused:
+        raise UsageError(f"{flavour} cannot run {collective} algorithm {name!r} at P={nprocs}: "
+                         f"{refused[0].when} ({refused[0].source})")
     program = collbench.collbench_program(flavour)
     args = collbench.collbench_args("native", collective, sizes, iters=iters, warmup=warmup,
                                     iters_large=iters_large, warmup_large=warmup_large,
@@ -195,6 +371,30 @@ def measure(launcher, collective, name, nprocs, sizes="2:1M", mapping="core", re
                                      mapping=mapping, repetition=repetition, requested=name,
                                      forced=forced, evidence=evidence, command=proc.args,
                                      flavour=flavour)
+    segsize = int(settings.mca.get(f"coll_tuned_{collective}_algorithm_segmentsize", 0) or 0)
     for r in rows:
         r["algorithm"] = name
+        label_fallback(r, flavour, collective, name, segsize)
     return rows
+
+
+TYPE_SIZES = {"char": 1, "int": 4, "float": 4, "double": 8}
+
+
+def label_fallback(row, flavour, collective, name, segsize=0):
+    """Turn a ``forced=yes`` row into ``forced=fallback`` when :data:`FALLBACKS` says the library
+    ran another algorithm for this row's size and P; the evidence says what and why.
+
+    Returns the row (changed in place).
+    """
+    if row.get("forced") != "yes" or name == "default":
+        return row
+    ts = TYPE_SIZES.get(str(row.get("datatype") or "char"), 1)
+    count = int(row["bytes"]) // ts
+    rule, runs = fallback(flavour, collective, name, count, int(row["nprocs"]), ts, segsize)
+    if rule is not None:
+        row["forced"] = "fallback"
+        row["evidence"] = (f"{row['evidence']}; BUT at {row['bytes']} B (count {count}) and "
+                           f"P={row['nprocs']} {flavour} runs {runs} instead of {name}: "
+                           f"{rule.when} ({rule.source})")
+    return row

@@ -37,7 +37,62 @@ def test_openmpi_without_dynamic_rules_is_not_forced():
     assert forcing.verify("openmpi", "bcast", "chain", "")[0] == "unverified"
 
 
+def _rows(flavour, coll, name, nprocs, sizes, datatype="int"):
+    return [dict(collective=coll, algorithm=name, nprocs=nprocs, bytes=b, datatype=datatype,
+                 forced="yes", evidence="launch evidence") for b in sizes]
+
+
+def test_scatter_allgather_falls_back_below_one_element_per_rank():
+    """Open MPI 4.1 bcast scatter_allgather runs basic_linear when count < P: 4 and 8 bytes of
+    int at P = 4 (1 and 2 elements) are not the forced algorithm, 16 bytes (4 elements) is."""
+    rows = [forcing.label_fallback(r, "openmpi", "bcast", "scatter_allgather")
+            for r in _rows("openmpi", "bcast", "scatter_allgather", 4, (4, 8, 16, 1024))]
+    assert [r["forced"] for r in rows] == ["fallback", "fallback", "yes", "yes"]
+    assert "runs basic_linear instead of scatter_allgather" in rows[0]["evidence"]
+    assert "count < P" in rows[0]["evidence"] and "launch evidence" in rows[0]["evidence"]
+    assert "coll_base_bcast.c" in rows[0]["evidence"]
+    # the same bytes in char are 4 and 8 elements: only 2 B (count 2 < 4) falls back
+    rows = [forcing.label_fallback(r, "openmpi", "bcast", "scatter_allgather")
+            for r in _rows("openmpi", "bcast", "scatter_allgather", 4, (2, 4), datatype="char")]
+    assert [r["forced"] for r in rows] == ["fallback", "yes"]
+
+
+@pytest.mark.parametrize("flavour,coll,name,nprocs,nbytes,ts,runs", [
+    ("openmpi", "bcast", "split_binary_tree", 4, 4, 4, "chain (fanout 1)"),     # 1 int: no halves
+    ("openmpi", "bcast", "split_binary_tree", 4, 8, 4, None),
+    ("openmpi", "bcast", "scatter_allgather_ring", 48, 32, 1, "basic_linear"),
+    ("openmpi", "bcast", "scatter_allgather_ring", 48, 64, 1, None),
+    ("openmpi", "reduce", "rabenseifner", 6, 12, 4, "basic_linear"),            # 3 < pof2(6) = 4
+    ("openmpi", "reduce", "rabenseifner", 6, 16, 4, None),
+    ("openmpi", "allreduce", "ring", 3, 8, 4, "recursive_doubling"),
+    ("openmpi", "allreduce", "rabenseifner", 3, 4, 4, "basic_linear"),
+    ("openmpi", "allreduce", "segmented_ring", 3, 1 << 20, 1, "ring"),          # segsize 0
+    ("openmpi", "allgather", "recursive_doubling", 6, 1024, 1, "lib:bruck"),
+    ("openmpi", "allgather", "recursive_doubling", 8, 1024, 1, None),
+    ("openmpi", "allgather", "neighbor", 5, 1024, 1, "lib:ring"),
+    ("smpi", "allreduce", "ring", 7, 16, 4, "default"),
+    ("smpi", "allgather", "neighbor", 7, 8, 1, "lib:ring"),
+    ("mpich", "bcast", "scatter_allgather", 4, 1, 1, None),   # MPICH scatters empty blocks
+])
+def test_fallback_rules(flavour, coll, name, nprocs, nbytes, ts, runs):
+    rule, got = forcing.fallback(flavour, coll, name, nbytes // ts, nprocs, ts)
+    assert got == runs
+    assert (rule is None) == (runs is None)
+
+
+def test_default_and_unverified_rows_are_left_alone():
+    row = _rows("openmpi", "bcast", "scatter_allgather", 4, (4,))[0]
+    row["forced"] = "unverified"
+    assert forcing.label_fallback(row, "openmpi", "bcast", "scatter_allgather")["forced"] == "unverified"
+
+
 # --- real runs ----------------------------------------------------------------------------
+
+def _expected(flavour, row, name):
+    """yes, or fallback where forcing.FALLBACKS names another algorithm for this row."""
+    ts = forcing.TYPE_SIZES[row["datatype"]]
+    rule, _ = forcing.fallback(flavour, row["collective"], name, row["bytes"] // ts, row["nprocs"], ts)
+    return "fallback" if rule else "yes"
 
 @pytest.mark.slow
 @pytest.mark.parametrize("coll,name", _algs("openmpi"))
@@ -49,7 +104,30 @@ def test_openmpi_forced_runs_and_checks(built_flavour, coll, name):
     rows = forcing.measure(launch.get_launcher("openmpi"), coll, name, nprocs, sizes="4:4K",
                            check=True, iters=5, warmup=1, datatype="int", timeout=90)
     assert rows and all(r["requested"] == name for r in rows)
-    assert {r["forced"] for r in rows} == ({"no"} if name == "default" else {"yes"}), rows[0]["evidence"]
+    for r in rows:
+        want = "no" if name == "default" else _expected("openmpi", r, name)
+        assert r["forced"] == want, (r["bytes"], r["evidence"])
+
+
+@pytest.mark.slow
+def test_openmpi_scatter_allgather_rows_per_size(built_flavour):
+    """A real forced launch labels each size on its own: at P = 4, 4 and 8 bytes of int are
+    Open MPI's basic_linear (count < P), 16 bytes and up are the forced scatter_allgather."""
+    built_flavour("openmpi")
+    rows = forcing.measure(launch.get_launcher("openmpi"), "bcast", "scatter_allgather", 4,
+                           sizes="4:32", check=True, iters=3, warmup=1, datatype="int", timeout=90)
+    assert [(r["bytes"], r["forced"]) for r in rows] == [(4, "fallback"), (8, "fallback"),
+                                                         (16, "yes"), (32, "yes")]
+    assert "coll_tuned_bcast_algorithm=scatter_allgather" in rows[0]["evidence"]
+    assert "runs basic_linear instead" in rows[0]["evidence"]
+    assert "instead" not in rows[2]["evidence"]
+
+
+@pytest.mark.slow
+def test_openmpi_two_proc_refused_before_launch(built_flavour):
+    built_flavour("openmpi")
+    with pytest.raises(UsageError, match=r"cannot run allgather algorithm 'two_proc' at P=3: P != 2"):
+        forcing.measure(launch.get_launcher("openmpi"), "allgather", "two_proc", 3, sizes="4:8")
 
 
 @pytest.mark.slow
@@ -92,7 +170,9 @@ def test_smpi_forced_runs_and_checks(built_flavour, coll, name):
     sizes = "4:16K"
     rows = forcing.measure(L, coll, name, nprocs, sizes=sizes, check=True, iters=3, warmup=1,
                            datatype="int", timeout=600)
-    assert {r["forced"] for r in rows} == ({"no"} if name == "default" else {"yes"}), rows[0]["evidence"]
+    for r in rows:
+        want = "no" if name == "default" else _expected("smpi", r, name)
+        assert r["forced"] == want, (r["bytes"], r["evidence"])
 
 
 @pytest.mark.slow
