@@ -13,8 +13,16 @@ Rules file format (Open MPI 4.1 ``coll_tuned_dynamic_file.c``), whitespace-separ
 
 Use it with ``--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename F``
 and no ``coll_tuned_<coll>_algorithm``. The kit writes no comments (the 4.1 reader would take
-digits inside a comment for numbers) (a forced algorithm overrides the file). Message size is
-count × datatype size in bytes, as the kit's ``bytes`` column for these collectives.
+digits inside a comment for numbers).
+
+Message size. Open MPI 4.1 (``coll_tuned_decision_dynamic.c``) compares the file's message
+sizes with count × datatype size for bcast, reduce and allreduce, the kit's ``bytes``; for
+allgather with datatype size × sendcount × communicator size, the whole gathered buffer, while
+the kit's allgather ``bytes`` is one process's contribution. So an allgather threshold depends on
+P: :func:`write_ompi_rules` writes one communicator-size block per process count of the table
+(the first and last P of each range) with thresholds ``bytes × P``, exact at those P and scaled
+by the block's P in between, and :func:`rules_choose` multiplies the query by P as Open MPI
+does.
 """
 
 import pandas as pd
@@ -88,15 +96,22 @@ def decision_table(df, value="maxrank_avg_us", algorithms=None):
 
 
 def choose(table, collective, nprocs, nbytes):
-    """Look up the decision table as Open MPI would (largest P and size not above the query)."""
-    t = table[(table.collective == collective) & (table.nprocs_min <= nprocs)]
+    """Look up the decision table as Open MPI reads :func:`write_ompi_rules`' file.
+
+    The process-count range with the largest start not above ``nprocs`` (the first range for
+    smaller P, as the file's first block starts at 1), then in that range the size range with
+    the largest start not above ``nbytes`` (its first one for smaller sizes, as the file's first
+    rule starts at 0).
+    """
+    t = table[table.collective == collective]
     if t.empty:
-        raise UsageError(f"no rule for {collective} at P={nprocs}")
-    t = t[t.nprocs_min == t.nprocs_min.max()]
-    t = t[t.bytes_min <= nbytes]
-    if t.empty:
-        t = table[(table.collective == collective)].nsmallest(1, "bytes_min")
-    return t.sort_values("bytes_min").iloc[-1]["algorithm"]
+        raise UsageError(f"no rule for {collective}; the table has "
+                         f"{', '.join(sorted(table.collective.unique())) or 'no collective'}")
+    below = t[t.nprocs_min <= nprocs]
+    start = below.nprocs_min.max() if not below.empty else t.nprocs_min.min()
+    t = t[t.nprocs_min == start].sort_values("bytes_min")
+    fits = t[t.bytes_min <= nbytes]
+    return (fits if not fits.empty else t).iloc[-1 if not fits.empty else 0]["algorithm"]
 
 
 def regret(df, value="maxrank_avg_us", algorithms=None):
@@ -138,7 +153,9 @@ def write_ompi_rules(table, path, segsizes=None):
     Raises
     ------
     UsageError
-        An algorithm Open MPI does not have, or a collective without coll/tuned rules.
+        An algorithm Open MPI does not have, a row of the kit's own C algorithms (``ring``,
+        ``bruck``, ``native``...: Open MPI cannot run them; the library's are ``lib:ring``...),
+        or a collective without coll/tuned rules.
     """
     segsizes = segsizes or {}
     lines = []
@@ -149,12 +166,18 @@ def write_ompi_rules(table, path, segsizes=None):
             raise UsageError(f"no Open MPI rules for collective {coll!r}; valid: "
                              f"{', '.join(sorted(OMPI_COLL_IDS))}")
         t = table[table.collective == coll]
-        sizes = sorted(t["nprocs_min"].unique())
+        for name in t["algorithm"].unique():
+            _refuse_kit_algorithm(coll, name)
+        blocks = []     # (communicator size written, P the thresholds are scaled by, rules)
+        for pmin in sorted(t["nprocs_min"].unique()):
+            rules = t[t.nprocs_min == pmin].sort_values("bytes_min")
+            pmax = int(rules["nprocs_max"].max())
+            at = [int(pmin)] + ([pmax] if coll == "allgather" and pmax != pmin else [])
+            blocks += [(p, p if coll == "allgather" else 1, rules) for p in at]
         lines.append(f"{OMPI_COLL_IDS[coll]}")
-        lines.append(f"{len(sizes)}")
-        for i, p in enumerate(sizes):
-            rules = t[t.nprocs_min == p].sort_values("bytes_min")
-            lines.append(f"{1 if i == 0 else int(p)}")
+        lines.append(f"{len(blocks)}")
+        for i, (p, scale, rules) in enumerate(blocks):
+            lines.append(f"{1 if i == 0 else p}")
             lines.append(f"{len(rules)}")
             for j, (_, r) in enumerate(rules.iterrows()):
                 alg = libalgs.lookup(coll, r["algorithm"])
@@ -162,12 +185,26 @@ def write_ompi_rules(table, path, segsizes=None):
                     raise UsageError(f"{coll} algorithm {r['algorithm']!r} is not available on "
                                      f"openmpi; it cannot go into a rules file")
                 seg = segsizes.get((coll, alg.name), alg.ompi_segsize)
-                start = 0 if j == 0 else int(r["bytes_min"])
+                start = 0 if j == 0 else int(r["bytes_min"]) * scale
                 lines.append(f"{start} {alg.ompi_id} 0 {seg}")
     text = "\n".join(lines) + "\n"
     with open(path, "w") as f:
         f.write(text)
     return text
+
+
+def _refuse_kit_algorithm(coll, name):
+    """Raise a UsageError for rows that are not Open MPI algorithms (the kit's C code)."""
+    if libalgs.is_library(coll, name):
+        return
+    hint = (f"; the library's {name} is {libalgs.PREFIX + name!r}"
+            if libalgs.PREFIX + name in libalgs.names(coll) else "")
+    what = ("the library's own choice, not an algorithm (use 'default' for Open MPI's fixed "
+            "rules)" if name == "native" else "the kit's own C algorithm or unknown")
+    raise UsageError(f"{coll} algorithm {name!r} in the decision table is {what}: an Open MPI "
+                     f"rules file can only name Open MPI's algorithms{hint}; build the table "
+                     f"from library rows only, e.g. decision_table(df, algorithms=[...]) with "
+                     f"names from `mpilab libalgs --coll {coll}`")
 
 
 def ranking(df, value="avg_us"):
@@ -218,8 +255,9 @@ def read_ompi_rules(path):
     -------
     pandas.DataFrame
         One row per message-size rule: collective, comm_size (the rule holds from this many
-        processes up), msg_size (from this many bytes up), ompi_id, algorithm (the kit's name,
-        see :mod:`mpilab.libalgs`), faninout, segsize.
+        processes up), msg_size (from this many bytes up, as Open MPI counts them: for
+        allgather the whole gathered buffer, P × the kit's ``bytes``), ompi_id, algorithm (the
+        kit's name, see :mod:`mpilab.libalgs`), faninout, segsize.
 
     Raises
     ------
@@ -292,14 +330,16 @@ def rules_choose(rules, collective, nprocs, nbytes):
     """The algorithm a rules table (from :func:`read_ompi_rules`) gives Open MPI for one call.
 
     As coll/tuned does: the communicator rule with the largest size not above ``nprocs``, then
-    its message rule with the largest size not above ``nbytes``. ``None`` when no rule applies
-    (Open MPI then uses its fixed decisions).
+    its message rule with the largest size not above the message size. ``nbytes`` is the kit's
+    ``bytes``; for allgather Open MPI's message size is ``nbytes × nprocs`` (the gathered
+    buffer). ``None`` when no rule applies (Open MPI then uses its fixed decisions).
     """
     r = rules[(rules["collective"] == collective) & (rules["comm_size"] <= nprocs)]
     if r.empty:
         return None
     r = r[r["comm_size"] == r["comm_size"].max()]
-    r = r[r["msg_size"] <= nbytes]
+    msg = nbytes * nprocs if collective == "allgather" else nbytes
+    r = r[r["msg_size"] <= msg]
     if r.empty:
         return None
     return r.sort_values("msg_size").iloc[-1]["algorithm"]
@@ -308,9 +348,10 @@ def rules_choose(rules, collective, nprocs, nbytes):
 def rules_settings(path):
     """:class:`mpilab.libalgs.Settings` that make Open MPI follow the rules file at ``path``.
 
-    Dynamic rules on, the file named, no ``coll_tuned_<coll>_algorithm`` (a forced algorithm
-    would override the file), and :data:`mpilab.forcing.OMPI_VERIFY_ENV` so that the run echoes
-    what it read.
+    Dynamic rules on, the file named, and :data:`mpilab.forcing.OMPI_VERIFY_ENV` so that the
+    run echoes what it read. Open MPI 4.1 consults the file before any forced
+    ``coll_tuned_<coll>_algorithm`` (``coll_tuned_decision_dynamic.c``; checked on 4.1.4 by
+    ``tests/test_selection.py``), so where the file has a rule it decides.
     """
     import os
 
@@ -344,7 +385,8 @@ def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetit
     list of dict
         Results rows with ``algorithm="rules"``, ``requested`` the file's path, and
         ``forced``/``evidence`` saying whether Open MPI echoed that it read the file with
-        dynamic rules on and no algorithm forced on top.
+        dynamic rules on (and any ``coll_tuned_<coll>_algorithm`` also set, which the file
+        overrides where it has a rule).
     """
     import os
 
@@ -366,11 +408,13 @@ def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetit
         raise LaunchError(f"exit {proc.returncode}: {proc.args}\nstderr tail:\n{tail}")
     echo = dict(forcing._OMPI_ECHO.findall(proc.stderr))
     if echo.get("coll_tuned_dynamic_rules_filename") == path and \
-            echo.get("coll_tuned_use_dynamic_rules") in ("true", "1") and \
-            f"coll_tuned_{collective}_algorithm" not in echo:
+            echo.get("coll_tuned_use_dynamic_rules") in ("true", "1"):
+        also = echo.get(f"coll_tuned_{collective}_algorithm")
         forced, evidence = "yes", (f"Open MPI echoed coll_tuned_use_dynamic_rules=true and "
-                                   f"coll_tuned_dynamic_rules_filename={path}; no "
-                                   f"coll_tuned_{collective}_algorithm forced")
+                                   f"coll_tuned_dynamic_rules_filename={path}; " +
+                                   (f"coll_tuned_{collective}_algorithm={also} was also set, "
+                                    f"which Open MPI 4.1 consults only where the file has no rule"
+                                    if also else f"no coll_tuned_{collective}_algorithm forced"))
     else:
         forced, evidence = "no", f"Open MPI echoed {echo or 'no MCA parameters'}"
     meta, table = collbench.parse_output(proc.stdout, source=proc.args)

@@ -4,7 +4,7 @@ import os
 import pandas as pd
 import pytest
 
-from mpilab import collbench, forcing, launch, libalgs, load, selection
+from mpilab import collbench, forcing, grading, launch, libalgs, load, selection
 from mpilab.errors import UsageError
 
 
@@ -31,6 +31,53 @@ def test_decision_table_ranges():
     assert big.nprocs_max.iloc[0] == 16 and big.algorithm.iloc[0] == "binomial"
     assert selection.choose(t, "bcast", 12, 2) == "binomial"
     assert selection.choose(t, "bcast", 3, 1 << 20) == "pipeline"
+
+
+def test_choose_stays_in_the_chosen_process_count_range():
+    """Below the first size rule of a P range, the range's own first rule holds (the rules
+    file starts it at 0), not the smallest-size rule of another P range."""
+    t = pd.DataFrame([dict(collective="bcast", nprocs_min=2, nprocs_max=4, bytes_min=2,
+                           bytes_max=64, algorithm="basic_linear"),
+                      dict(collective="bcast", nprocs_min=8, nprocs_max=16, bytes_min=64,
+                           bytes_max=1024, algorithm="binomial"),
+                      dict(collective="bcast", nprocs_min=8, nprocs_max=16, bytes_min=2048,
+                           bytes_max=1 << 20, algorithm="pipeline")])
+    assert selection.choose(t, "bcast", 8, 2) == "binomial"
+    assert selection.choose(t, "bcast", 12, 4096) == "pipeline"
+    assert selection.choose(t, "bcast", 1, 1 << 20) == "basic_linear"   # the file's block from 1
+    with pytest.raises(UsageError, match="no rule for reduce"):
+        selection.choose(t, "reduce", 4, 8)
+
+
+def test_rules_file_refuses_the_kits_algorithms(tmp_path):
+    """Kit rows (ring, bruck, native) are not Open MPI algorithms: never mapped to its ids."""
+    row = dict(collective="allgather", nprocs_min=2, nprocs_max=4, bytes_min=1, bytes_max=64)
+    for name, hint in (("ring", "the library's ring is 'lib:ring'"),
+                       ("bruck", "the library's bruck is 'lib:bruck'"),
+                       ("pairwise", "kit's own C algorithm"), ("native", "use 'default'")):
+        with pytest.raises(UsageError, match=hint):
+            selection.write_ompi_rules(pd.DataFrame([dict(row, algorithm=name)]), tmp_path / "r.txt")
+    text = selection.write_ompi_rules(pd.DataFrame([dict(row, algorithm="lib:ring")]), tmp_path / "r.txt")
+    assert text.split()[-4:] == ["0", "4", "0", "0"]     # Open MPI's ring is allgather id 4
+
+
+def test_allgather_thresholds_are_the_gathered_buffer(tmp_path):
+    """Open MPI compares allgather rules with type size x sendcount x P; the kit's bytes are per
+    process: one block per P of the table, thresholds x P, and rules_choose multiplies too."""
+    t = pd.DataFrame([dict(collective="allgather", nprocs_min=2, nprocs_max=4, bytes_min=1,
+                           bytes_max=512, algorithm="lib:ring"),
+                      dict(collective="allgather", nprocs_min=2, nprocs_max=4, bytes_min=1024,
+                           bytes_max=65536, algorithm="lib:bruck"),
+                      dict(collective="allgather", nprocs_min=8, nprocs_max=8, bytes_min=1,
+                           bytes_max=65536, algorithm="recursive_doubling")])
+    selection.write_ompi_rules(t, tmp_path / "r.txt")
+    rules = selection.read_ompi_rules(tmp_path / "r.txt")
+    assert rules.comm_size.unique().tolist() == [1, 4, 8]
+    assert rules[rules.algorithm == "lib:bruck"].msg_size.tolist() == [2 * 1024, 4 * 1024]
+    for p in (2, 4, 8):
+        for b in (1, 512, 1024, 65536):
+            assert selection.rules_choose(rules, "allgather", p, b) == selection.choose(t, "allgather", p, b)
+    grading.check_rules_file(tmp_path / "r.txt", t)
 
 
 def test_regret():
@@ -183,11 +230,67 @@ def test_measure_with_rules_says_whether_open_mpi_read_the_file(built_flavour, t
     assert {r["algorithm"] for r in rows} == {"rules"} and rows[0]["requested"] == str(rules)
     assert rows[0]["forced"] == "yes", rows[0]["evidence"]
     assert f"coll_tuned_dynamic_rules_filename={rules}" in rows[0]["evidence"]
-    # a forced algorithm in the environment overrides the file: the rows must not claim it
+    # a forced algorithm in the environment as well: Open MPI 4.1 still follows the file
+    # (test_open_mpi_consults_the_file_before_a_forced_algorithm); the evidence says both
     monkeypatch.setenv("OMPI_MCA_coll_tuned_bcast_algorithm", "1")
     rows = selection.measure_with_rules(L, rules, "bcast", 2, sizes="1K:1K", iters=5, warmup=1)
-    assert rows[0]["forced"] == "no" and "coll_tuned_bcast_algorithm" in rows[0]["evidence"]
+    assert rows[0]["forced"] == "yes"
+    assert "coll_tuned_bcast_algorithm=basic_linear was also set" in rows[0]["evidence"]
     with pytest.raises(UsageError, match="valid: openmpi"):
         selection.measure_with_rules(launch.get_launcher("mpich"), rules, "bcast", 2)
     with pytest.raises(UsageError, match="does not exist"):
         selection.measure_with_rules(L, tmp_path / "none.txt", "bcast", 2)
+
+
+def _allgather_with_rules(rules, nprocs, extra=()):
+    """Run collbench's MPI_Allgather at 256 B..4 KiB per process with a rules file; return the
+    sizes it completed and its stderr."""
+    L = launch.get_launcher("openmpi")
+    prog = collbench.collbench_program("openmpi")
+    args = collbench.collbench_args("native", "allgather", "256:4K", iters=3, warmup=1)
+    settings = selection.rules_settings(rules)
+    settings.env.update(dict(extra))
+    proc = forcing.run(L, prog, args, nprocs, settings, timeout=120)
+    _, table = collbench.parse_output(proc.stdout)
+    return [r["bytes"] for r in table], proc.stderr
+
+
+@pytest.mark.slow
+def test_openmpi_follows_allgather_rules_at_the_right_size(built_flavour, tmp_path):
+    """A real round trip for allgather: the table switches to two_proc (which Open MPI refuses
+    at P != 2 with MPI_ERR_UNSUPPORTED_OPERATION) from 1 KiB per process at P = 3 and from
+    512 B at P = 4. The first size that fails is where Open MPI applied the switch: exactly
+    the table's, so the file's thresholds are per-process bytes x P (thresholds left per
+    process would switch at 512 B at P = 3 and 256 B at P = 4)."""
+    built_flavour("openmpi")
+    table = pd.DataFrame([
+        dict(collective="allgather", nprocs_min=3, nprocs_max=3, bytes_min=1, bytes_max=512, algorithm="lib:ring"),
+        dict(collective="allgather", nprocs_min=3, nprocs_max=3, bytes_min=1024, bytes_max=4096, algorithm="two_proc"),
+        dict(collective="allgather", nprocs_min=4, nprocs_max=4, bytes_min=1, bytes_max=256, algorithm="lib:ring"),
+        dict(collective="allgather", nprocs_min=4, nprocs_max=4, bytes_min=512, bytes_max=4096, algorithm="two_proc")])
+    rules = tmp_path / "rules.txt"
+    selection.write_ompi_rules(table, rules)
+    done, err = _allgather_with_rules(rules, 3)
+    assert done == [256, 512], err[-1500:]
+    assert "failed at size 1024 bytes" in err and "MPI_ERR_UNSUPPORTED_OPERATION" in err
+    done, err = _allgather_with_rules(rules, 4)
+    assert done == [256], err[-1500:]
+    assert "failed at size 512 bytes" in err
+    parsed = selection.read_ompi_rules(rules)
+    assert [selection.rules_choose(parsed, "allgather", 3, b) for b in (512, 1024)] == ["lib:ring", "two_proc"]
+
+
+@pytest.mark.slow
+def test_open_mpi_consults_the_file_before_a_forced_algorithm(built_flavour, tmp_path):
+    """Open MPI 4.1.4 looks at the rules file first: with two_proc in the file at P = 3 and
+    the ring forced by coll_tuned_allgather_algorithm, the call still fails; and a forced run
+    that also reads a rules file is not labelled forced."""
+    built_flavour("openmpi")
+    table = pd.DataFrame([dict(collective="allgather", nprocs_min=1, nprocs_max=3, bytes_min=1,
+                               bytes_max=4096, algorithm="two_proc")])
+    rules = tmp_path / "rules.txt"
+    selection.write_ompi_rules(table, rules)
+    done, err = _allgather_with_rules(rules, 3, {"OMPI_MCA_coll_tuned_allgather_algorithm": "4"})
+    assert done == [] and "failed at size 256 bytes" in err
+    forced, evidence = forcing.verify("openmpi", "allgather", "lib:ring", err)
+    assert forced == "no" and "rules file" in evidence
