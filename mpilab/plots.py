@@ -136,7 +136,9 @@ def save(fig, path):
 def plot_all(df, outdir, sizes_for_nprocs=(1024, 1 << 20)):
     """Write one latency-vs-size PNG per (flavour, platform, mapping, nprocs) and latency-vs-P
     PNGs at ``sizes_for_nprocs`` (or the largest size measured, if none of them was) where
-    several P were measured. Returns the written paths."""
+    several P were measured. Where a point was measured in several repetitions, also one
+    boxplot per algorithm at those sizes: the repetitions' spread per process count
+    (:func:`mpilab.stats.boxplot_by_nprocs`). Returns the written paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,9 +152,21 @@ def plot_all(df, outdir, sizes_for_nprocs=(1024, 1 << 20)):
         for p in sorted(g["nprocs"].unique()):
             fig, _ = latency_vs_size(g, nprocs=p, flavour=fl, platform=pf, collective=coll, mapping=mp)
             written.append(save(fig, outdir / f"{coll}_{fl}_{pf}_{mp}_P{p}_vs_size.png"))
+        present = set(g["bytes"])
+        at = [b for b in sizes_for_nprocs if b in present] or [max(present)]
         if g["nprocs"].nunique() > 1:
-            present = set(g["bytes"])
-            for b in [b for b in sizes_for_nprocs if b in present] or [max(present)]:
+            for b in at:
                 fig, _ = latency_vs_nprocs(g, b, flavour=fl, platform=pf, collective=coll, mapping=mp)
                 written.append(save(fig, outdir / f"{coll}_{fl}_{pf}_{mp}_{b}B_vs_nprocs.png"))
+        if g["repetition"].nunique() > 1:
+            from .stats import boxplot_by_nprocs
+
+            for b in at:
+                for algo, ga in g[g["bytes"] == b].groupby("algorithm"):
+                    where = f"{fl} on {pf}" if pf != "local" else f"{fl} (local)"
+                    fig, _ = boxplot_by_nprocs(
+                        ga, title=f"{coll} {algo}: {where}, {_fmt_bytes(b)}, "
+                                  f"{ga['repetition'].nunique()} repetitions")
+                    safe = str(algo).replace(":", "-")
+                    written.append(save(fig, outdir / f"{coll}_{fl}_{pf}_{mp}_{safe}_{b}B_boxplot.png"))
     return written

@@ -13,6 +13,8 @@ from . import collbench, results
 from .errors import UsageError, one_of
 
 MPICH_MAX_NPROCS = 4
+#: Collectives with a root (collbench --root).
+ROOTED = ("bcast", "reduce")
 
 
 def parse_nprocs(text):
@@ -56,9 +58,19 @@ def validate_algorithms(algos, valid):
     return list(algos)
 
 
-def plan(algos, nprocs, repetitions=1):
-    """The (algorithm, nprocs, repetition) launches of a sweep, in run order."""
-    return [(a, p, r) for r in range(repetitions) for p in nprocs for a in algos]
+def plan(algos, nprocs, repetitions=1, shuffle=False, seed=None):
+    """The (algorithm, nprocs, repetition) launches of a sweep, in run order.
+
+    Unshuffled: repetition by repetition, each going through the process counts and, for each,
+    the algorithms. Shuffled: the same launches in a random order
+    (:func:`mpilab.stats.measurement_order`, reproducible with ``seed``), so that drift in the
+    machine does not look like an effect of an algorithm or a process count.
+    """
+    from .stats import measurement_order
+
+    points = [(a, p) for p in nprocs for a in algos]
+    return [(a, p, r) for (a, p), r in measurement_order(points, repetitions, shuffle=shuffle,
+                                                           seed=seed)]
 
 
 def _point_keys(launcher, coll, algo, p, rep, sizes, mapping, datatype="char", root=0):
@@ -72,7 +84,7 @@ def _point_keys(launcher, coll, algo, p, rep, sizes, mapping, datatype="char", r
 def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather", mapping="core",
               iters=None, warmup=None, iters_large=None, warmup_large=None, repetitions=1,
               check=False, timeout=600, progress=True, program=None, shuffle=False, seed=None,
-              probe=None):
+              probe=None, datatype=None, root=None):
     """Run a sweep and append its rows to ``output``; skip points already measured.
 
     Parameters
@@ -81,7 +93,9 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     output : str or Path
         The results CSV (created if missing).
     algos : list of str
-        Registry names and/or ``native``.
+        The kit's registry names and ``native`` (collbench runs them), and library algorithms
+        (:mod:`mpilab.libalgs`, forced and verified; ``lib:ring`` is the library's ring,
+        ``ring`` the kit's).
     nprocs : list of int
     sizes : str or (int, int)
         ``"MIN:MAX"`` in bytes (suffixes K, M) or a tuple.
@@ -98,44 +112,57 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     probe : int, optional
         Bytes of the ping-pong between ranks 0 and P-1 that collbench times right before each
         size's collective (``--probe``; stored in ``probe_us``).
+    shuffle, seed : bool, int
+        Run the launches in random order (see :func:`plan`), reproducible with ``seed``.
+    datatype : {'char', 'int', 'float', 'double'}, optional
+        collbench's ``--datatype`` (default char). Sizes must be multiples of its size.
+    root : int, optional
+        Root of bcast and reduce (default 0); other collectives have none.
 
     Returns
     -------
     dict
-        ``{"launched": n, "skipped": n, "rows": n}``.
+        ``{"launched": n, "skipped": n, "rows": n, "order": [(algorithm, nprocs, repetition),
+        ...]}``, ``order`` being the launches made, in the order they ran.
     """
     from tqdm import tqdm
 
     if repetitions < 1:
         raise UsageError(f"bad repetitions {repetitions}; valid: an integer >= 1")
+    if root not in (None, 0) and coll not in ROOTED:
+        raise UsageError(f"--root {root} given for {coll}, which has no root; valid: a root for "
+                         f"{' or '.join(ROOTED)} only")
     lo, hi = collbench.parse_size_range(sizes) if isinstance(sizes, str) else sizes
     size_list = collbench.sizes_in_range(lo, hi)
     program = program or collbench.collbench_program(launcher.flavour)
-    done = results.measured_keys(output)
-    points = plan(algos, nprocs, repetitions)
-    todo = [pt for pt in points
-            if not set(_point_keys(launcher, coll, *pt, size_list, mapping)) <= done]
-    if shuffle:  # random order, so drift in the machine does not look like an effect
-        import random
-        random.Random(seed).shuffle(todo)
     registered = set(collbench.algorithm_names(launcher.flavour, coll))
-    stats = {"launched": 0, "skipped": len(points) - len(todo), "rows": 0}
+    from . import libalgs
+    # one spelling per algorithm in the table: lib:pipeline is stored as pipeline
+    algos = [a if a in registered else libalgs.canonical(coll, a) for a in algos]
+    done = results.measured_keys(output)
+    points = plan(algos, nprocs, repetitions, shuffle=shuffle, seed=seed)
+    key_opts = dict(datatype=datatype or "char", root=root or 0)
+    todo = [pt for pt in points
+            if not set(_point_keys(launcher, coll, *pt, size_list, mapping, **key_opts)) <= done]
+    stats = {"launched": 0, "skipped": len(points) - len(todo), "rows": 0, "order": []}
     bar = tqdm(todo, disable=not progress, unit="launch", file=sys.stderr, dynamic_ncols=True)
     for algo, p, rep in bar:
         bar.set_description(f"{launcher.flavour} {algo} P={p} rep={rep}")
+        stats["order"].append((algo, p, rep))
         if algo not in registered:  # a library algorithm (mpilab.libalgs): forced and verified
             from . import forcing
             rows = forcing.measure(launcher, coll, algo, p, sizes=(lo, hi), mapping=mapping,
                                    repetition=rep, check=check, iters=iters, warmup=warmup,
                                    iters_large=iters_large, warmup_large=warmup_large,
-                                   probe=probe, timeout=timeout)
+                                   probe=probe, datatype=datatype, root=root, timeout=timeout)
             results.append_rows(output, rows)
             stats["launched"] += 1
             stats["rows"] += len(rows)
             continue
         args = collbench.collbench_args(algo=algo, coll=coll, sizes=(lo, hi), iters=iters,
                                         warmup=warmup, iters_large=iters_large,
-                                        warmup_large=warmup_large, check=check, probe=probe)
+                                        warmup_large=warmup_large, check=check, probe=probe,
+                                        datatype=datatype, root=root)
         cmd = launcher.command(program, args, p, mapping)
         proc = launcher.run(program, args, p, mapping=mapping, timeout=timeout)
         meta, table = collbench.parse_output(proc.stdout, source=f"output of {cmd}")

@@ -58,7 +58,8 @@ def test_interrupted_sweep_resumes_with_only_the_rest(built_flavour, results_csv
     assert len(df) == 4 * 4        # four finished launches, four sizes each, all kept
     stats = sweep.run_sweep(launch.get_launcher("openmpi"), results_csv, algos, nprocs, "32:256",
                             iters=5, warmup=1, progress=False, timeout=120)
-    assert stats == {"launched": 2, "skipped": 4, "rows": 8}
+    assert {k: stats[k] for k in ("launched", "skipped", "rows")} == {"launched": 2, "skipped": 4, "rows": 8}
+    assert stats["order"] == [("pairwise", 2, 0), ("native", 2, 0)]   # the two launches made
     df = results.read_results(results_csv)
     assert len(df) == 24
     assert df.groupby(["algorithm", "nprocs"]).size().eq(4).all()
@@ -137,3 +138,110 @@ def test_sweep_stores_the_probe(built_flavour, results_csv):
     df = results.read_results(results_csv)
     assert len(df) == 4 and df["probe_us"].notna().all() and (df["probe_us"] > 0).all()
     assert df["command"].str.contains("--probe 8").all()
+
+
+# --- the sweep CLI: order, options, repetitions -------------------------------------------
+
+def _cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "mpilab.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _launch_order(path):
+    """(algorithm, nprocs, repetition) of each launch, in the order the rows were appended."""
+    df = results.read_results(path)
+    seen = []
+    for key in zip(df["algorithm"], df["nprocs"], df["repetition"]):
+        if key not in seen:
+            seen.append(key)
+    return [(a, int(p), int(r)) for a, p, r in seen]
+
+
+def test_plan_shuffle_is_one_implementation():
+    """sweep.plan shuffles through stats.measurement_order: same launches, another order,
+    the same order again for the same seed."""
+    plain = sweep.plan(["a", "b", "c"], [1, 2], 2)
+    assert plain[:3] == [("a", 1, 0), ("b", 1, 0), ("c", 1, 0)]
+    mixed = sweep.plan(["a", "b", "c"], [1, 2], 2, shuffle=True, seed=3)
+    assert sorted(mixed) == sorted(plain) and mixed != plain
+    assert mixed == sweep.plan(["a", "b", "c"], [1, 2], 2, shuffle=True, seed=3)
+
+
+@pytest.mark.mpi
+def test_cli_shuffle_changes_the_launch_order_not_the_set(built_flavour, tmp_path):
+    built_flavour("openmpi")
+    common = ["sweep", "--algos", "ring,pairwise,native", "--nprocs", "1,2", "-m", "32:32",
+              "--iters", "2", "--warmup", "0", "--repetitions", "2", "-q"]
+    r = _cli(*common, "-o", tmp_path / "plain.csv")
+    assert r.returncode == 0, r.stderr
+    r = _cli(*common, "--shuffle", "--seed", "7", "-o", tmp_path / "mixed.csv")
+    assert r.returncode == 0, r.stderr
+    assert "order shuffled with --seed 7" in r.stdout
+    plain, mixed = _launch_order(tmp_path / "plain.csv"), _launch_order(tmp_path / "mixed.csv")
+    assert len(plain) == 12 and sorted(plain) == sorted(mixed)
+    assert plain == sweep.plan(["ring", "pairwise", "native"], [1, 2], 2)
+    assert mixed == sweep.plan(["ring", "pairwise", "native"], [1, 2], 2, shuffle=True, seed=7)
+    assert mixed != plain
+
+
+@pytest.mark.mpi
+def test_cli_sweep_options_reach_the_rows(built_flavour, tmp_path):
+    """--map-by, --probe, --datatype, --root: each one is in the command and the rows."""
+    built_flavour("openmpi")
+    out = tmp_path / "r.csv"
+    r = _cli("sweep", "--coll", "bcast", "--algos", "native,basic_linear", "--nprocs", "2",
+             "-m", "8:64", "--iters", "3", "--map-by", "socket", "--probe", "8", "--datatype", "int",
+             "--root", "1", "--check", "-q", "-o", out)
+    assert r.returncode == 0, r.stderr
+    df = results.read_results(out)
+    assert len(df) == 2 * 4
+    assert set(df["mapping"]) == {"socket"} and df["command"].str.contains("--map-by socket").all()
+    assert set(df["datatype"]) == {"int"} and set(df["root"]) == {1}
+    assert df["probe_us"].notna().all() and df["command"].str.contains("--probe 8").all()
+    assert set(df[df.algorithm == "basic_linear"]["forced"]) == {"yes"}
+    r = _cli("sweep", "--coll", "bcast", "--algos", "native", "--nprocs", "2", "-m", "8:64",
+             "--iters", "3", "--mapping", "socket", "--datatype", "int", "--root", "1", "-q", "-o", out)
+    assert r.returncode == 0 and "0 launches" in r.stdout   # --mapping: the same, already measured
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "3"], "--seed only applies with --shuffle"),
+    (["--shuffle", "--seed", "-1"], "bad seed '-1'"),
+    (["--root", "1"], "--root 1 given for allgather, which has no root"),
+    (["--coll", "bcast", "--root", "2", "--nprocs", "2,4"], "bad --root 2"),
+    (["--probe", "0"], "bad --probe '0'"),
+    (["--datatype", "long"], "invalid choice: 'long'"),
+    (["--map-by", "numa"], "invalid choice: 'numa'"),
+    (["--algos", "lib:rign"], "unknown algorithm 'lib:rign'"),
+])
+def test_cli_sweep_bad_options(built_flavour, tmp_path, args, message):
+    built_flavour("openmpi")
+    base = ["sweep", "--nprocs", "2", "--algos", "native", "-m", "32:32", "-o", tmp_path / "r.csv"]
+    r = _cli(*base, *args)     # later options win: the test's own override the defaults
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.mpi
+def test_cli_repetitions_print_medians_and_plot_draws_boxplots(built_flavour, tmp_path):
+    built_flavour("openmpi")
+    out = tmp_path / "r.csv"
+    r = _cli("sweep", "--algos", "ring,native", "--nprocs", "1,2", "-m", "32:64", "--iters", "5",
+             "--repetitions", "3", "-q", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "medians over 3 repetitions, 95 % confidence interval" in r.stdout
+    lines = [ln.split() for ln in r.stdout.splitlines() if ln.strip().startswith(("ring", "native"))]
+    assert len(lines) == 2 * 2 * 2        # 2 algorithms x P in {1, 2} x sizes {32, 64}
+    for ln in lines:
+        n, med = int(ln[3]), float(ln[4])
+        low, high = float(ln[5].strip("[,")), float(ln[6].strip("]"))
+        assert n == 3 and low <= med <= high
+    r = _cli("plot", out, "-o", tmp_path / "png")
+    assert r.returncode == 0, r.stderr
+    boxes = sorted(p.name for p in (tmp_path / "png").glob("*boxplot.png"))
+    assert boxes == ["allgather_openmpi_local_core_native_64B_boxplot.png",
+                     "allgather_openmpi_local_core_ring_64B_boxplot.png"]
+    r = _cli("sweep", "--algos", "ring", "--nprocs", "2", "-m", "32:32", "--iters", "2", "-q",
+             "-o", tmp_path / "one.csv")
+    assert "medians" not in r.stdout          # one repetition: nothing to summarise
