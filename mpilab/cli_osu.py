@@ -19,11 +19,16 @@ def add_parser(subparsers):
     p = subparsers.add_parser(
         "import-osu", help="parse OSU osu_bcast/osu_reduce/osu_allgather/osu_latency output",
         description="Parse OSU micro-benchmarks output files into the results table. Parameters "
-                    "not given are read from file names like bcast_np24_chain_core.txt.")
+                    "not given are read from file names like bcast_np24_chain_core.txt (npN: processes; "
+                    "core/socket/node: mapping; a known algorithm of the collective; other "
+                    "words are ignored).")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", required=True, metavar="RESULTS.csv")
-    p.add_argument("--nprocs", type=int)
-    p.add_argument("--algorithm")
+    p.add_argument("--nprocs", type=int,
+                   help="process count of every FILE (needed unless the names carry npN)")
+    p.add_argument("--algorithm",
+                   help="library algorithm OSU ran, as in `mpilab libalgs` (default: from the "
+                        "name, else default)")
     p.add_argument("--mapping", choices=MAPPINGS)
     p.add_argument("--flavour", choices=("openmpi", "mpich", "smpi"))
     p.add_argument("--platform")

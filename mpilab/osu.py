@@ -4,6 +4,11 @@ osu_latency; 7.x, with or without ``-f``) into the results table.
 The collective comes from the title line (``# OSU MPI Broadcast Latency Test v7.3``), the
 parameters (process count, algorithm, mapping) from keyword arguments or else from the file
 name, e.g. ``bcast_np24_chain_core.txt`` -> nprocs 24, algorithm ``chain``, mapping ``core``.
+In a name, ``npN`` (or ``nN``, ``pN``) is the process count, ``core``/``socket``/``node`` the
+mapping, and only a known library algorithm of the file's collective (``mpilab libalgs``; for
+allgather ``ring`` and ``bruck`` are the library's, stored as ``lib:ring``, ``lib:bruck``) is taken
+as the algorithm; other words (``osu``, ``bcast``, ``run2``) are ignored. Without a process count
+in the name or the arguments the import fails, naming the file and ``--nprocs``.
 A file is parsed completely before anything is written: a malformed file raises
 :class:`~mpilab.errors.ParseError` naming the file and line, and nothing is appended.
 
@@ -28,27 +33,63 @@ _TITLE = re.compile(r"^#\s*OSU MPI(?:-\w+)?\s+(\w*)\s*Latency Test\s*(v[\w.]+)?"
 _DTYPE = re.compile(r"^#\s*Datatype:\s*MPI_(\w+)\.?", re.I)
 
 
-def params_from_name(path):
-    """Guess (collective, nprocs, algorithm, mapping) from a name like ``bcast_np24_chain_core.txt``.
+_NAME_COLLECTIVES = {"bcast": "bcast", "reduce": "reduce", "allreduce": "allreduce",
+                     "allgather": "allgather", "latency": "pt2pt"}
 
-    Returns a dict with the keys found (any may be missing).
+
+def library_algorithm(collective, name):
+    """The stored name of the library algorithm ``name`` of ``collective`` as OSU ran it, or
+    None if the library has no such algorithm. OSU measures the library, so allgather ``ring``
+    is the library's ring, ``lib:ring``."""
+    from . import libalgs
+
+    if collective not in libalgs.TABLE:
+        return None
+    for cand in (name, libalgs.PREFIX + name):
+        if libalgs.is_library(collective, cand):
+            return libalgs.canonical(collective, cand)
+    return None
+
+
+def params_from_name(path, collective=None):
+    """Read (collective, nprocs, algorithm, mapping) from a name like ``bcast_np24_chain_core.txt``.
+
+    Parameters
+    ----------
+    path : str or Path
+    collective : str, optional
+        The file's collective (from its title line); else a collective word in the name. Only
+        a known library algorithm of that collective is taken as ``algorithm``, the longest
+        run of words that spells one (``basic_linear`` is two words).
+
+    Returns
+    -------
+    dict
+        The keys found (any may be missing).
     """
     stem = Path(path).name.split(".")[0]
-    tokens = stem.split("_")
+    tokens = [t for t in re.split(r"[_\-]", stem) if t]
     out, rest = {}, []
-    for i, tok in enumerate(tokens):
+    for tok in tokens:
         low = tok.lower()
         m = re.fullmatch(r"(?:np|n|p)(\d+)", low)
         if m and "nprocs" not in out:
             out["nprocs"] = int(m.group(1))
         elif low in MAPPINGS and "mapping" not in out:
             out["mapping"] = low
-        elif i == 0 and low in ("bcast", "reduce", "allreduce", "allgather", "latency"):
-            out["collective"] = low
+        elif low in _NAME_COLLECTIVES and "collective" not in out:
+            out["collective"] = _NAME_COLLECTIVES[low]
         else:
-            rest.append(tok)
-    if rest:
-        out["algorithm"] = "_".join(rest)
+            rest.append(low)
+    coll = collective or out.get("collective")
+    best = None
+    for i in range(len(rest)):
+        for j in range(len(rest), i, -1):
+            name = library_algorithm(coll, "_".join(rest[i:j])) if coll else None
+            if name and (best is None or j - i > best[0]):
+                best = (j - i, name)
+    if best:
+        out["algorithm"] = best[1]
     return out
 
 
@@ -130,11 +171,27 @@ def to_rows(path, nprocs=None, algorithm=None, mapping=None, flavour="", platfor
     Parameters not given are read from the file name (see :func:`params_from_name`).
     """
     parsed = parse(path)
-    guess = params_from_name(path)
+    coll = parsed["collective"]
+    guess = params_from_name(path, coll)
     if mapping is not None and mapping not in MAPPINGS:
         raise one_of("mapping", mapping, MAPPINGS)
-    coll = parsed["collective"]
-    nprocs = nprocs or guess.get("nprocs") or (2 if coll == "pt2pt" else "")
+    if nprocs is not None:
+        if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+            raise UsageError(f"bad --nprocs {nprocs!r}; valid: an integer >= 1")
+        if coll == "pt2pt" and nprocs != 2:
+            raise UsageError(f"bad --nprocs {nprocs} for {path} (osu_latency): valid: 2")
+    nprocs = nprocs or guess.get("nprocs") or (2 if coll == "pt2pt" else None)
+    if nprocs is None:
+        raise ParseError(f"{path}: the number of processes is missing: it is not in the file name "
+                         f"and was not given; pass --nprocs N (nprocs=N to import_osu/to_rows) or "
+                         f"name the file with npN, e.g. {coll}_np24_chain_core.txt")
+    if algorithm is not None and coll != "pt2pt":
+        given = library_algorithm(coll, algorithm)
+        if given is None:
+            from . import libalgs
+            raise UsageError(f"unknown {coll} algorithm {algorithm!r} for {path}; valid: "
+                             f"{', '.join(libalgs.names(coll))} (`mpilab libalgs --coll {coll}`)")
+        algorithm = given
     algorithm = algorithm or guess.get("algorithm") or "default"
     mapping = mapping or guess.get("mapping") or ""
     if algorithm == "default":

@@ -38,6 +38,50 @@ def test_params_from_name():
         "collective": "bcast", "nprocs": 48, "algorithm": "basic_linear", "mapping": "node"}
 
 
+@pytest.mark.parametrize("name,coll,want", [
+    # unknown words are not an algorithm: osu_bcast_np4 is OSU's program name and a P
+    ("osu_bcast_np4.txt", "bcast", {"collective": "bcast", "nprocs": 4}),
+    ("osu_reduce_np4_chain_run2.txt", "reduce", {"collective": "reduce", "nprocs": 4, "algorithm": "chain"}),
+    ("run3-np8-socket-split_binary_tree.txt", "bcast",
+     {"nprocs": 8, "mapping": "socket", "algorithm": "split_binary_tree"}),
+    # OSU measures the library: allgather ring in a name is the library's ring
+    ("osu_allgather_p16_ring.txt", "allgather", {"collective": "allgather", "nprocs": 16, "algorithm": "lib:ring"}),
+    ("bcast_np4_ring.txt", "bcast", {"collective": "bcast", "nprocs": 4}),   # no bcast ring
+])
+def test_params_from_name_takes_only_known_algorithms(name, coll, want):
+    assert osu.params_from_name(name, coll) == want
+
+
+def test_real_osu_style_files():
+    """Files as OSU names them (written by collbench --format osu on Open MPI)."""
+    rows = osu.to_rows(DATA / "osu_bcast_np4.txt")
+    assert {(r["algorithm"], r["nprocs"], r["forced"]) for r in rows} == {("default", 4, "no")}
+    assert [r["bytes"] for r in rows][:2] == [1, 2] and len(rows) == 21
+    rows = osu.to_rows(DATA / "osu_reduce_np4_chain_run2.txt")
+    assert {(r["algorithm"], r["nprocs"], r["datatype"]) for r in rows} == {("chain", 4, "int")}
+    rows = osu.to_rows(DATA / "osu_allgather.txt", nprocs=2, algorithm="ring")
+    assert rows[0]["algorithm"] == "lib:ring" and rows[0]["min_us"] != "" and rows[0]["nprocs"] == 2
+
+
+def test_missing_nprocs_names_the_file_and_the_option():
+    with pytest.raises(ParseError) as e:
+        osu.to_rows(DATA / "osu_allgather.txt")
+    msg = str(e.value)
+    assert str(DATA / "osu_allgather.txt") in msg and "number of processes" in msg
+    assert "--nprocs N" in msg and "np24" in msg
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(nprocs=0), "bad --nprocs 0; valid: an integer >= 1"),
+    (dict(nprocs=-3), "bad --nprocs -3"),
+    (dict(nprocs=4, algorithm="chian"), "unknown bcast algorithm 'chian' .* valid: .*chain"),
+])
+def test_bad_parameters(kw, match):
+    from mpilab.errors import UsageError
+    with pytest.raises(UsageError, match=match):
+        osu.to_rows(DATA / "osu_bcast_np4.txt", **kw)
+
+
 def test_rows_forced_never_yes(tmp_path):
     rows = osu.to_rows(DATA / "bcast_np24_chain_core.txt")
     assert {r["forced"] for r in rows} == {"unverified"} and rows[0]["nprocs"] == 24
@@ -54,7 +98,7 @@ def _cli(*args):
 
 def test_cli_imports_all(tmp_path):
     out = tmp_path / "r.csv"
-    files = sorted(DATA.glob("*.txt"))
+    files = sorted(f for f in DATA.glob("*.txt") if not f.name.startswith("osu_"))
     r = _cli(*files, "-o", out, "--flavour", "openmpi")
     assert r.returncode == 0, r.stderr
     df = pd.read_csv(out)
@@ -82,3 +126,16 @@ def test_malformed_appends_nothing(tmp_path):
 def test_cli_help():
     r = _cli("--help")
     assert r.returncode == 0 and "bcast_np24_chain_core" in r.stdout
+
+
+def test_cli_missing_nprocs_appends_nothing(tmp_path):
+    out = tmp_path / "r.csv"
+    r = _cli(DATA / "osu_bcast_np4.txt", DATA / "osu_allgather.txt", "-o", out)
+    assert r.returncode == 2
+    assert "osu_allgather.txt" in r.stderr and "--nprocs N" in r.stderr
+    assert not out.exists()
+    r = _cli(DATA / "osu_allgather.txt", "--nprocs", "0", "-o", out)
+    assert r.returncode == 2 and "bad --nprocs 0" in r.stderr and not out.exists()
+    r = _cli(DATA / "osu_allgather.txt", "--nprocs", "2", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert set(pd.read_csv(out).nprocs) == {2}
