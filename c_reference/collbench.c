@@ -432,7 +432,8 @@ static int bench(const options *o)
         if (o->probe_bytes > 0)
             r.probe = probe(o->probe_bytes, pbuf);
         double sum = 0;
-        for (int i = 0; i < warmup + iters && rc == MPI_SUCCESS; i++) {
+        int anyfail = 0;
+        for (int i = 0; i < warmup + iters && !anyfail; i++) {
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             rc = run_once(o, fn, sbuf, rbuf, count);
@@ -441,16 +442,29 @@ static int bench(const options *o)
                 times[i - warmup] = t * 1e6;
                 sum += t * 1e6;
             }
+            /* Outside the timed region: every rank learns whether any rank's call failed, so
+             * that all leave the loop together (a rank leaving alone would wait in the next
+             * collective while the others wait in the next iteration's barrier). */
+            anyfail = rc != MPI_SUCCESS;
+            MPI_Allreduce(MPI_IN_PLACE, &anyfail, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         }
-        int anyfail = rc != MPI_SUCCESS;
-        MPI_Allreduce(MPI_IN_PLACE, &anyfail, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (anyfail) {
+            /* rank 0 names the failure: its own error, or the lowest failing rank's */
+            int mine = rc != MPI_SUCCESS ? rank : nprocs, first;
+            MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
             char msg[MPI_MAX_ERROR_STRING] = "";
-            int len;
-            if (rc != MPI_SUCCESS)
+            int len = 0;
+            if (rank == first) {
                 MPI_Error_string(rc, msg, &len);
-            fail_msg("algorithm %s failed at size %ld bytes: %s (%s:%d)", o->algo, bytes,
-                     rank == 0 ? msg : "", lab_error_file, lab_error_line);
+                if (lab_error_file && *lab_error_file)
+                    snprintf(msg + len, sizeof msg - (size_t)len, " (%s:%d)", lab_error_file,
+                             lab_error_line);
+                len = (int)strlen(msg) + 1;
+            }
+            MPI_Bcast(&len, 1, MPI_INT, first, MPI_COMM_WORLD);
+            MPI_Bcast(msg, len, MPI_CHAR, first, MPI_COMM_WORLD);
+            fail_msg("algorithm %s failed at size %ld bytes on rank %d: %s", o->algo, bytes,
+                     first, msg);
             status = 1;
             break;
         }
@@ -494,14 +508,22 @@ int main(int argc, char **argv)
             if (rank == 0) usage(stdout);
         } else if (o.list) {
             if (rank == 0) {
-                if (strcmp(o.coll, "allgather"))   /* the others run the native call only */
-                    printf(o.json ? "{\"collective\": \"%s\", \"algorithms\": []}\n" : "", o.coll);
+                if (strcmp(o.coll, "allgather") && o.json)   /* the others run native only */
+                    printf("{\"collective\": \"%s\", \"algorithms\": []}\n", o.coll);
                 else if (o.json)
                     lab_allgather_print_json(stdout);
-                else
-                    for (int i = 0; i < lab_allgather_registry_size; i++)
-                        printf("%-13s %s\n", lab_allgather_registry[i].name,
-                               lab_allgather_registry[i].description);
+                else {
+                    if (strcmp(o.coll, "allgather"))
+                        printf("# no kit algorithms for %s: collbench runs the library's own call "
+                               "(the library's algorithms: mpilab libalgs --coll %s)\n",
+                               o.coll, o.coll);
+                    else
+                        for (int i = 0; i < lab_allgather_registry_size; i++)
+                            printf("%-13s %s\n", lab_allgather_registry[i].name,
+                                   lab_allgather_registry[i].description);
+                    printf("%-13s the MPI library's own MPI_%c%s\n", "native",
+                           toupper((unsigned char)o.coll[0]), o.coll + 1);
+                }
             }
         } else {
             status = bench(&o);

@@ -15,6 +15,13 @@
 #define LAB_FN(f) f
 #endif
 
+/* Test-only rows: tests/test_c_reference.py compiles this file with
+ * -DLAB_TEST_ALGORITHMS='"tests/broken_allgather.h"' into a collbench of its own, to see
+ * collbench's failure paths fire for real. The shipped build never defines it. */
+#ifdef LAB_TEST_ALGORITHMS
+#include LAB_TEST_ALGORITHMS
+#endif
+
 const lab_algorithm lab_allgather_registry[] = {
     {"bruck", LAB_FN(lab_allgather_bruck),
      "Bruck: ceil(log2 p) steps of MPI_Sendrecv to r-2^k, blocks rotated, final rotation",
@@ -32,6 +39,9 @@ const lab_algorithm lab_allgather_registry[] = {
      "ring: p-1 steps of MPI_Sendrecv with the neighbours, one block per step",
      "(p-1)*alpha + ((p-1)/p)*n*beta",
      "none (any p, any datatype, MPI_IN_PLACE)"},
+#ifdef LAB_TEST_ROWS
+    LAB_TEST_ROWS
+#endif
 };
 const int lab_allgather_registry_size =
     (int)(sizeof(lab_allgather_registry) / sizeof(lab_allgather_registry[0]));

@@ -257,3 +257,54 @@ def test_all_flavours_builds_each_present_compiler():
         if shutil.which(cc):
             for f in ["liblabcoll.a", "collbench", "check_allgather", "registry.json"]:
                 assert (paths.build_dir(flavour) / f).exists()
+
+
+@pytest.fixture(scope="module")
+def broken_collbench(built_flavour, tmp_path_factory):
+    """collbench built with the test-only rows of tests/broken_allgather.h (registry.c's
+    LAB_TEST_ALGORITHMS hook) and the rest of liblabcoll: the shipped build has none of them."""
+    build = built_flavour("openmpi")
+    c = paths.c_reference_dir()
+    exe = tmp_path_factory.mktemp("broken") / "collbench"
+    argv = ["mpicc.openmpi", "-O2", "-Wall", "-std=c11", f"-I{c / 'include'}", f"-I{c}",
+            '-DLAB_FLAVOUR="openmpi"', '-DLAB_TEST_ALGORITHMS="tests/broken_allgather.h"',
+            str(c / "collbench.c"), str(c / "registry.c"), str(c / "tests" / "broken_allgather.c"),
+            str(build / "liblabcoll.a"), "-o", str(exe), "-lm"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    shipped = launch("openmpi", build, "collbench", ["--list"], 1).stdout
+    assert "test_wrong_data" not in shipped and "test_fail_late" not in shipped
+    return exe
+
+
+def test_collbench_check_fails_naming_algorithm_size_rank_and_index(broken_collbench):
+    """--check for real: the last of 3 ranks corrupts element 3, which exists from 2 bytes per
+    process on (3 x 2 elements); 1 byte passes."""
+    proc = launch("openmpi", broken_collbench.parent, broken_collbench.name,
+                  ["--algo", "test_wrong_data", "-m", "1:16", "--check", "--iters", "2"], 3,
+                  timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    msg = ("collbench: check failed: algorithm test_wrong_data, size 2 bytes, rank 2, "
+           "first wrong index 3: got 42 expected 8")   # element 3 = rank 1's element 1: 1*7+1
+    assert proc.stderr.count(msg) == 1, proc.stderr
+    rows = [ln for ln in proc.stdout.splitlines() if ln and ln[0].isdigit()]
+    assert [r.split(",")[0] for r in rows] == ["1"]          # 1 byte was measured, then it stopped
+
+
+def test_collbench_rank_failing_alone_mid_loop_stops_every_rank(broken_collbench):
+    """Rank 1's 5th call fails, the others' succeed: every rank must leave the timing loop
+    together (before, rank 1 left alone and the others waited for it in the next barrier)."""
+    proc = launch("openmpi", broken_collbench.parent, broken_collbench.name,
+                  ["--algo", "test_fail_late", "-m", "4:8", "--iters", "10", "--warmup", "0"], 3,
+                  timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("collbench: algorithm test_fail_late failed at size 4 bytes on rank 1: "
+                             "MPI_ERR_OTHER") == 1, proc.stderr
+
+
+def test_collbench_list_other_collectives_says_native_only(built_flavour):
+    build = built_flavour("openmpi")
+    out = launch("openmpi", build, "collbench", ["--coll", "bcast", "--list"], 1).stdout
+    assert "no kit algorithms for bcast" in out and "mpilab libalgs --coll bcast" in out
+    assert "native" in out and "MPI_Bcast" in out
+    assert "native" in launch("openmpi", build, "collbench", ["--list"], 1).stdout
