@@ -211,3 +211,23 @@ def test_sweep_names_unavailable_library_algorithm(tmp_path):
     assert r.returncode == 2
     assert "'chain' is not available on smpi (available on: openmpi)" in r.stderr
     assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.skipif(shutil.which("smpirun") is None, reason="SimGrid not installed")
+def test_run_removes_the_smpi_hostfile_directory(built_flavour):
+    """forcing.run (behind measure) cleans up the launcher's /tmp/mpilab-smpi-* directory."""
+    built_flavour("smpi")
+
+    class Recording(launch.SMPILauncher):
+        made = []
+
+        def command(self, *a, **kw):
+            cmd = super().command(*a, **kw)
+            self.made.append(self._tmp[-1])
+            return cmd
+
+    L = Recording(platform="orfeo-thin")
+    rows = forcing.measure(L, "bcast", "binomial", 2, sizes="4:8", iters=1, warmup=0, timeout=120)
+    assert len(rows) == 2 and rows[0]["forced"] == "yes"
+    assert len(L.made) == 1 and str(L.made[0]).split("/")[-1].startswith("mpilab-smpi-")
+    assert not L.made[0].exists() and L._tmp == []
