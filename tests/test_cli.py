@@ -6,7 +6,7 @@ import pytest
 
 from mpilab import cli
 
-SUBS = ["list", "sweep", "plot", "model", "doctor", "demo"]
+SUBS = ["list", "sweep", "plot", "model", "costs", "doctor", "demo"]
 
 
 def run(*args, timeout=300):
