@@ -330,6 +330,13 @@ _HOST_RE = re.compile(r'<host\s+id="([^"]+)"')
 _NAME_RE = re.compile(r"^(.*?)(\d+)-s(\d+)-c(\d+)$")
 
 
+def host_location(host):
+    """``(node, socket)`` of a host named ``<prefix><node>-s<socket>-c<core>`` (the kit's
+    naming, :func:`host_name`), with the node as ``(prefix, number)``; None for other names."""
+    m = _NAME_RE.match(str(host))
+    return ((m.group(1), int(m.group(2))), int(m.group(3))) if m else None
+
+
 def platform_info(name_or_path):
     """Shape of a platform: nodes, sockets per node, cores per socket and host names.
 
