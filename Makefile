@@ -27,7 +27,7 @@ demo: build ## run the allgather experiment of the homework seed; results under 
 
 test: build ## run the whole test suite (real MPI, SMPI, SLURM, nbgrader, browser); JOBS=2 in parallel
 	@rc=0; \
-	$(PY) -m pytest -rs -n $(JOBS) --dist loadfile --no-loadscope-reorder -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	$(PY) -m pytest -rs -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
 	echo "--- tests that time real runs against each other, alone:"; \
 	$(PY) -m pytest -rs -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	exit $$rc

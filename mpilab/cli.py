@@ -16,6 +16,7 @@ SUBCOMMANDS = [
     "mpilab.cli_sweep",
     "mpilab.cli_plot",
     "mpilab.cli_model",
+    "mpilab.cli_costs",
     "mpilab.doctor",
     "mpilab.demo",
     "mpilab.cli_slurm",

@@ -43,8 +43,12 @@ def _cmd(args):
     if args.fit:
         table = pingpong.fit(args.output, segments=args.segments)
         cols = [c for c in ("flavour", "platform", "mapping", "segment", "intercept", "slope",
-                            "lower", "upper") if c in table.columns]
+                            "lower", "upper", "r2", "r2_fit") if c in table.columns]
         print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+    if args.residuals:
+        fig, _ = pingpong.residual_plot(args.output, segments=args.segments)
+        fig.savefig(args.residuals, dpi=100)
+        print(f"residuals: {args.residuals}")
     return 0
 
 
@@ -73,6 +77,8 @@ def add_parser(subparsers):
     p.add_argument("-o", "--output", default="results.csv", help="results CSV (appended, resumed)")
     p.add_argument("--fit", action="store_true", help="print the segmented fit of every mapping")
     p.add_argument("--segments", type=int, default=2, help="segments of the fit (default 2)")
+    p.add_argument("--residuals", metavar="PNG",
+                   help="also save the fit's residuals, one panel per mapping, to this PNG")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per launch (default 600)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_cmd)

@@ -181,7 +181,51 @@ TABLE = {
                                 "ompi 4: ring reduce-scatter + ring allgather"),
     ("allreduce", "rabenseifner"): Cost(2 * _LOG2 * alpha + 2 * (p - 1) / p * n * beta, _BUF,
                                         "ompi 6: recursive halving + doubling", _POW2),
+    ("allreduce", "segmented_ring"): Cost(
+        (p - 1) * (sympy.Max(1, sympy.ceiling(n / (p * s))) + 1) * alpha + 2 * (p - 1) / p * n * beta,
+        _BUF, "ompi 5: the ring's reduce-scatter repeated in ceil(n/(p*s)) phases of s-byte "
+              "pieces of each block, then one ring allgather; Open MPI runs the plain ring "
+              "when n < p*s (always with s = 0, its default segment size)"),
 }
+
+#: Library algorithms of :mod:`mpilab.libalgs` that have no entry in :data:`TABLE`, and why.
+NO_COST = {
+    ("allreduce", "smp"): "hierarchical (SMPI smp_binomial: binomial inside each node, then "
+                          "between nodes, then inside again): its cost depends on the ranks per "
+                          "node, which the table's p, n, alpha, beta do not describe",
+}
+
+
+def header_form(collective, name, exact=False):
+    """The cost as the C headers write it: ``α``, ``β``, ``·``, and, for allgather,
+    ``N = p·n`` bytes gathered on each process (``c_reference/allgather/*.c``).
+
+    Returns
+    -------
+    str
+        E.g. ``header_form("allgather", "ring")`` gives ``'(p - 1)·α + (p - 1)·N·β/p'``
+        followed by what N (or n) is.
+    """
+    e = entry(collective, name)
+    expr = e.exact if exact and e.exact is not None else e.expr
+    log2p = sympy.Symbol("log2(p)", positive=True)
+    expr = expr.subs(sympy.log(p), log2p * sympy.log(2))
+    if collective == "allgather":
+        expr = expr.subs(n, sympy.Symbol("N", positive=True) / p)
+        what = "N = bytes gathered on each process (p blocks of n)"
+    else:
+        what = "n = bytes of the buffer"
+    parts = sympy.collect(sympy.expand(expr), [alpha, beta], evaluate=False)
+    terms = []
+    for sym, mark in ((alpha, "α"), (beta, "β")):
+        coef = sympy.factor(parts.pop(sym, 0))
+        if coef == 0:
+            continue
+        c = sympy.sstr(coef).replace("**", "^").replace("*", "·")
+        terms.append(mark if coef == 1 else f"({c})·{mark}" if coef.is_Add else f"{c}·{mark}")
+    if parts:   # a term without alpha or beta: not expected in the table
+        terms.append(sympy.sstr(sum(k * v for k, v in parts.items())))
+    return f"{' + '.join(terms)}    ({what}; {e.domain})"
 
 
 def names(collective=None):

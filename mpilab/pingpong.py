@@ -137,7 +137,7 @@ def placement_note(meta, mapping, flavour):
     if len(hosts) != 2 or not all(hosts):
         return True, "placement not reported"
     if flavour == "smpi":
-        return True, f"simulated: rank 0 on {hosts[0]}, rank 1 on {hosts[1]}"
+        return _simulated_note(hosts, mapping)
     try:
         cpus = [int(c) for c in meta.get("rank_cpus", "-1,-1").split(",")]
     except ValueError:
@@ -158,6 +158,24 @@ def placement_note(meta, mapping, flavour):
     if mapping == "core" and cpus[0] == cpus[1] and cpus[0] >= 0:
         return True, f"{where} (both started on one cpu: the ranks are not bound)"
     return True, where
+
+
+def _simulated_note(hosts, mapping):
+    """:func:`placement_note` for SMPI: the distance read off the kit's host names
+    (``<prefix><node>-s<socket>-c<core>``); a platform without a second node (or socket)
+    cannot give that mapping, and the row says so."""
+    from .platforms import host_location
+
+    where = f"simulated: rank 0 on {hosts[0]}, rank 1 on {hosts[1]}"
+    locs = [host_location(h) for h in hosts]
+    if None in locs:
+        return True, f"{where} (distance not checked: host names without node and socket)"
+    (n0, s0), (n1, s1) = locs
+    got = "node" if n0 != n1 else "socket" if s0 != s1 else "core"
+    if got == mapping:
+        return True, where
+    return False, (f"NOT a {mapping} mapping: the platform placed the ranks at {got} distance "
+                   f"(it has no second {'node' if mapping == 'node' else 'socket'} to offer); {where}")
 
 
 def _sockets():
@@ -336,6 +354,33 @@ def _frame(df_or_path):
     return df
 
 
+def fits(df, segments=2, value="avg_us", min_points=3, by=("flavour", "platform", "mapping")):
+    """Segmented fits of the one-way time over bytes, one per curve, as model objects.
+
+    Same parameters as :func:`fit`.
+
+    Returns
+    -------
+    dict
+        ``{key: mpilab.models.SegmentedFit}``, ``key`` a tuple of the ``by`` columns present
+        (its ``r2``, ``residuals()`` and ``residual_plot()`` tell how good the fit is).
+    """
+    import pandas as pd
+
+    from .models import segmented_fit
+
+    df = _frame(df)
+    keys = [c for c in by if c in df.columns]
+    out = {}
+    for key, g in df.groupby(keys, sort=True):
+        g = g.assign(**{value: pd.to_numeric(g[value], errors="coerce")}).dropna(subset=[value])
+        g = g.groupby("bytes", as_index=False)[value].median()
+        f = segmented_fit(g["bytes"], g[value], segments=segments, min_points=min_points)
+        f.key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        out[tuple(f.key.values())] = f
+    return out
+
+
 def fit(df, segments=2, value="avg_us", min_points=3, by=("flavour", "platform", "mapping")):
     """Segmented fit of the one-way time over bytes, one per mapping (and flavour, platform).
 
@@ -356,26 +401,37 @@ def fit(df, segments=2, value="avg_us", min_points=3, by=("flavour", "platform",
     -------
     pandas.DataFrame
         One row per segment: the ``by`` columns, ``segment``, ``intercept`` (µs), ``slope``
-        (µs/byte), ``lower``, ``upper``, ``points``, ``r2``. Repetitions are averaged by their
-        median per size first.
+        (µs/byte), ``lower``, ``upper``, ``points``, ``r2`` (of that segment) and ``r2_fit``
+        (of the whole piecewise curve). Repetitions are averaged by their median per size first.
     """
     import pandas as pd
 
-    from .models import segmented_fit
-
-    df = _frame(df)
-    keys = [c for c in by if c in df.columns]
     out = []
-    for key, g in df.groupby(keys, sort=True):
-        g = g.assign(**{value: pd.to_numeric(g[value], errors="coerce")}).dropna(subset=[value])
-        g = g.groupby("bytes", as_index=False)[value].median()
-        f = segmented_fit(g["bytes"], g[value], segments=segments, min_points=min_points)
+    for f in fits(df, segments, value, min_points, by).values():
         t = f.table.copy()
-        key = key if isinstance(key, tuple) else (key,)
-        for c, v in reversed(list(zip(keys, key))):
+        for c, v in reversed(list(f.key.items())):
             t.insert(0, c, v)
+        t["r2_fit"] = f.r2
         out.append(t)
     return pd.concat(out, ignore_index=True)
+
+
+def residual_plot(df, segments=2, value="avg_us", min_points=3):
+    """Residuals of :func:`fits`, one panel per curve (mapping), breakpoints marked.
+
+    Returns
+    -------
+    (fig, axes)
+    """
+    import matplotlib.pyplot as plt
+
+    found = fits(df, segments, value, min_points)
+    fig, axes = plt.subplots(1, len(found), figsize=(5 * len(found), 3.5), squeeze=False)
+    for ax, f in zip(axes[0], found.values()):
+        f.residual_plot(ax=ax)
+        ax.set_title(f"{f.key.get('mapping', '')}: R² = {f.r2:.4f}")
+    fig.tight_layout()
+    return fig, axes[0]
 
 
 def first_segment(table):

@@ -115,7 +115,9 @@ _FIXED = {
                                                      "(2 sockets x 64 cores)"),
     "orfeo-fat": Spec("fat", 1, 4, 18, description="ORFEO FAT, 1 node of 4 x Xeon Gold 6154 "
                                                    "(4 sockets x 18 cores)"),
-    # jupiter: 32 nodes x 16 cores on InfiniBand, ~1.3 µs between nodes (seed 001).
+    # jupiter: 32 nodes x 16 cores on InfiniBand, ~1.3 µs between nodes (seed 001). The seed
+    # does not say how a node's 16 cores sit on sockets, so a node is one socket here: core and
+    # socket mappings are the same distance on jupiter (pingpong flags a socket run as such).
     "jupiter-32x16": Spec("jupiter", 32, 1, 16, lat_socket=0.5, bw_socket=5.0e3,
                           lat_nic=0.35, bw_nic=2.5e3, lat_switch=0.6, bw_switch=4.0e3,
                           description="jupiter, 32 nodes x 16 cores, InfiniBand ~1.3 us"),
@@ -330,6 +332,13 @@ _HOST_RE = re.compile(r'<host\s+id="([^"]+)"')
 _NAME_RE = re.compile(r"^(.*?)(\d+)-s(\d+)-c(\d+)$")
 
 
+def host_location(host):
+    """``(node, socket)`` of a host named ``<prefix><node>-s<socket>-c<core>`` (the kit's
+    naming, :func:`host_name`), with the node as ``(prefix, number)``; None for other names."""
+    m = _NAME_RE.match(str(host))
+    return ((m.group(1), int(m.group(2))), int(m.group(3))) if m else None
+
+
 def platform_info(name_or_path):
     """Shape of a platform: nodes, sockets per node, cores per socket and host names.
 
@@ -530,10 +539,11 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None):
     import dataclasses
     import warnings
 
-    spec = _spec(base)
     if str(base).endswith(".xml") or os.sep in str(base):
-        raise UsageError(f"base must be a shipped platform name, not a file: {base!r}; "
-                         f"valid: {', '.join(list_platforms())}")
+        raise UsageError(f"base must be a shipped platform name, not a file: {base!r} (a "
+                         f"calibration rewrites the links of a shape the kit knows); valid: "
+                         f"{', '.join(list_platforms())}")
+    spec = _spec(base)
     first = _first_segments(measured, segments)
     for m, (ic, sl) in first.items():
         if m not in MAPPINGS:

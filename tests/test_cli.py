@@ -6,7 +6,7 @@ import pytest
 
 from mpilab import cli
 
-SUBS = ["list", "sweep", "plot", "model", "doctor", "demo"]
+SUBS = ["list", "sweep", "plot", "model", "costs", "doctor", "demo"]
 
 
 def run(*args, timeout=300):
@@ -107,6 +107,23 @@ def test_model_compares_costs_with_results(tmp_path):
     line = next(ln for ln in r.stdout.splitlines() if "ring" in ln)
     assert line.split()[-2:] == ["0.0", "9.1"]  # exact at P = 4; |1 - 1.1| / 1.1 at P = 8
     assert (tmp_path / "m.png").stat().st_size > 10000
+
+
+def test_model_takes_alpha_beta_from_a_pingpong(tmp_path):
+    """--pingpong fits the ping-pong rows and uses the first segment of --mapping."""
+    from mpilab import results
+    _model_results(tmp_path / "r.csv")
+    pp = [dict(collective="pingpong", algorithm="blocking", flavour="smpi", launcher="smpirun",
+               platform="t", mapping=m, nprocs=2, bytes=b, datatype="char", root=0, repetition=0,
+               avg_us=a + b * 1e-3) for m, a in (("core", 2.0), ("node", 5.0))
+          for b in [0] + [2 ** k for k in range(13)]]
+    results.append_rows(tmp_path / "pp.csv", pp)
+    r = run("model", str(tmp_path / "r.csv"), "--pingpong", str(tmp_path / "pp.csv"), "--mapping", "core")
+    assert r.returncode == 0, r.stderr
+    assert "alpha = 2 us" in r.stdout
+    assert next(ln for ln in r.stdout.splitlines() if "ring" in ln).split()[-2:] == ["0.0", "9.1"]
+    r = run("model", str(tmp_path / "r.csv"), "--pingpong", str(tmp_path / "pp.csv"), "--mapping", "socket")
+    assert r.returncode == 2 and "unknown mapping 'socket'; valid: core, node" in r.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -36,6 +36,64 @@ def test_library_entries_use_libalgs_names():
         assert name in libalgs.names(coll), (coll, name)
 
 
+def test_every_library_algorithm_has_a_cost_or_a_reason():
+    """The other direction: a library algorithm added to mpilab.libalgs needs a cost here (or
+    a stated reason in NO_COST), or this fails."""
+    for coll in libalgs.COLLECTIVES:
+        for name in libalgs.names(coll):
+            if name == "default":
+                continue
+            assert ((coll, name) in costs.TABLE) != ((coll, name) in costs.NO_COST), (coll, name)
+
+
+def test_segmented_ring_is_the_ring_for_one_phase():
+    """Open MPI runs the plain ring below p*s bytes: the two costs agree there, and above it
+    each extra phase costs (p - 1) more alpha."""
+    ring = costs.evaluate("allreduce", "ring", 8, 4096, 2.0, 1e-3)
+    assert costs.evaluate("allreduce", "segmented_ring", 8, 4096, 2.0, 1e-3, segment=8192) == \
+        pytest.approx(ring)
+    four = costs.evaluate("allreduce", "segmented_ring", 8, 4 * 8 * 1024, 2.0, 1e-3, segment=1024)
+    assert four - costs.evaluate("allreduce", "ring", 8, 4 * 8 * 1024, 2.0, 1e-3) == \
+        pytest.approx(3 * 7 * 2.0)
+
+
+@pytest.mark.parametrize("coll, name", costs.names())
+def test_header_form_is_the_same_cost(coll, name):
+    """header_form prints the table's cost in the C headers' notation (N = p*n for allgather);
+    read back with N = p*n (and log2), it is the same expression."""
+    text, _, what = costs.header_form(coll, name).partition("    (")
+    assert costs.entry(coll, name).domain in what
+    back = text.replace("·", "*").replace("α", "alpha").replace("β", "beta").replace("^", "**")
+    back = back.replace("log2(p)", "log(p, 2)")
+    N = sympy.Symbol("N", positive=True)
+    local = {**costs.SYMBOLS, "N": N, "Max": sympy.Max, "Min": sympy.Min,
+             "ceiling": sympy.ceiling, "floor": sympy.floor, "log": sympy.log}
+    expr = sympy.sympify(back, locals=local)
+    if coll == "allgather":
+        expr = expr.subs(N, p * n)
+    assert costs.check_expression(expr, coll, name).equal, (coll, name, text)
+
+
+def test_costs_cli(capsys):
+    from mpilab import cli
+    assert cli.main(["costs", "--coll", "allgather"]) == 0
+    out = capsys.readouterr().out
+    assert "allgather ring" in out and "(p - 1)·α + N·(p - 1)/p·β" in out
+    assert "bcast binomial" not in out
+    assert cli.main(["costs", "--coll", "allreduce"]) == 0
+    assert "allreduce smp" in capsys.readouterr().out
+    assert cli.main(["costs", "--coll", "allgather", "--algo", "ring",
+                     "--check", "(p - 1)*alpha + (p - 1)*n*beta"]) == 0
+    assert capsys.readouterr().out.startswith("right: ")
+    assert cli.main(["costs", "--coll", "allgather", "--algo", "ring", "--check", "p*alpha"]) == 1
+    assert "differs at p = " in capsys.readouterr().out
+    for args, msg in ((["--coll", "gather"], "unknown collective 'gather'; valid: allgather"),
+                      (["--coll", "bcast", "--algo", "rign"], "unknown bcast algorithm 'rign'"),
+                      (["--check", "p"], "--check needs --coll and --algo")):
+        assert cli.main(["costs", *args]) == 2
+        assert msg in capsys.readouterr().err, args
+
+
 def test_every_entry_has_a_known_domain():
     for key, e in costs.TABLE.items():
         assert e.domain in costs.DOMAINS, key
@@ -217,10 +275,8 @@ def test_pairwise_header_states_the_exact_cost_for_other_p():
         assert got == pytest.approx(want), pv
 
 
-def test_registry_costs_are_the_table_costs():
-    reg = paths.c_reference_dir() / "build" / "openmpi" / "registry.json"
-    if not reg.exists():
-        pytest.skip("c_reference not built (make -C c_reference)")
+def test_registry_costs_are_the_table_costs(built_flavour):
+    reg = built_flavour("openmpi") / "registry.json"
     for algo in json.loads(reg.read_text())["algorithms"]:
         per_rank = header_expr(algo["cost"]).subs(N, p * n)
         r = costs.check_expression(per_rank, "allgather", algo["name"])

@@ -125,6 +125,17 @@ def test_smpi_places_ranks_by_platform_hostfile(built_flavour):
     assert hosts["node"].endswith("rank 1 on thin01-s0-c00")
 
 
+@pytest.mark.parametrize("platform,mapping,got", [("orfeo-fat", "node", "core"),
+                                                   ("jupiter-32x16", "socket", "core")])
+def test_smpi_mapping_the_platform_cannot_give_is_flagged(built_flavour, platform, mapping, got):
+    """FAT is one node, jupiter one socket per node: the row says which distance was measured."""
+    built_flavour("smpi")
+    with pytest.warns(pingpong.PlacementWarning, match=f"NOT a {mapping} mapping: the platform "
+                                                       f"placed the ranks at {got} distance"):
+        df = pingpong.run("smpi", mapping, platform=platform, sizes="0:1", iters=2, warmup=1)
+    assert df["evidence"].str.contains(f"NOT a {mapping} mapping").all()
+
+
 def test_measure_resumes_and_fit(built_flavour, tmp_path):
     built_flavour("smpi")
     out = tmp_path / "r.csv"
@@ -139,6 +150,12 @@ def test_measure_resumes_and_fit(built_flavour, tmp_path):
     # the platform's links: core 1.1736 us + 1e-4 us/B, node 0.5+0.6064+0.5 us + 2e-4 us/B
     assert first["core"][0] == pytest.approx(1.1736, abs=0.02)
     assert first["node"][1] == pytest.approx(2e-4, rel=1e-3)
+    # the fit's quality: an exact two-piece platform leaves tiny residuals
+    assert (table["r2_fit"] > 0.99).all()
+    for f in pingpong.fits(out).values():
+        assert abs(f.residuals()).max() < 0.05 * f.y.max()
+    fig, axes = pingpong.residual_plot(out)
+    assert [a.get_title().split(":")[0] for a in axes] == ["core", "node", "socket"]
     with pytest.raises(UsageError, match="no ping-pong rows"):
         pingpong.fit(table.assign(collective="bcast", bytes=1, avg_us=1.0))
 
@@ -158,10 +175,12 @@ def test_cli_help_run_fit_and_errors(built_flavour, tmp_path, capsys):
     assert exit_.value.code == 0 and "mpilab pingpong" in out and "--mapping" in out
     out = tmp_path / "r.csv"
     assert cli.main(["pingpong", "--flavour", "smpi", "--platform", "orfeo-thin", "--mapping", "socket",
-                     "-m", "0:64K", "--iters", "3", "--iters-large", "2", "-o", str(out), "--fit"]) == 0
+                     "-m", "0:64K", "--iters", "3", "--iters-large", "2", "-o", str(out), "--fit",
+                     "--residuals", str(tmp_path / "res.png")]) == 0
     got = capsys.readouterr().out
     assert "1 launches (18 rows appended" in got
-    assert "socket" in got and "intercept" in got
+    assert "socket" in got and "intercept" in got and "r2_fit" in got
+    assert f"residuals: {tmp_path / 'res.png'}" in got and (tmp_path / "res.png").stat().st_size > 0
     assert len(results.read_results(out)) == 18
     for args, msg in ((["--mapping", "board"], "unknown mapping 'board'"),
                       (["-m", "9:3"], "bad size range '9:3'"),

@@ -211,6 +211,8 @@ def test_calibrate_bad_input(tmp_path):
         platforms.calibrate({"node": (0.5, 1e-4)}, base="orfeo-fat", path=out)
     with pytest.raises(UsageError, match="unknown platform 'thin'"):
         platforms.calibrate({"core": (0.5, 1e-4)}, base="thin", path=out)
+    with pytest.raises(UsageError, match="base must be a shipped platform name, not a file: 'my.xml'"):
+        platforms.calibrate({"core": (0.5, 1e-4)}, base="my.xml", path=out)
     with pytest.warns(UserWarning, match=r"mapping\(s\) socket, node; they keep 'orfeo-thin'"):
         platforms.calibrate({"core": (0.5, 1e-4)}, path=out)
     assert not list(tmp_path.glob(".*tmp*"))
