@@ -137,6 +137,10 @@ TABLE = {
     ("allgather", "neighbor"): Cost((p / 2) * alpha + (p - 1) * n * beta, _PER_RANK,
                                     "ompi 5: p/2 neighbour exchanges", "p even"),
     ("allgather", "two_proc"): Cost(alpha + n * beta, _PER_RANK, "ompi 6: one exchange", "p = 2"),
+    ("allgather", "lib:bruck"): Cost(_L * alpha + (p - 1) * n * beta, _PER_RANK,
+                                     "ompi 2: Bruck's ceil(log2 p) rounds, as the kit's"),
+    ("allgather", "lib:ring"): Cost((p - 1) * (alpha + n * beta), _PER_RANK,
+                                    "ompi 4: p-1 ring steps, as the kit's"),
     # bcast
     ("bcast", "basic_linear"): Cost((p - 1) * (alpha + n * beta), _BUF,
                                     "ompi 1: root sends to each rank"),

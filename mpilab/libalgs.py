@@ -115,7 +115,7 @@ TABLE = {
         ("nonoverlapping", 2, None, "redbcast", "reduce then bcast"),
         ("recursive_doubling", 3, "recursive_doubling", "rdb", "recursive doubling"),
         ("ring", 4, None, "lr", "ring reduce-scatter + allgather"),
-        ("segmented_ring", 5, None, "ompi_ring_segmented", "ring, segmented"),
+        ("segmented_ring", 5, None, "ompi_ring_segmented", "ring in phases of s-byte pieces", 8192),
         ("rabenseifner", 6, "reduce_scatter_allgather", "rab_rdb", "reduce-scatter then allgather"),
         ("smp", None, None, "smp_binomial", "intra-node then inter-node"),
     ]),

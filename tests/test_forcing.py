@@ -80,6 +80,15 @@ def test_fallback_rules(flavour, coll, name, nprocs, nbytes, ts, runs):
     assert (rule is None) == (runs is None)
 
 
+def test_segmented_ring_segments_with_the_kits_segment_size():
+    """libalgs gives Open MPI 8 KiB segments: below p x 8 KiB it is still the plain ring."""
+    seg = int(libalgs.settings("openmpi", "allreduce", "segmented_ring").mca[
+        "coll_tuned_allreduce_algorithm_segmentsize"])
+    assert seg == 8192
+    assert forcing.fallback("openmpi", "allreduce", "segmented_ring", 16384, 3, 1, seg)[1] == "ring"
+    assert forcing.fallback("openmpi", "allreduce", "segmented_ring", 1 << 20, 3, 1, seg) == (None, None)
+
+
 def test_default_and_unverified_rows_are_left_alone():
     row = _rows("openmpi", "bcast", "scatter_allgather", 4, (4,))[0]
     row["forced"] = "unverified"
