@@ -113,8 +113,8 @@ def test_gather_bcast_root_serialisation(simulate, p):
 LIBRARY = [
     ("bcast", "binomial", (2, 3, 5, 8, 12, 16), SIZES),
     ("reduce", "binomial", (2, 4, 8, 16), (8, 1024)),
-    ("allgather", "bruck", (3, 5, 12), SIZES),
-    ("allgather", "ring", (3, 5, 12), SIZES),
+    ("allgather", "lib:bruck", (3, 5, 12), SIZES),
+    ("allgather", "lib:ring", (3, 5, 12), SIZES),
     ("allgather", "recursive_doubling", (4, 16), SIZES),
     ("allgather", "neighbor", (6, 12), SIZES),
     ("allreduce", "recursive_doubling", (3, 5, 12), SIZES),
