@@ -11,7 +11,11 @@ import random
 import warnings
 
 from . import collbench, launch, sweep
-from .errors import UsageError
+from .errors import UsageError, one_of
+
+
+#: SimGrid 3.32's collective selectors (``--cfg=smpi/coll-selector:NAME``).
+SMPI_SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi")
 
 
 def _positive(name):
@@ -102,7 +106,13 @@ def _cmd(args):
         seed = random.SystemRandom().randrange(2 ** 31)
     if args.platform and flavour != "smpi":
         raise UsageError(f"--platform {args.platform!r} only applies to --flavour smpi")
+    if args.smpi_selector and flavour != "smpi":
+        raise UsageError(f"--smpi-selector {args.smpi_selector!r} only applies to --flavour smpi")
+    if args.smpi_selector and args.smpi_selector not in SMPI_SELECTORS:
+        raise one_of("SMPI selector", args.smpi_selector, SMPI_SELECTORS)
     opts = {"platform": args.platform or "orfeo-thin"} if flavour == "smpi" else {}
+    if args.smpi_selector:
+        opts["cfg"] = [f"smpi/coll-selector:{args.smpi_selector}"]
     launcher = launch.get_launcher(flavour, **opts)
     algos = _algorithms(flavour, args.coll, args.algos)
     with warnings.catch_warnings():
@@ -158,6 +168,11 @@ def add_parser(subparsers):
     p.add_argument("--map-by", "--mapping", dest="mapping", choices=launch.MAPPINGS, default="core",
                    help="where ranks go: core (fill a socket first), socket (round-robin over "
                         "sockets), node (round-robin over nodes); default core")
+    p.add_argument("--smpi-selector", metavar="NAME",
+                   help="SMPI only: whose decision rules the 'default' algorithm follows, "
+                        f"{', '.join(SMPI_SELECTORS)} (SimGrid's own default otherwise; lab 1 "
+                        "uses ompi). The selector is not part of a row's key: sweep another "
+                        "selector into another file")
     p.add_argument("--coll", choices=collbench.COLLECTIVES, default="allgather")
     p.add_argument("--algos", help="comma-separated algorithms (default: all the kit's + native); "
                                    "library ones as in `mpilab libalgs`, e.g. default,chain,lib:ring")
