@@ -325,7 +325,9 @@ def test_images_build_and_test(tmp_path):
             assert res["labels"]["org.mpilab.mpi.version"] == mpi[flavour]
         assert set(instructor["app_help"]) == {"collbench", "grader", "mpilab"}
     with open(SUMMARY) as fh:
-        assert fh.read().count("debootstrap") == 2
+        rows = [ln.split() for ln in fh.read().splitlines()[2:]]
+    assert [(r[0], r[1]) for r in rows] == [(f, v) for f in DEFS for v in ("student", "instructor")]
+    assert all(r[-1][-1] in "KMG" for r in rows)                 # a du size on each row
 
 
 def test_host_ca_bundle_is_passed_into_the_chroot(tmp_path, monkeypatch):
