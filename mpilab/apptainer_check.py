@@ -10,9 +10,17 @@ that can go wrong in our definition files, the way Apptainer does them, so that 
 2. create the base system with ``debootstrap`` (cached under ``/var/cache/mpilab-debootstrap``
    as a tarball of the finished tree, so the second build starts in seconds);
 3. run ``%setup`` on the host, copy ``%files``, run ``%post`` in a chroot with ``/proc``, ``/dev``
-   and ``/sys`` mounted (always unmounted afterwards);
-4. source ``%environment`` and run ``%test``, then start ``%runscript`` in the background and
-   check that JupyterLab answers on its port with the token.
+   and ``/sys`` mounted (always unmounted afterwards), with ``$APPTAINER_LABELS`` as Apptainer
+   sets it;
+4. write ``/.singularity.d/labels.json`` from ``%labels`` (and what ``%post`` appended to
+   ``$APPTAINER_LABELS``) as Apptainer does before ``%test``, so that ``%test`` can check them;
+5. source ``%environment`` and run ``%test``; run every ``%apprun`` script with ``--help``
+   (what ``apptainer run --app NAME IMAGE --help`` does); then start ``%runscript`` in the
+   background and check that JupyterLab answers on its port with the token.
+
+``check(..., start_from=TREE)`` builds on top of a tree a previous check kept (``keep=``)
+instead of a fresh base: it copies ``%files`` and runs ``%post``, ``%test`` and the apps again,
+e.g. with another ``VARIANT`` build argument, in a fraction of a full build's time.
 
 It does not make a SIF, set up user namespaces, or bind host directories. Where a real
 ``apptainer`` is installed, :func:`build_with_apptainer` builds and tests the real image instead.
@@ -22,6 +30,7 @@ It needs root (chroot, mount).
 import dataclasses
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -424,6 +433,102 @@ def check_runscript(root, defn, log=print, timeout=180):
         logf.close()
 
 
+#: Where Apptainer keeps a build's metadata inside the image, and the file ``%post`` appends
+#: labels to (``$APPTAINER_LABELS``).
+LABELS_JSON = "/.singularity.d/labels.json"
+BUILD_LABELS = "/.build.labels"
+
+
+def write_labels(root, defn):
+    """Write ``/.singularity.d/labels.json`` as Apptainer does after ``%post``.
+
+    The labels that ``%post`` appended to ``$APPTAINER_LABELS`` (``name value`` lines) come
+    first; a ``%labels`` entry does not replace one of them (Apptainer only warns).
+
+    Returns
+    -------
+    dict
+        The labels written.
+    """
+    labels = {}
+    dynamic = os.path.join(root, BUILD_LABELS.lstrip("/"))
+    if os.path.exists(dynamic):
+        with open(dynamic) as fh:
+            for line in fh:
+                parts = line.strip().split(None, 1)
+                if parts:
+                    labels[parts[0]] = parts[1] if len(parts) > 1 else ""
+        os.remove(dynamic)
+    for key, value in defn.labels().items():
+        labels.setdefault(key, value)
+    path = os.path.join(root, LABELS_JSON.lstrip("/"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(labels, fh, indent="\t", sort_keys=True)
+    return labels
+
+
+def run_apps(root, defn, log=print, timeout=300):
+    """Run each ``%apprun`` script with ``--help`` in the chroot, as ``apptainer run --app``.
+
+    The script runs with ``%environment`` and the app's ``%appenv`` sourced.
+
+    Returns
+    -------
+    dict
+        App name -> first line of its output.
+
+    Raises
+    ------
+    LaunchError
+        Naming the app, its ``%apprun`` line and its exit code, with the end of its output.
+    """
+    done = {}
+    for sec in defn.sections:
+        if sec.name != "apprun":
+            continue
+        script = _script(root, f"app-{sec.arg}.sh", sec.body)
+        pre = ". /.mpilab-check/environment.sh; "
+        appenv = defn.section("appenv", sec.arg)
+        if appenv:
+            pre += f". {_script(root, f'appenv-{sec.arg}.sh', appenv.body)}; "
+        cmd = ["chroot", root, "/bin/sh", "-c", f"{pre}exec /bin/sh {script} --help"]
+        log(f"running app {sec.arg} --help in the chroot")
+        try:
+            proc = subprocess.run(cmd, env=_chroot_env(), capture_output=True, text=True,
+                                  errors="replace", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LaunchError(f"{defn.path}:{sec.lineno}: %apprun {sec.arg}: '--help' did not "
+                              f"finish within {timeout} s") from None
+        out = proc.stdout + proc.stderr
+        if proc.returncode != 0:
+            raise LaunchError(f"{defn.path}:{sec.lineno}: %apprun {sec.arg}: '--help' failed "
+                              f"(exit {proc.returncode})\n--- last output ---\n{out[-2000:]}")
+        done[sec.arg] = next((ln.strip() for ln in out.splitlines() if ln.strip()), "")
+    return done
+
+
+def run_tests(root, defn, log=print):
+    """Run ``%test`` (with ``%environment``) and every app's ``--help`` in a built tree.
+
+    Mounts ``/proc``, ``/dev`` and ``/sys`` for the time of the run.
+
+    Returns
+    -------
+    dict
+        The apps' first output lines (:func:`run_apps`).
+
+    Raises
+    ------
+    LaunchError
+        From the failing section or app, naming its line.
+    """
+    with _Mounts(root):
+        if defn.section("test"):
+            run_section(root, defn, defn.section("test"), with_environment=True, log=log)
+        return run_apps(root, defn, log=log)
+
+
 def du(path):
     """``du -sh`` of ``path`` (staying on its file system)."""
     out = subprocess.run(["du", "-shx", path], capture_output=True, text=True).stdout
@@ -431,8 +536,8 @@ def du(path):
 
 
 def check(def_path, build_args=None, context=None, keep=None, base=None, log=print,
-          runscript=True):
-    """Build a definition file in a chroot and run its ``%test`` and ``%runscript``.
+          runscript=True, start_from=None):
+    """Build a definition file in a chroot; run its ``%test``, its apps and its ``%runscript``.
 
     Parameters
     ----------
@@ -449,12 +554,18 @@ def check(def_path, build_args=None, context=None, keep=None, base=None, log=pri
         A tarball of a base tree to start from instead of debootstrap (fast tests).
     runscript : bool
         Also start ``%runscript`` and check JupyterLab answers.
+    start_from : str, optional
+        A tree that an earlier check built and kept (``keep=``): build on top of it, in place,
+        instead of a fresh base. ``%files`` are copied and ``%post``, ``%test`` and the apps
+        run again; ``%setup`` is not rerun. Used to check another build argument (the
+        instructor ``VARIANT``) without a second full build.
 
     Returns
     -------
     dict
-        ``seconds`` (build through %test), ``size`` (``du -sh`` of the chroot), ``cached_base``,
-        ``runscript`` (port, status) and ``apps``.
+        ``seconds`` (build through %test and the apps), ``build_seconds`` (through %post),
+        ``size`` (``du -sh`` of the chroot), ``cached_base``, ``labels`` (labels.json),
+        ``runscript`` (port, status), ``apps`` (names) and ``app_help`` (their first lines).
     """
     if os.geteuid() != 0:
         raise ToolMissing("the chroot check needs root (chroot, mount); run it as root or in CI")
@@ -465,10 +576,15 @@ def check(def_path, build_args=None, context=None, keep=None, base=None, log=pri
         raise UsageError(f"Bootstrap: {defn.header['bootstrap']!r} is not supported by the "
                          "checker; valid: debootstrap")
     files_entries(defn, context)
+    if start_from and not os.path.isdir(os.path.join(start_from, "etc")):
+        raise UsageError(f"start_from={start_from!r} is not a tree an earlier check kept "
+                         "(no etc/ in it); give the keep= directory of a finished check")
     t0 = time.monotonic()
-    root = keep or tempfile.mkdtemp(prefix="mpilab-chroot-", dir="/var/tmp")
+    root = start_from or keep or tempfile.mkdtemp(prefix="mpilab-chroot-", dir="/var/tmp")
     try:
-        if base:
+        if start_from:
+            cached = True
+        elif base:
             os.makedirs(root, exist_ok=True)
             _run(["tar", "-C", root, "-xpf", base])
             cached = True
@@ -479,26 +595,34 @@ def check(def_path, build_args=None, context=None, keep=None, base=None, log=pri
         _copy_host_ca(root)
         env = {"APPTAINER_ROOTFS": root}
         setup = defn.section("setup")
-        if setup:
+        if setup and not start_from:
             _run(["/bin/sh", "-e", "-x", "-c", setup.body], env={**os.environ, **env})
         copy_files(root, defn, context)
         envsec = defn.section("environment")
         _script(root, "environment.sh", envsec.body if envsec else "")
         with _Mounts(root):
             if defn.section("post"):
-                run_section(root, defn, defn.section("post"), log=log)
-            built = time.monotonic() - t0
-            if defn.section("test"):
-                run_section(root, defn, defn.section("test"), with_environment=True, log=log)
-            served = check_runscript(root, defn, log=log) if runscript else None
-        result = {"seconds": round(time.monotonic() - t0, 1), "build_seconds": round(built, 1),
+                run_section(root, defn, defn.section("post"), log=log,
+                            env_extra={"APPTAINER_LABELS": BUILD_LABELS,
+                                       "SINGULARITY_LABELS": BUILD_LABELS})
+        built = time.monotonic() - t0
+        labels = write_labels(root, defn)
+        app_help = run_tests(root, defn, log=log)
+        tested = time.monotonic() - t0
+        if runscript:
+            with _Mounts(root):
+                served = check_runscript(root, defn, log=log)
+        else:
+            served = None
+        result = {"seconds": round(tested, 1), "build_seconds": round(built, 1),
                   "size": du(root), "cached_base": cached, "runscript": served,
-                  "apps": defn.apps(), "root": root if keep else None}
+                  "labels": labels, "apps": defn.apps(), "app_help": app_help,
+                  "root": root if (keep or start_from) else None}
         log(f"{def_path}: built and tested in {result['seconds']} s "
             f"(%post done at {result['build_seconds']} s), chroot size {result['size']}")
         return result
     finally:
-        if not keep:
+        if not (keep or start_from):
             shutil.rmtree(root, ignore_errors=True)
 
 

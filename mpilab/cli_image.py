@@ -29,6 +29,9 @@ def add_parser(subparsers):
                         "repository holding DEF)")
     c.add_argument("--base", metavar="TARBALL", help="start from this base tree instead of debootstrap")
     c.add_argument("--no-runscript", action="store_true", help="skip starting JupyterLab")
+    c.add_argument("--start-from", metavar="DIR",
+                   help="build on top of a tree an earlier check kept with --keep (e.g. the student "
+                        "build, to check --build-arg VARIANT=instructor without a second full build)")
     c.set_defaults(func=_check)
     h = sub.add_parser("host-check", help="warn if the host Open MPI's major version differs from an image's")
     h.add_argument("image_version", metavar="VERSION",
@@ -41,20 +44,24 @@ def add_parser(subparsers):
 def _check(args):
     build_args = apptainer_check.parse_build_args(args.build_arg)
     apptainer_check.parse(args.definition, build_args)  # fail fast on a bad file
+    opts = dict(keep=args.keep, base=args.base, runscript=not args.no_runscript,
+                start_from=args.start_from)
     if args.context:
-        return _report(apptainer_check.check(args.definition, build_args, args.context,
-                                             args.keep, args.base,
-                                             runscript=not args.no_runscript))
+        return _report(apptainer_check.check(args.definition, build_args, args.context, **opts))
     import tempfile
     repo = os.path.dirname(os.path.dirname(os.path.abspath(args.definition)))
     with tempfile.TemporaryDirectory(prefix="mpilab-ctx-") as tmp:
         ctx = apptainer_check.stage_context(repo, os.path.join(tmp, "ctx"))
-        return _report(apptainer_check.check(args.definition, build_args, ctx, args.keep,
-                                             args.base, runscript=not args.no_runscript))
+        return _report(apptainer_check.check(args.definition, build_args, ctx, **opts))
 
 
 def _report(result):
     print(f"ok: {result['seconds']} s, chroot size {result['size']}, apps {', '.join(result['apps'])}")
+    for app, first in result.get("app_help", {}).items():
+        print(f"  app {app} --help: {first}")
+    for key in ("org.mpilab.mpi.version", "org.mpilab.kit.version", "org.mpilab.variant"):
+        if key in result.get("labels", {}):
+            print(f"  label {key}: {result['labels'][key]}")
     return 0
 
 

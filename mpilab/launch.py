@@ -257,11 +257,19 @@ class SrunLauncher(Launcher):
 
 
 class ApptainerLauncher(Launcher):
-    """The hybrid model: ``<inner launcher argv> apptainer exec [--bind ...] IMAGE program args``."""
+    """The hybrid model: ``<inner launcher argv> apptainer exec [--bind ...] IMAGE program args``.
+
+    Before the first :meth:`run` it compares the image's Open MPI (its label
+    ``org.mpilab.mpi.version``, read with ``apptainer inspect --labels``) with the host's
+    (``mpirun --version``) and warns, naming both, when the major versions differ: the hybrid
+    model needs the same major version inside and outside (containers/README.md).
+    ``check_mpi=False`` skips this.
+    """
 
     name = "apptainer"
 
-    def __init__(self, image, inner="openmpi", binds=(), apptainer="apptainer", **inner_opts):
+    def __init__(self, image, inner="openmpi", binds=(), apptainer="apptainer", check_mpi=True,
+                 **inner_opts):
         if not image:
             raise UsageError("apptainer launcher needs image=PATH.sif")
         self.image = str(image)
@@ -273,6 +281,70 @@ class ApptainerLauncher(Launcher):
         self.platform = self.inner.platform
         self.binds = list(binds)
         self.apptainer = apptainer
+        self.check_mpi = check_mpi
+        self._checked = False
+
+    def image_labels(self):
+        """The image's labels, from ``apptainer inspect --labels IMAGE`` (``key: value`` lines).
+
+        Returns
+        -------
+        dict
+            Empty when ``apptainer`` is missing or cannot read the image.
+        """
+        exe = shutil.which(self.apptainer)
+        if exe is None:
+            return {}
+        try:
+            proc = subprocess.run([exe, "inspect", "--labels", self.image], capture_output=True,
+                                  text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        if proc.returncode != 0:
+            return {}
+        labels = {}
+        for line in proc.stdout.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip():
+                labels[key.strip()] = value.strip()
+        return labels
+
+    def host_mpi_warning(self):
+        """Warn (``UserWarning``) if the host's and the image's Open MPI major versions differ.
+
+        The host's version is that of the inner launcher's ``mpirun`` (``mpirun`` on PATH when
+        the inner launcher is ``srun``). Images of the MPICH flavour are not checked.
+
+        Returns
+        -------
+        str or None
+            The warning, naming both versions, or None when they agree or one is unknown.
+        """
+        import warnings
+
+        from .apptainer_check import host_image_mismatch
+
+        if self.inner.flavour != "openmpi":
+            return None
+        labels = self.image_labels()
+        image_version = labels.get("org.mpilab.mpi.version")
+        if not image_version or labels.get("org.mpilab.flavour", "openmpi") != "openmpi":
+            return None
+        mpirun = shutil.which(getattr(self.inner, "mpirun", "mpirun"))
+        if mpirun is None:
+            return None
+        proc = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
+        msg = host_image_mismatch(proc.stdout + proc.stderr, image_version)
+        if msg:
+            msg = f"{self.image}: {msg}"
+            warnings.warn(msg, UserWarning, stacklevel=3)
+        return msg
+
+    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, cwd=None):
+        if self.check_mpi and not self._checked:
+            self._checked = True
+            self.host_mpi_warning()
+        return super().run(program, args, nprocs, mapping, timeout, cwd)
 
     def command(self, program, args=(), nprocs=1, mapping="core"):
         inner_args = [self.apptainer, "exec"]

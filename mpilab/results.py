@@ -16,8 +16,11 @@ KEY_COLUMNS = ("collective", "algorithm", "flavour", "launcher", "platform", "ma
 FIGURE_COLUMNS = ("iterations", "warmup", "avg_us", "min_us", "max_us", "maxrank_avg_us",
                   "maxrank_median_us", "probe_us")
 FORCING_COLUMNS = ("requested", "forced", "evidence")
-PROVENANCE_COLUMNS = ("library", "host", "date", "kit_version", "command")
+PROVENANCE_COLUMNS = ("library", "host", "date", "kit_version", "command", "job")
 COLUMNS = KEY_COLUMNS + FIGURE_COLUMNS + FORCING_COLUMNS + PROVENANCE_COLUMNS
+#: Columns added at the end after the first version of the table: a table written before has
+#: none of them, reads with them empty, and gains them on its next append.
+ADDED_COLUMNS = ("job",)
 
 _INT_COLUMNS = ("nprocs", "bytes", "root", "repetition", "iterations", "warmup")
 _FLOAT_COLUMNS = ("avg_us", "min_us", "max_us", "maxrank_avg_us", "maxrank_median_us", "probe_us")
@@ -51,11 +54,15 @@ def append_rows(path, rows):
         check_row(row)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", newline="") as f:
+    with open(path, "a+", newline="") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            f.seek(0, os.SEEK_END)
             writer = csv.DictWriter(f, fieldnames=COLUMNS, restval="")
+            f.seek(0)
+            header = f.readline().rstrip("\r\n")
+            if header and header != ",".join(COLUMNS):
+                _upgrade_table(f, path, header, writer)
+            f.seek(0, os.SEEK_END)
             if f.tell() == 0:
                 writer.writeheader()
             for row in rows:
@@ -65,6 +72,20 @@ def append_rows(path, rows):
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
     return len(rows)
+
+
+def _upgrade_table(f, path, header, writer):
+    """Rewrite a table written before :data:`ADDED_COLUMNS` with the current header (in place,
+    under the caller's lock); anything else that is not the current header is an error."""
+    old = header.split(",")
+    if tuple(old) != COLUMNS[:len(old)] or len(old) < len(COLUMNS) - len(ADDED_COLUMNS):
+        raise ParseError(f"{path}: line 1: the header is not the results table's; expected "
+                         f"{','.join(COLUMNS)}")
+    f.seek(0)
+    kept = list(csv.DictReader(f))
+    f.truncate(0)                      # "a+" writes at the end: now the start
+    writer.writeheader()
+    writer.writerows(kept)
 
 
 def read_results(path):
@@ -85,6 +106,9 @@ def read_results(path):
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for c in ADDED_COLUMNS:
+        if c not in df.columns:
+            df[c] = ""
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ParseError(f"{path}: line 1: missing column(s) {', '.join(missing)}")

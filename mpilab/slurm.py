@@ -69,7 +69,7 @@ KEY_COLUMNS = ("collective", "algorithm", "flavour", "launcher", "platform", "ma
 RESULT_COLUMNS = KEY_COLUMNS + (
     "iterations", "warmup", "avg_us", "min_us", "max_us", "maxrank_avg_us",
     "maxrank_median_us", "probe_us", "requested", "forced", "evidence",
-    "library", "host", "date", "kit_version", "command")
+    "library", "host", "date", "kit_version", "command", "job")
 
 FAILED_STATES = {"FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
                  "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
@@ -520,6 +520,8 @@ class TaskState:
     stderr: str = ""
     nodelist: str = ""
     source: str = ""
+    raw_id: str = ""     # the task's own job id (SLURM's %j); for a plain job, job_id
+    name: str = ""       # the job name (SLURM's %x)
 
     @property
     def failed(self):
@@ -535,20 +537,58 @@ class TaskState:
         return f"{self.job_id}_{self.array_task}" if self.array_task not in ("", "N/A") else self.job_id
 
 
+#: The fields :func:`job_states` asks ``sacct`` for (``sacct -X --parsable2 --noheader -o ...``).
+SACCT_FIELDS = ("JobID", "JobIDRaw", "JobName", "State", "ExitCode", "Reason", "NodeList")
+
+
+def parse_sacct(text, source="sacct output"):
+    """Parse ``sacct -X --parsable2 --noheader -o`` :data:`SACCT_FIELDS` into task states.
+
+    One line per job or array task, e.g. ``41_2|43|mpilab-sweep|FAILED|1:0|None|node7``;
+    a pending array range reads ``41_[3-5]``.
+
+    Returns
+    -------
+    list of TaskState
+
+    Raises
+    ------
+    ParseError
+        A line without the expected number of ``|``-separated fields.
+    """
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != len(SACCT_FIELDS):
+            raise ParseError(f"{source}: line {n}: {len(fields)} fields, expected "
+                             f"{len(SACCT_FIELDS)} ({'|'.join(SACCT_FIELDS)}): {line!r}")
+        kv = dict(zip(SACCT_FIELDS, fields))
+        base, _, task = kv["JobID"].partition("_")
+        out.append(TaskState(base, task, kv["State"], kv["ExitCode"], kv["Reason"],
+                             nodelist=kv["NodeList"], source="sacct", raw_id=kv["JobIDRaw"],
+                             name=kv["JobName"]))
+    return out
+
+
 def _sacct(job_id):
+    """sacct's records of a job: None when there is no accounting (no sacct, or it is
+    disabled), an empty list when sacct has no record of the job (yet)."""
     if not shutil.which("sacct"):
         return None
-    proc = subprocess.run(["sacct", "-j", str(job_id), "-X", "-P", "-n",
-                           "-o", "JobID,State,ExitCode,Reason,NodeList"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0 or "disabled" in proc.stderr + proc.stdout or not proc.stdout.strip():
+    proc = subprocess.run(["sacct", "-j", str(job_id), "-X", "--parsable2", "--noheader",
+                           "-o", ",".join(SACCT_FIELDS)], capture_output=True, text=True)
+    if proc.returncode != 0 or "disabled" in proc.stderr + proc.stdout:
         return None
-    out = []
-    for line in proc.stdout.strip().splitlines():
-        jid, state, code, reason, nodes = (line.split("|") + [""] * 5)[:5]
-        base, _, task = jid.partition("_")
-        out.append(TaskState(base, task, state, code, reason, nodelist=nodes, source="sacct"))
-    return out
+    return parse_sacct(proc.stdout, f"sacct -j {job_id}")
+
+
+def _agree(a, b):
+    """True when two views of a job list the same tasks in the same states."""
+    def view(states):
+        return sorted((t.label, t.state.split()[0] if t.state else "", t.exit_code) for t in states)
+    return view(a) == view(b)
 
 
 def _kv(text):
@@ -566,27 +606,58 @@ def _scontrol(job_id):
         base = kv.get("ArrayJobId") or kv.get("JobId", "")
         out.append(TaskState(base, kv.get("ArrayTaskId", ""), kv.get("JobState", "?"),
                              kv.get("ExitCode", ""), kv.get("Reason", ""), kv.get("StdOut", ""),
-                             kv.get("StdErr", ""), kv.get("NodeList", ""), "scontrol"))
+                             kv.get("StdErr", ""), kv.get("NodeList", ""), "scontrol",
+                             kv.get("JobId", ""), kv.get("JobName", "")))
     return out or None
 
 
+def parse_jobcomp(text, job_ids):
+    """The records of ``job_ids`` in a ``jobcomp/filetxt`` log, as task states.
+
+    Each line of the log is one finished job or array task in ``Key=value`` form
+    (``JobId=43 ... JobState=FAILED ... ArrayJobId=41 ArrayTaskId=2 ... ExitCode=1:0``).
+
+    Parameters
+    ----------
+    text : str
+        The log.
+    job_ids : set of str
+        Job ids (an array job's id selects all its tasks).
+
+    Returns
+    -------
+    list of TaskState
+        One per job or task; the last record of a job wins (a requeued job is logged twice).
+    """
+    found = {}
+    for line in text.splitlines():
+        kv = _kv(line)
+        if "JobId" in kv and (kv["JobId"] in job_ids or kv.get("ArrayJobId") in job_ids):
+            found[kv["JobId"]] = kv
+    return [TaskState(kv.get("ArrayJobId") or jid, kv.get("ArrayTaskId", ""),
+                      kv.get("JobState", "?"), kv.get("ExitCode", ""), "",
+                      nodelist=kv.get("NodeList", ""), source="jobcomp", raw_id=jid,
+                      name=kv.get("Name", ""))
+            for jid, kv in found.items()]
+
+
 def _jobcomp(job_ids):
-    """Finished jobs from the ``jobcomp/filetxt`` log (the local cluster has no sacct)."""
+    """Finished jobs from the ``jobcomp/filetxt`` log (clusters without accounting)."""
     proc = subprocess.run([_tool("scontrol"), "show", "config"], capture_output=True, text=True)
     conf = dict(re.findall(r"^(\w+)\s*=\s*(.*?)\s*$", proc.stdout, re.M))
     loc = conf.get("JobCompLoc", "")
     if "filetxt" not in conf.get("JobCompType", "") or not Path(loc).is_file():
-        return {}
-    found = {}
-    for line in Path(loc).read_text().splitlines():
-        kv = _kv(line)
-        if kv.get("JobId") in job_ids or kv.get("ArrayJobId") in job_ids:
-            found[kv["JobId"]] = kv       # the last record of a job wins (requeued jobs)
-    return found
+        return []
+    return parse_jobcomp(Path(loc).read_text(), set(job_ids))
 
 
 def job_states(job_id):
     """States of a job (one entry per array task): from sacct, else scontrol and jobcomp.
+
+    sacct (accounting) is the record that lasts; the controller (``scontrol``) is the live
+    view, and slurmdbd hears of a job's changes a moment after it. While the controller still
+    knows the job and the two disagree, the controller's states are returned; once they agree,
+    sacct's. A job that neither knows is looked up in the job completion log.
 
     Parameters
     ----------
@@ -595,18 +666,13 @@ def job_states(job_id):
     Returns
     -------
     list of TaskState
+        Their ``source`` says where they came from: ``sacct``, ``scontrol`` or ``jobcomp``.
     """
-    states = _sacct(job_id)
-    if states:
-        return states
-    states = _scontrol(job_id) or []
-    # scontrol knows exit codes; the completion log adds what scontrol forgot (old jobs).
-    if not states:
-        comp = _jobcomp({str(job_id)})
-        for jid, kv in comp.items():
-            states.append(TaskState(kv.get("ArrayJobId") or jid, kv.get("ArrayTaskId", ""),
-                                    kv.get("JobState", "?"), kv.get("ExitCode", ""), "",
-                                    nodelist=kv.get("NodeList", ""), source="jobcomp"))
+    acct = _sacct(job_id)
+    live = _scontrol(job_id)
+    if acct and (not live or _agree(acct, live)):
+        return acct
+    states = live or acct or _jobcomp({str(job_id)})
     return sorted(states, key=lambda t: (t.job_id, t.array_task.zfill(9)))
 
 
@@ -620,6 +686,7 @@ def wait(job_id, timeout=600, poll=1.0):
     """
     start = time.monotonic()
     deadline = start + timeout
+    finished = None
     while True:
         states = job_states(job_id)
         if not states and time.monotonic() - start > 15:
@@ -627,7 +694,12 @@ def wait(job_id, timeout=600, poll=1.0):
                               "job completion log): check the id with squeue")
         if states and all(s.done for s in states) and not any(
                 s.array_task.startswith("[") or "-" in s.array_task for s in states):
-            return states
+            # Finished for the controller: give accounting, where there is some, up to 30 s
+            # to record the same, so that what is returned (and reported later) is sacct's.
+            finished = finished or time.monotonic()
+            if (states[0].source != "scontrol" or time.monotonic() - finished > 30
+                    or _sacct(job_id) is None):
+                return states
         if time.monotonic() > deadline:
             raise LaunchError(f"job {job_id} not finished after {timeout} s: "
                               + ", ".join(f"{s.label} {s.state}" for s in states))
@@ -666,7 +738,8 @@ def point_rows(text, meta, source="collbench output"):
         collbench ``--format csv`` output.
     meta : dict
         ``flavour, launcher, platform, mapping, repetition, command`` and optionally
-        ``requested``.
+        ``requested`` and ``job`` (the SLURM job or array task that measured the point: the
+        key of its provenance record).
 
     Returns
     -------
@@ -694,7 +767,7 @@ def point_rows(text, meta, source="collbench output"):
                          else "kit algorithm from the registry, run by collbench --algo"),
             "library": head.get("library", ""), "host": head.get("host", ""),
             "date": head.get("date", ""), "kit_version": __version__,
-            "command": meta.get("command", ""),
+            "command": meta.get("command", ""), "job": meta.get("job", ""),
         })
     return out
 
@@ -794,6 +867,44 @@ def _failure_reason(task):
     return "; ".join(bits)
 
 
+def log_paths(script, task):
+    """The output and error files of a job or array task, from its script's ``#SBATCH`` lines.
+
+    ``sacct`` and the job completion log do not say where a job's logs went (``scontrol`` does,
+    but only for a few minutes after the end): the ``--output``/``--error`` patterns of the
+    script, with SLURM's ``%x`` (job name), ``%j`` (job id), ``%A`` (array job id), ``%a``
+    (task id), ``%u`` (user) and ``%%`` filled in, say it for as long as the files exist.
+    Relative paths are taken from the script's directory, where :func:`submit` runs sbatch.
+
+    Parameters
+    ----------
+    script : path
+        The submitted script.
+    task : TaskState
+
+    Returns
+    -------
+    (str, str)
+        The output and the error file (the same file when the script has no ``--error``).
+    """
+    import getpass
+
+    script = Path(script)
+    d = _sbatch_directives(script.read_text())
+    array = task.array_task if task.array_task not in ("", "N/A") else ""
+    own = task.raw_id or task.job_id
+    subs = {"x": task.name or d.get("job-name", ""), "j": own, "A": task.job_id if array else own,
+            "a": array, "u": getpass.getuser(), "%": "%"}
+    default = "slurm-%A_%a.out" if array else "slurm-%j.out"
+
+    def expand(pattern):
+        path = Path(re.sub(r"%([xjAau%])", lambda m: subs[m.group(1)], pattern))
+        return str(path if path.is_absolute() else script.parent / path)
+
+    out = expand(d.get("output") or default)
+    return out, expand(d["error"]) if d.get("error") else out
+
+
 def collect(run_dir, job_ids=None, results=None):
     """Gather a run directory's finished points into the results table and report its jobs.
 
@@ -816,10 +927,12 @@ def collect(run_dir, job_ids=None, results=None):
     if not run_dir.is_dir():
         raise UsageError(f"run directory {str(run_dir)!r} does not exist")
     results = Path(results) if results else run_dir / "results.csv"
+    jobs_file = run_dir / "jobs.jsonl"
+    submitted = ([json.loads(l) for l in jobs_file.read_text().splitlines() if l.strip()]
+                 if jobs_file.is_file() else [])
+    scripts = {j["job_id"]: j.get("script", "") for j in submitted}
     if job_ids is None:
-        jobs_file = run_dir / "jobs.jsonl"
-        job_ids = ([json.loads(l)["job_id"] for l in jobs_file.read_text().splitlines() if l.strip()]
-                   if jobs_file.is_file() else [])
+        job_ids = [j["job_id"] for j in submitted]
     ingested, npoints = 0, 0
     for meta_file in sorted((run_dir / "points").glob("*.meta")):
         point = meta_file.with_suffix(".csv")
@@ -843,6 +956,9 @@ def collect(run_dir, job_ids=None, results=None):
                                "scontrol or the job completion log")]
         for t in found:
             if t.failed:
+                script = scripts.get(t.job_id, "")
+                if not (t.stdout or t.stderr) and script and Path(script).is_file():
+                    t.stdout, t.stderr = log_paths(script, t)
                 t.reason = _failure_reason(t)
             tasks.append(t)
     return Collected(run_dir, results, tasks, ingested, npoints, provenance)
@@ -948,6 +1064,6 @@ def collect_osu(run_dir, results=None, flavour="openmpi", platform=None):
                                    algorithm=name, mapping=entry["mapping"], flavour=flavour,
                                    platform=platform):
                 row.update(launcher="srun", host=entry.get("nodelist", ""),
-                           command=entry.get("command", ""))
+                           command=entry.get("command", ""), job=entry.get("job", ""))
                 rows.append(row)
     return append_results(rows, results)

@@ -3,6 +3,7 @@
 import fcntl
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -54,3 +55,15 @@ LONGEST_FIRST = ("test_containers.py", "test_grade_lab2.py", "test_grade_lab3.py
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: file order otherwise
+
+
+_SESSION_START = time.time()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Show the container build times and sizes that tests/test_containers.py measured in
+    this run (test-output/containers.txt), also under xdist, where the test ran in a worker."""
+    summary = paths.repo_root() / "test-output" / "containers.txt"
+    if summary.is_file() and summary.stat().st_mtime >= _SESSION_START:
+        terminalreporter.write_sep("-", "container builds (test-output/containers.txt)")
+        terminalreporter.write(summary.read_text())

@@ -15,8 +15,31 @@ def _row(b, rep=0, algo="ring"):
 def test_columns_follow_the_contract_order():
     assert results.COLUMNS[:3] == ("collective", "algorithm", "flavour")
     assert results.COLUMNS[10] == "repetition"
-    assert results.COLUMNS[-1] == "command"
-    assert len(results.COLUMNS) == 27
+    assert results.COLUMNS[-2:] == ("command", "job")
+    assert len(results.COLUMNS) == 28
+
+
+def test_table_without_the_job_column_reads_and_gains_it_on_append(results_csv):
+    """A table written before the ``job`` column existed still reads, and the next append
+    rewrites its header so that every row has the column (empty for the old rows)."""
+    old = results.COLUMNS[:-1]
+    results_csv.write_text(",".join(old) + "\n"
+                           + ",".join(str(_row(32).get(c, "")) for c in old) + "\n")
+    df = results.read_results(results_csv)
+    assert df["job"].tolist() == [""] and df["bytes"].tolist() == [32]
+    results.append_rows(results_csv, [dict(_row(64), job="17_2")])
+    text = results_csv.read_text().splitlines()
+    assert text[0] == ",".join(results.COLUMNS) and len(text) == 3
+    df = results.read_results(results_csv)
+    assert df["job"].tolist() == ["", "17_2"] and df["bytes"].tolist() == [32, 64]
+
+
+def test_foreign_header_is_refused(results_csv):
+    results_csv.write_text("size,latency\n1,2\n")
+    from mpilab.errors import ParseError
+    with pytest.raises(ParseError, match="line 1: the header is not the results table's"):
+        results.append_rows(results_csv, [_row(32)])
+    assert results_csv.read_text() == "size,latency\n1,2\n"
 
 
 def test_append_and_read(results_csv):

@@ -24,8 +24,13 @@ from mpilab.errors import UsageError
 from mpilab.paths import collbench_path, repo_root
 
 ROOT = repo_root()
+DATA = ROOT / "tests" / "data" / "slurm"
 PY = sys.executable
 HOST = socket.gethostname().split(".")[0]
+#: scripts/local-slurm.sh starts slurmdbd (and sacct answers) where it is installed, as in CI.
+ACCOUNTING = bool(shutil.which("slurmdbd") or Path("/usr/sbin/slurmdbd").exists())
+#: Lmod's shell set-up, which the templates source when `module` is not defined.
+LMOD = Path("/usr/share/lmod/lmod/init/bash")
 
 
 def cli(*args, check=True):
@@ -183,6 +188,80 @@ def test_local_cluster_matches_the_local_profile():
     conf = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "conf"], capture_output=True,
                           text=True, check=True, env=env).stdout
     assert "PartitionName=THIN " in conf and " CPUs=24 " in conf
+    # Accounting through slurmdbd, or none; the job completion log is kept either way.
+    for choice, line in (("yes", "AccountingStorageType=accounting_storage/slurmdbd\n"),
+                         ("no", "AccountingStorageType=accounting_storage/none\n")):
+        conf = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "conf"], capture_output=True,
+                              text=True, check=True,
+                              env=dict(os.environ, MPILAB_SLURM_ACCOUNTING=choice)).stdout
+        assert line in conf and "JobCompType=jobcomp/filetxt" in conf
+    bad = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "conf"], capture_output=True,
+                         text=True, env=dict(os.environ, MPILAB_SLURM_ACCOUNTING="maybe"))
+    assert bad.returncode == 1 and "MPILAB_SLURM_ACCOUNTING='maybe'; valid: yes, no, auto" in bad.stderr
+
+
+# ----------------------------------------------------------------------------- sacct and jobcomp
+# The files under tests/data/slurm are real output of the local cluster for one array job of
+# three tasks whose task 1 asked collbench for an unknown algorithm.
+
+def test_sacct_output_of_an_array_with_one_failed_task():
+    text = (DATA / "sacct_array_one_failed.txt").read_text()
+    states = slurm.parse_sacct(text, "sacct_array_one_failed.txt")
+    assert [(t.label, t.state, t.exit_code, t.raw_id) for t in states] == [
+        ("7_0", "COMPLETED", "0:0", "8"), ("7_1", "FAILED", "1:0", "9"), ("7_2", "COMPLETED", "0:0", "7")]
+    assert [t.label for t in states if t.failed] == ["7_1"]
+    assert all(t.done and t.source == "sacct" and t.name == "mpilab-sweep" for t in states)
+    reason = slurm._failure_reason(states[1])
+    assert reason == "state FAILED; exit code 1"            # sacct's Reason "None" says nothing
+
+
+# Real sacct lines of the local cluster: a held array, the same array cancelled, a job killed
+# at its 1-minute limit; the last one is made up (COMPLETED with a non-zero exit code).
+@pytest.mark.parametrize("line, label, failed, done", [
+    ("10_[0-3]|10|wrap|PENDING|0:0|JobHeldUser|None assigned", "10_[0-3]", False, False),
+    ("10_[0-3]|10|wrap|CANCELLED by 0|0:0|JobHeldUser|None assigned", "10_[0-3]", True, True),
+    ("11|11|wrap|TIMEOUT|0:0|None|vm", "11", True, True),
+    ("12|12|wrap|COMPLETED|2:0|None|vm", "12", True, True),
+])
+def test_sacct_states(line, label, failed, done):
+    (t,) = slurm.parse_sacct(line + "\n")
+    assert (t.label, t.failed, t.done) == (label, failed, done)
+    if t.state == "TIMEOUT":
+        assert "killed at its time limit" in slurm._failure_reason(t)
+    if t.state.startswith("CANCELLED"):
+        assert slurm._failure_reason(t).startswith("state CANCELLED by 0; reason JobHeldUser")
+
+
+def test_sacct_output_with_other_fields_is_a_parse_error():
+    from mpilab.errors import ParseError
+    with pytest.raises(ParseError, match=r"sacct -j 7: line 2: 5 fields, expected 7 \(JobID\|JobIDRaw"):
+        slurm.parse_sacct("7_0|8|mpilab-sweep|COMPLETED|0:0|None|vm\n7_1|FAILED|1:0|None|vm\n", "sacct -j 7")
+
+
+def test_jobcomp_log_says_what_sacct_says():
+    """The job completion log (the fallback without accounting) gives the same tasks, states
+    and exit codes as sacct for the same real job."""
+    comp = slurm.parse_jobcomp((DATA / "jobcomp_array_one_failed.txt").read_text(), {"7"})
+    sacct = slurm.parse_sacct((DATA / "sacct_array_one_failed.txt").read_text())
+    key = lambda t: (t.label, t.state, t.exit_code, t.raw_id, t.name, t.nodelist)   # noqa: E731
+    assert sorted(map(key, comp)) == sorted(map(key, sacct))
+    assert {t.source for t in comp} == {"jobcomp"}
+    assert slurm.parse_jobcomp((DATA / "jobcomp_array_one_failed.txt").read_text(), {"8"})[0].label == "7_0"
+    assert slurm.parse_jobcomp((DATA / "jobcomp_array_one_failed.txt").read_text(), {"99"}) == []
+
+
+def test_log_paths_follow_the_sbatch_patterns(tmp_path):
+    script = tmp_path / "sweep.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --job-name=mpilab-sweep\n#SBATCH --array=0-2\n"
+                      "#SBATCH --output=/runs/logs/%x_%A_%a.out\n#SBATCH --error=/runs/logs/%x_%A_%a.err\n")
+    task = slurm.TaskState("7", "1", "FAILED", "1:0", raw_id="9", name="mpilab-sweep")
+    assert slurm.log_paths(script, task) == ("/runs/logs/mpilab-sweep_7_1.out",
+                                             "/runs/logs/mpilab-sweep_7_1.err")
+    script.write_text("#!/bin/bash\n#SBATCH --job-name=seed\n#SBATCH --output=logs/%x_%j.txt\n")
+    task = slurm.TaskState("12", "", "FAILED", "1:0", raw_id="12")
+    assert slurm.log_paths(script, task) == (str(tmp_path / "logs/seed_12.txt"),) * 2
+    script.write_text("#!/bin/bash\n")
+    assert slurm.log_paths(script, task) == (str(tmp_path / "slurm-12.out"),) * 2
 
 
 # ----------------------------------------------------------------------------- real SLURM
@@ -199,6 +278,8 @@ def local_slurm():
     again = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "start"],
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "starting" not in again.stdout, again.stdout + again.stderr
+    if ACCOUNTING:
+        assert "accounting: yes" in again.stdout, again.stdout
     return "local"
 
 
@@ -274,6 +355,8 @@ def test_sweep_job_array_with_openmpi_and_pmix(local_slurm, tmp_path):
     assert len(prov) == 4
     assert {p["nodelist"] for p in prov} == {HOST}
     assert all("Open MPI" in p["mpi_version"] for p in prov)
+    # every row names the array task that measured it, the key of its provenance record
+    assert {r["job"] for r in rows} == {f"{job}_{i}" for i in range(4)} == {p["job"] for p in prov}
     # collecting again adds nothing: the points are in the table already
     assert "0 new rows" in cli("collect", run).stdout
     assert len(read_rows(run / "results.csv")) == 8
@@ -308,6 +391,75 @@ def test_broken_script_fails_with_its_reason(local_slurm, tmp_path):
     assert "exit code 127" in failed[0]
     assert "modul: command not found" in failed[0]
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_array_with_one_bad_algorithm_fails_only_that_task(local_slurm, tmp_path):
+    """Three array tasks, the middle one asks for an algorithm that does not exist: collect
+    reports that task alone as FAILED, with the reason from sacct (where the cluster has
+    accounting) and collbench's own message; the other two tasks' rows arrive, each joined to
+    its provenance record by the ``job`` column."""
+    bench = built("openmpi")
+    script = slurm.render_to_dir("sweep", "local", "local", tmp_path, collbench=bench,
+                                 algos="ring,rign,bruck", nprocs="2", sizes="32:64", iters=5,
+                                 warmup=1, time="5")
+    job = slurm.submit(script)
+    states = slurm.wait(job, timeout=240)
+    assert [(s.label, s.state) for s in states] == [
+        (f"{job}_0", "COMPLETED"), (f"{job}_1", "FAILED"), (f"{job}_2", "COMPLETED")]
+    assert {s.source for s in states} == ({"sacct"} if ACCOUNTING else {"scontrol"})
+    proc = cli("collect", tmp_path, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failed = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED")]
+    assert len(failed) == 1, proc.stdout
+    assert failed[0].startswith(f"FAILED {job}_1: state FAILED; exit code 1; ")
+    assert "collbench: unknown algorithm 'rign'; valid: bruck, gather_bcast, pairwise, ring" in failed[0]
+    assert f"job {job}_1: FAILED exit 1:0 ({'sacct' if ACCOUNTING else 'scontrol'})" in proc.stdout
+    # The job completion log, what collect falls back on without accounting, agrees.
+    comp = {t.label: (t.state, t.exit_code) for t in slurm._jobcomp({job})}
+    assert comp == {f"{job}_0": ("COMPLETED", "0:0"), f"{job}_1": ("FAILED", "1:0"),
+                    f"{job}_2": ("COMPLETED", "0:0")}
+    # The good tasks' results, every row joined to its task's provenance.
+    rows = read_rows(tmp_path / "results.csv")
+    assert sorted({(r["algorithm"], r["job"]) for r in rows}) == [
+        ("bruck", f"{job}_2"), ("ring", f"{job}_0")]
+    assert len(rows) == 2 * 2
+    prov = {p["job"]: p for p in read_rows(tmp_path / "provenance.csv")}
+    assert set(prov) == {f"{job}_0", f"{job}_1", f"{job}_2"}       # the failed task recorded its too
+    for r in rows:
+        p = prov[r["job"]]
+        assert p["nodelist"] == HOST and p["array_task_id"] == r["job"].split("_")[1]
+        assert "Open MPI" in p["mpi_version"] and p["modules"]
+
+
+@pytest.mark.skipif(not LMOD.exists(), reason="Lmod is not installed (Debian: lmod)")
+def test_module_lines_run_and_the_loaded_modules_are_recorded(local_slurm, tmp_path):
+    """A profile with a module line, as ORFEO's: the job loads it with Lmod (set up by the
+    template in sbatch's non-login shell) and `module list` lands in the provenance record
+    that the point's rows join."""
+    bench = built("openmpi")
+    modules = tmp_path / "modulefiles"
+    (modules / "openMPI").mkdir(parents=True)
+    (modules / "openMPI" / "4.1.4.lua").write_text(
+        'whatis("the host Open MPI, as a module for this test")\n'
+        'setenv("MPILAB_TEST_MODULE", "openMPI/4.1.4")\n')
+    profile = tmp_path / "modcluster.toml"
+    profile.write_text((ROOT / "slurm_templates" / "profiles" / "local.toml").read_text()
+                       .replace('name = "local"', 'name = "modcluster"')
+                       .replace("[mpi.openmpi]\nmodules = []", '[mpi.openmpi]\nmodules = ["openMPI/4.1.4"]'))
+    run = tmp_path / "run"
+    script = slurm.render_to_dir("sweep", str(profile), "local", run, collbench=bench,
+                                 algos="ring", nprocs="2", sizes="32:32", iters=5, time="5")
+    text = script.read_text()
+    assert "module purge\nmodule load openMPI/4.1.4\n" in text
+    job = slurm.submit(script, env={"MODULEPATH": str(modules)})
+    assert [s.state for s in slurm.wait(job, timeout=240)] == ["COMPLETED"], slurm.collect(run).summary()
+    report = slurm.collect(run)
+    assert [p["modules"] for p in report.provenance] == ["openMPI/4.1.4"]
+    (row,) = read_rows(run / "results.csv")
+    (prov,) = read_rows(run / "provenance.csv")
+    assert row["job"] == prov["job"] == f"{job}_0" and row["platform"] == "modcluster/local"
+    assert f"provenance {job}_0: nodes {HOST}; MPI mpirun (Open MPI)" in report.summary()
+    assert "modules openMPI/4.1.4" in report.summary()
 
 
 @pytest.mark.slow
@@ -407,12 +559,18 @@ def test_osu_seed_job_scaled_down_to_one_node(local_slurm, tmp_path):
     rows = read_rows(tmp_path / "results.csv")
     assert {(r["collective"], r["algorithm"]) for r in rows} >= {("reduce", "basic_linear"), ("bcast", "chain")}
     assert {r["platform"] for r in rows} == {"local/local"} and {r["launcher"] for r in rows} == {"srun"}
+    assert {r["job"] for r in rows} == {job}            # the job that measured them (not job2)
 
 
 SHIM = """#!/bin/bash
-# Stand-in for `apptainer exec [--bind DIR] IMAGE CMD...` on a machine without Apptainer:
-# checks the arguments the template passes and runs CMD on the host.
-echo "apptainer $*" >> "$APPTAINER_SHIM_LOG"
+# Stand-in for Apptainer on a machine without it. `apptainer exec [--bind DIR] IMAGE CMD...`
+# checks the arguments and runs CMD on the host; `apptainer inspect --labels IMAGE` prints the
+# labels, which the stand-in image holds as its text (`key: value` lines, as apptainer prints).
+echo "apptainer $*" >> "${APPTAINER_SHIM_LOG:-/dev/null}"
+if [ "$1" = inspect ]; then
+    [ "$2" = --labels ] && [ -f "$3" ] || { echo "apptainer shim: expected inspect --labels IMAGE" >&2; exit 2; }
+    exec cat "$3"
+fi
 [ "$1" = exec ] || { echo "apptainer shim: expected exec, got $1" >&2; exit 2; }
 shift
 while [ "${1#--}" != "$1" ]; do shift 2; done   # options with a value (--bind DIR)
@@ -422,19 +580,63 @@ exec "$@"
 """
 
 
+def host_open_mpi():
+    """The host Open MPI's version, from ``mpirun --version`` (what the template asks)."""
+    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
+    return re.search(r"\(Open MPI\) (\d+\.\d+\.\d+)", out).group(1)
+
+
+def stand_in_apptainer(tmp_path, mpi_version):
+    """A stand-in ``apptainer`` on a bin directory, and an image file labelled with an
+    Open MPI version; returns (bindir, image)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "apptainer").write_text(SHIM)
+    (bindir / "apptainer").chmod(0o755)
+    image = tmp_path / f"mpilab-openmpi-{mpi_version}.sif"
+    image.write_text(f"org.mpilab.flavour: openmpi\norg.mpilab.mpi: Open MPI\n"
+                     f"org.mpilab.mpi.version: {mpi_version}\norg.mpilab.kit.version: 0.1.0\n")
+    return bindir, image
+
+
+def test_apptainer_launcher_warns_before_starting_on_a_major_version_mismatch(tmp_path, monkeypatch):
+    """ApptainerLauncher reads the image's org.mpilab.mpi.version with `apptainer inspect
+    --labels` and warns, naming both versions, when the host Open MPI's major differs."""
+    from mpilab import launch
+    bench = built("openmpi")
+    host = host_open_mpi()
+    bindir, image = stand_in_apptainer(tmp_path, "5.0.3")
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    lau = launch.get_launcher("apptainer", image=image, inner="openmpi", cores=2)
+    assert lau.image_labels()["org.mpilab.mpi.version"] == "5.0.3"
+    with pytest.warns(UserWarning) as caught:
+        out = lau.run(bench, ["-m", "32:32", "--iters", "5", "--format", "csv"], 2).stdout
+    (w,) = [w for w in caught if "major version" in str(w.message)]
+    assert str(w.message).startswith(f"{image}: host Open MPI {host} and the image's Open MPI 5.0.3 differ")
+    assert "# nprocs: 2" in out                       # and then it started, through the stand-in
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                           # warned once per launcher
+        lau.run(bench, ["-m", "32:32", "--iters", "5"], 2)
+    # Same major version: no warning.
+    bindir, image = stand_in_apptainer(tmp_path, host.split(".")[0] + ".9.9")
+    lau = launch.get_launcher("apptainer", image=image, inner="openmpi", cores=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lau.host_mpi_warning() is None
+    # The MPICH flavour is not an Open MPI: nothing to compare.
+    assert launch.get_launcher("apptainer", image=image, inner="mpich").host_mpi_warning() is None
+
+
 def test_apptainer_sweep_runs_through_srun_with_a_stand_in(local_slurm, tmp_path):
     """Apptainer cannot be installed here: a stand-in that runs the command on the host checks
-    the rest of the hybrid-model script (srun starts one ``apptainer exec`` per rank)."""
+    the rest of the hybrid-model script (srun starts one ``apptainer exec`` per rank), and the
+    version check before srun, with an image labelled Open MPI 5.0.3 on a 4.1 host."""
     bench = built("openmpi")
     kit = tmp_path / "image-root"
     (kit / "c_reference" / "build" / "openmpi").mkdir(parents=True)
     (kit / "c_reference" / "build" / "openmpi" / "collbench").symlink_to(bench)
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "apptainer").write_text(SHIM)
-    (bindir / "apptainer").chmod(0o755)
-    image = tmp_path / "mpilab-openmpi.sif"
-    image.write_text("not a real image\n")
+    bindir, image = stand_in_apptainer(tmp_path, "5.0.3")
     run = tmp_path / "run"
     script = slurm.render_to_dir("sweep-apptainer", "local", "local", run, image=str(image),
                                  container_kit_dir=str(kit), algos="native", nprocs="2",
@@ -456,6 +658,15 @@ def test_apptainer_sweep_runs_through_srun_with_a_stand_in(local_slurm, tmp_path
     assert not report.failed
     rows = read_rows(run / "results.csv")
     assert [(r["launcher"], r["nprocs"], r["bytes"]) for r in rows] == [("apptainer", "2", "32")]
+    # Before srun: both versions in the log, and the warning.
+    host = host_open_mpi()
+    out = (run / "logs" / f"mpilab-sweep-apptainer_{job}_0.out").read_text()
+    err = (run / "logs" / f"mpilab-sweep-apptainer_{job}_0.err").read_text()
+    assert f"Open MPI: host {host} (mpirun --version), image 5.0.3 ({image})" in out
+    assert (f"mpilab: warning: host Open MPI {host} and the image's Open MPI 5.0.3 differ in "
+            "major version") in err
+    assert out.index("Open MPI: host") < out.index("run: srun")
+    assert calls[0] == f"apptainer inspect --labels {image}"
 
 
 COLLBENCH_OUTPUT = """# collbench 1
