@@ -27,7 +27,10 @@ c.Autograde.exclude_overwriting = {
 }
 
 # Students' files downloaded from an LMS (zip files in downloaded/<lab>/archive/, nbgrader's
-# default place) are collected with: nbgrader zip_collect <lab>. The names are Blackboard's,
-# <assignment>_<student>_attempt_<date>_<file>, e.g. lab2_alice_attempt_2026-11-20-10-00-00_ring.c.
+# default place) are collected with: nbgrader zip_collect <lab>, into submitted/<student>/<lab>/
+# under the file's original name. The names are Blackboard's,
+#   <assignment>_<student>_attempt_<YYYY-MM-DD-HH-MM-SS>_<original file name>
+# e.g. lab3_alice_b_attempt_2026-11-20-10-00-00_allreduce_two_level.c (student alice_b); the
+# collector (mpilab/lms.py) anchors on the timestamp and reads it, so a later attempt wins.
+c.ZipCollectApp.collector_plugin = "mpilab.lms.BlackboardCollector"
 c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".c", ".csv", ".txt"]   # notebooks, C files, results
-c.FileNameCollectorPlugin.named_regexp = r".*_(?P<student_id>\w+)_attempt_.*_(?P<file_id>[^/]+)$"

@@ -72,18 +72,27 @@ class Course:
             shutil.copy(src, d / name)
         return d
 
-    def submit_lms_zip(self, student, lab, notebook, files=None, date="2026-11-20-10-00-00"):
+    def submit_lms_zip(self, student, lab, notebook=None, files=None, date="2026-11-20-10-00-00",
+                       extra=None):
         """Add a submission to an LMS download: ``downloaded/<lab>/archive/<lab>-gradebook.zip``,
-        with Blackboard's names (``<lab>_<student>_attempt_<date>_<file>``), for zip_collect."""
+        with Blackboard's names (``<lab>_<student>_attempt_<date>_<file>``), for zip_collect.
+
+        ``notebook`` (a dict) becomes ``<lab>.ipynb``, ``files`` maps a submitted file name to a
+        path to copy, ``extra`` maps a whole name in the zip to its text (e.g. Blackboard's
+        per-attempt ``..._attempt_<date>.txt``).
+        """
         import zipfile
 
         archive = self.root / "downloaded" / lab / "archive"
         archive.mkdir(parents=True, exist_ok=True)
         prefix = f"{lab}_{student}_attempt_{date}_"
         with zipfile.ZipFile(archive / f"{lab}-gradebook.zip", "a") as z:
-            z.writestr(prefix + f"{lab}.ipynb", json.dumps(notebook))
+            if notebook is not None:
+                z.writestr(prefix + f"{lab}.ipynb", json.dumps(notebook))
             for name, src in (files or {}).items():
                 z.write(src, prefix + name)
+            for name, text in (extra or {}).items():
+                z.writestr(name, text)
 
     def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=1200):
         """Run ``scripts/grade.sh lab`` on the course; return (score table, seconds).
