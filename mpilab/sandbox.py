@@ -2,8 +2,10 @@
 
 A sandboxed run gets a wall-time limit that kills its whole process group (an MPI deadlock
 ends as a failed check, never as a hung grader), an address-space limit per process, an output
-cap, a fresh scratch directory holding only the files it is given, and no network where the
-machine allows it (a new network namespace via ``unshare --net``; MPI still runs on loopback).
+cap (the output is read as it comes and what is past the cap is thrown away, so a program that
+prints in a loop costs no memory), a fresh scratch directory holding only the files it is given,
+and no network where the machine allows it (a new network namespace via ``unshare --net``; MPI
+still runs on loopback).
 """
 
 import dataclasses
@@ -11,10 +13,12 @@ import functools
 import os
 import re
 import resource
+import selectors
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 from mpilab.errors import UsageError
 
@@ -41,7 +45,8 @@ class SandboxResult:
     returncode : int or None
         Exit status; None when the run was killed on time-out.
     stdout, stderr : str
-        Output, each cut at the output cap.
+        Output, each cut at the output cap; a cut one goes on with a line saying so
+        (:func:`cut_message`) and its last bytes.
     timed_out : bool
         True when the wall-time limit killed the process group.
     timeout : float
@@ -50,6 +55,10 @@ class SandboxResult:
         True when the run had its own (empty) network namespace.
     note : str
         Why isolation was not possible, when it was not.
+    stdout_bytes, stderr_bytes : int
+        How many bytes the program wrote to each (kept or not).
+    output_cap : int or None
+        The cap in bytes of each stream.
     """
 
     argv: list
@@ -60,6 +69,14 @@ class SandboxResult:
     timeout: float
     network_isolated: bool
     note: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    output_cap: object = None
+
+    @property
+    def output_cut(self):
+        """True when stdout or stderr was longer than the cap (the rest was thrown away)."""
+        return self.output_cap is not None and max(self.stdout_bytes, self.stderr_bytes) > self.output_cap
 
     @property
     def ok(self):
@@ -95,7 +112,9 @@ class SandboxResult:
     def failure(self):
         """One line saying why the run failed, or None if it succeeded."""
         if self.timed_out:
-            return timeout_message(self.timeout)
+            cut = f"; it printed {max(self.stdout_bytes, self.stderr_bytes):,} bytes (output cut at " \
+                  f"{self.output_cap} bytes)" if self.output_cut else ""
+            return timeout_message(self.timeout) + cut
         if self.returncode == 0:
             return None
         crash = self.crash()
@@ -112,6 +131,11 @@ def _signal_name(sig):
         return signal.Signals(sig).name
     except ValueError:
         return "unknown signal"
+
+
+def cut_message(cap, thrown):
+    """The line that stands for the ``thrown`` bytes of an output cut at ``cap`` bytes."""
+    return f"[output cut at {cap} bytes: {thrown:,} bytes thrown away; the last ones follow]"
 
 
 def timeout_message(seconds):
@@ -163,7 +187,10 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     memory_mb : int
         Address-space limit (RLIMIT_AS) of each process, in MiB; 0 for none.
     output_cap : int
-        Characters kept of stdout and of stderr.
+        Bytes kept of stdout and of stderr. The output is read as it comes; past the cap it is
+        read and thrown away (the program runs on, within its time limit) but for its last
+        :data:`TAIL_BYTES` (where the launcher reports a crash), which follow a
+        :func:`cut_message` line.
     env : dict, optional
         Extra environment variables.
     network : bool
@@ -175,6 +202,8 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     """
     if timeout <= 0:
         raise UsageError(f"timeout must be positive, got {timeout!r}")
+    if output_cap <= 0:
+        raise UsageError(f"output_cap must be a positive number of bytes, got {output_cap!r}")
     full_env = dict(os.environ)
     full_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
     full_env.update(env or {})
@@ -182,21 +211,83 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     cmd = list(map(str, argv))
     if isolated:
         cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh"] + cmd
+    deadline = time.monotonic() + timeout
     proc = subprocess.Popen(cmd, cwd=str(cwd), env=full_env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=_limits(memory_mb * 1024 * 1024 if memory_mb else 0))
-    timed_out = False
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    streams = _Streams(proc, output_cap)
+    timed_out = not streams.read_until(deadline)
+    if not timed_out:
+        try:   # the pipes are closed; the program may still be finishing
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    if timed_out:
         _kill_group(proc.pid)
-        out, err = proc.communicate()
+        # what was written before the kill; a process that left the group may hold a pipe open
+        streams.read_until(time.monotonic() + 5)
+        proc.wait()
+    streams.close()
+    out, n_out = streams.text(proc.stdout)
+    err, n_err = streams.text(proc.stderr)
     return SandboxResult(argv=cmd, returncode=None if timed_out else proc.returncode,
-                         stdout=out.decode(errors="replace")[:output_cap],
-                         stderr=err.decode(errors="replace")[:output_cap],
-                         timed_out=timed_out, timeout=timeout,
-                         network_isolated=isolated, note=note)
+                         stdout=out, stderr=err, timed_out=timed_out, timeout=timeout,
+                         network_isolated=isolated, note=note, stdout_bytes=n_out,
+                         stderr_bytes=n_err, output_cap=output_cap)
+
+
+#: Bytes kept of the end of an output longer than the cap (the launcher's crash report is there).
+TAIL_BYTES = 4096
+
+
+class _Streams:
+    """A process's stdout and stderr, read in chunks as they come: each keeps its first ``cap``
+    bytes and its last :data:`TAIL_BYTES`."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, proc, cap):
+        self.cap = cap
+        self.head = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+        self.tail = {f: bytearray() for f in self.head}
+        self.total = dict.fromkeys(self.head, 0)
+        self.selector = selectors.DefaultSelector()
+        for f in self.head:
+            self.selector.register(f, selectors.EVENT_READ)
+
+    def read_until(self, deadline):
+        """Read until both pipes are closed (True) or the deadline passes (False)."""
+        while self.selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in self.selector.select(timeout=left):
+                chunk = os.read(key.fd, self.CHUNK)
+                f = key.fileobj
+                if not chunk:
+                    self.selector.unregister(f)
+                    continue
+                room = max(self.cap - len(self.head[f]), 0)
+                self.head[f] += chunk[:room]
+                if len(chunk) > room:
+                    tail = self.tail[f]
+                    tail += chunk[room:]
+                    del tail[:-TAIL_BYTES]
+                self.total[f] += len(chunk)
+        return True
+
+    def close(self):
+        self.selector.close()
+        for f in self.head:
+            f.close()
+
+    def text(self, f):
+        """The kept text of one stream and its full length in bytes."""
+        text = self.head[f].decode(errors="replace")
+        if self.total[f] > self.cap:
+            text += ("" if text.endswith("\n") else "\n") + cut_message(self.cap, self.total[f] - self.cap - len(self.tail[f])) + "\n"
+            text += self.tail[f].decode(errors="replace")
+        return text, self.total[f]
 
 
 def _kill_group(pgid):
@@ -206,7 +297,6 @@ def _kill_group(pgid):
         except ProcessLookupError:
             return
         if sig == signal.SIGTERM:
-            import time
             time.sleep(0.5)
 
 

@@ -31,8 +31,49 @@ def test_memory_limit(tmp_path):
 
 
 def test_output_cap(tmp_path):
-    res = sandbox.run([sys.executable, "-c", "print('x' * 10**6)"], cwd=tmp_path, timeout=60, output_cap=1000)
-    assert len(res.stdout) == 1000
+    res = sandbox.run([sys.executable, "-c", "print('x' * 10**6 + 'END')"], cwd=tmp_path, timeout=60,
+                      output_cap=1000)
+    head, cut, tail = res.stdout.split("\n", 2)
+    assert head == "x" * 1000 and res.stdout_bytes == 10**6 + 4 and res.output_cut
+    assert cut == f"[output cut at 1000 bytes: {10**6 + 4 - 1000 - sandbox.TAIL_BYTES:,} bytes thrown away; " \
+        "the last ones follow]"
+    assert tail.endswith("xxEND\n") and len(tail) == sandbox.TAIL_BYTES
+    assert res.ok   # a long output is not a failure by itself
+
+
+FLOOD = r"""
+#include <stdio.h>
+int main(void) {
+    for (unsigned long i = 0;; i++)
+        printf("rank 0: step %lu of a debugging printf left in a loop\n", i);
+}
+"""
+
+#: Measures the peak memory of a Python process that runs a flood for 4 s in the sandbox.
+FLOOD_RUN = """
+import resource, sys
+from mpilab import sandbox
+res = sandbox.run(["./flood"], cwd=sys.argv[1], timeout=4, output_cap=10_000)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, res.stdout_bytes, len(res.stdout))
+print(res.failure())
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_a_printf_flood_costs_no_memory(tmp_path):
+    """A C program printing as fast as it can until the time limit: the grader's memory stays
+    flat (the output is read in chunks and thrown away past the cap)."""
+    (tmp_path / "flood.c").write_text(FLOOD)
+    subprocess.run(["cc", "-O1", "flood.c", "-o", "flood"], cwd=tmp_path, check=True)
+    proc = subprocess.run([sys.executable, "-c", FLOOD_RUN, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    first, failure = proc.stdout.splitlines()
+    peak_mb, printed, kept = map(int, first.split())
+    assert printed > 50 * 2**20, f"the flood printed only {printed} bytes"
+    assert kept < 10_000 + 200 + sandbox.TAIL_BYTES
+    assert peak_mb < 100, f"the grader peaked at {peak_mb} MiB while a program printed {printed} bytes"
+    assert failure.startswith("timed out after 4 s") and "(output cut at 10000 bytes)" in failure
 
 
 def test_signal_is_named(tmp_path):
