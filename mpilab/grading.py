@@ -396,10 +396,9 @@ def check_hello_c(c_file="hello.c", nprocs=HELLO_NPROCS, smpi=HELLO_SMPI, timeou
         for flavour, exe in (("openmpi", "hello"), ("smpi", "hello_smpi")):
             if flavour == "smpi" and not smpi:
                 continue
-            build = sandbox.run([launch.COMPILERS[flavour], "-O1", "-std=c99", name, "-o", exe],
-                                cwd=work, timeout=120)
-            if not build.ok:
-                raise AssertionError(f"{name} does not compile for {flavour}:\n{build.stderr[-2000:]}")
+            why = _compile_one(work, name, flavour, exe)
+            if why:
+                raise AssertionError(why)
         for p in nprocs:
             res = sandbox.run(_OPENMPI["mpirun"] + [str(p), "./hello"], cwd=work, timeout=timeout)
             if not res.ok:
@@ -419,6 +418,81 @@ def check_hello_c(c_file="hello.c", nprocs=HELLO_NPROCS, smpi=HELLO_SMPI, timeou
                 bad = next(r for r in range(p) if hosts[r] != want[r])
                 raise AssertionError(f"{where}: rank {bad} says it ran on {hosts[bad]!r}, but it was "
                                      f"placed on {want[bad]!r}; print the name MPI_Get_processor_name gives")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _compile_one(work, name, flavour, exe):
+    """Compile ``work/name`` for a flavour into ``work/exe`` under the sandbox; None or why not."""
+    from mpilab import launch
+
+    build = sandbox.run([launch.COMPILERS[flavour], "-O1", "-std=c99", name, "-o", exe], cwd=work, timeout=120)
+    return None if build.ok else f"{name} does not compile for {flavour}:\n{build.stderr[-2000:]}"
+
+
+def run_c(c_file, flavour="openmpi", nprocs=4, mapping="core", platform="orfeo-thin", timeout=RUN_TIMEOUT):
+    """Compile one C file and run it under the grader's limits; return what it printed.
+
+    The program is built and run in a fresh scratch directory that holds only a copy of
+    ``c_file``, with the limits of every graded run (:func:`mpilab.sandbox.run`: the time limit,
+    a memory and an output cap, no network), so a program that hangs or prints in a loop stops
+    here as it would in grading, instead of hanging the notebook or the autograder.
+
+    Parameters
+    ----------
+    c_file : str or path
+        One C file (e.g. lab 0's ``hello.c``).
+    flavour : {"openmpi", "mpich", "smpi"}
+        Real MPI on this machine, or SimGrid SMPI on ``platform``.
+    nprocs : int
+        Number of ranks.
+    mapping : {"core", "socket", "node"}
+        Where the ranks go (for SMPI: on the simulated cluster).
+    platform : str
+        SMPI only: the simulated cluster.
+    timeout : float
+        Limit of the run, seconds (:data:`RUN_TIMEOUT`).
+
+    Returns
+    -------
+    str
+        The program's standard output.
+
+    Raises
+    ------
+    LaunchError
+        The file is missing, does not compile, or the run failed: a crash (rank and signal),
+        a non-zero exit or the time limit.
+    ToolMissing
+        The flavour's compiler or launcher is not installed.
+    """
+    from mpilab import launch
+    from mpilab.errors import LaunchError, ToolMissing
+
+    if flavour not in launch.COMPILERS:
+        raise one_of("flavour", flavour, launch.COMPILERS)
+    c_file = os.fspath(c_file)
+    if not os.path.isfile(c_file):
+        raise LaunchError(f"C file {c_file!r} not found (working directory {os.getcwd()})")
+    if shutil.which(launch.COMPILERS[flavour]) is None:
+        raise ToolMissing(f"{launch.COMPILERS[flavour]!r} not found on PATH; `mpilab doctor` says how to install it")
+    name = os.path.basename(c_file)
+    exe = f"{os.path.splitext(name)[0]}-{flavour}"
+    work = sandbox.scratch_dir([c_file])
+    try:
+        why = _compile_one(work, name, flavour, exe)
+        if why:
+            raise LaunchError(why)
+        opts = {"platform": platform, "workdir": work} if flavour == "smpi" else {}
+        cmd = launch.get_launcher(flavour, **opts).command(os.path.join(work, exe), [], nprocs, mapping)
+        if shutil.which(cmd.argv[0]) is None:
+            raise ToolMissing(f"{cmd.argv[0]!r} not found on PATH; `mpilab doctor` says how to install it")
+        res = sandbox.run(cmd.argv, cwd=work, timeout=timeout, env=cmd.env,
+                          memory_mb=SMPI_MEMORY_MB if flavour == "smpi" else 2048)
+        if not res.ok:
+            where = f"{name} on {flavour}" + (f" ({platform}, mapping {mapping})" if flavour == "smpi" else "")
+            raise LaunchError(f"{where}, P = {nprocs}: {res.failure()}")
+        return res.stdout
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
