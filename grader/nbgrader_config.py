@@ -17,6 +17,19 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "check
 c.ExecutePreprocessor.timeout = int(os.environ.get("MPILAB_CELL_TIMEOUT", "600"))
 c.ExecutePreprocessor.startup_timeout = 120
 
+# Autograde executes the notebooks with mpilab.autograde.GuardedExecute instead of nbgrader's
+# Execute: a kernel that does not stop when a cell's time is up (it ignores SIGINT) or that dies
+# is restarted, so only the cells from there on lose their points (nbgrader alone fails the whole
+# notebook), and a cell's printed text is cut at MPILAB_CELL_OUTPUT_CAP characters as it arrives.
+# LimitOutput then keeps at most 500 lines of a cell's output and 60 lines of a traceback.
+from nbgrader.converters.autograde import Autograde  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    "mpilab.autograde.GuardedExecute" if pp.__name__ == "Execute" else pp
+    for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
+c.LimitOutput.max_lines = 500
+c.LimitOutput.max_traceback = 60
+
 # Autograde normally copies the source's files over the submission's: the students' C files
 # (the skeletons they filled in) must be graded as submitted, so every *.c of a lab is excluded.
 _solutions = os.path.join(c.CourseDirectory.root, c.CourseDirectory.source_directory)

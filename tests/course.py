@@ -94,23 +94,34 @@ class Course:
             for name, text in (extra or {}).items():
                 z.writestr(name, text)
 
-    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=1200):
+    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=1200, student_timeout=None, name=None):
         """Run ``scripts/grade.sh lab`` on the course; return (score table, seconds).
 
-        The output is saved under ``test-output/grade_<lab>.txt``; a non-zero exit fails.
+        ``student_timeout`` sets MPILAB_STUDENT_TIMEOUT (grade.sh's default otherwise). The output
+        is saved as ``test-output/<name>.txt`` (default ``grade_<lab>``); a non-zero exit fails.
         """
         from mpilab.grading import score_table
         env = dict(os.environ, COURSE=str(self.root), MPILAB_CELL_TIMEOUT=str(cell_timeout),
                    MPILAB_RUN_TIMEOUT=str(run_timeout))
+        if student_timeout is not None:
+            env["MPILAB_STUDENT_TIMEOUT"] = str(student_timeout)
         start = time.monotonic()
         proc = subprocess.run([str(ROOT / "scripts" / "grade.sh"), lab], env=env,
                               capture_output=True, text=True, timeout=timeout)
         elapsed = time.monotonic() - start
+        self.output = proc.stdout + proc.stderr
         (ROOT / "test-output").mkdir(exist_ok=True)
-        (ROOT / "test-output" / f"grade_{lab}.txt").write_text(
-            proc.stdout + proc.stderr + f"\nelapsed {elapsed:.0f} s\n")
+        (ROOT / "test-output" / f"{name or 'grade_' + lab}.txt").write_text(
+            self.output + f"\nelapsed {elapsed:.0f} s\n")
         assert proc.returncode == 0, proc.stderr[-3000:]
         return score_table(self.root, lab), elapsed
+
+    def autograde_runs(self, lab):
+        """grade.sh's record of each student's autograde: {student: (seconds, status)}."""
+        import csv
+
+        with open(self.root / f"autograde-times-{lab}.csv") as f:
+            return {r["student"]: (int(r["seconds"]), r["autograde"]) for r in csv.DictReader(f)}
 
     def feedback(self, student, lab):
         """The HTML feedback nbgrader generated for one student."""
