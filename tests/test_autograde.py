@@ -14,6 +14,7 @@ import pytest
 from course import ROOT
 from nbformat.v4 import new_code_cell, new_notebook
 
+from mpilab import sandbox
 from mpilab.grading import score_table
 
 
@@ -34,12 +35,27 @@ def _source():
                                                               "language": "python"}})
 
 
+#: A cell that looks at its limits: the network interfaces it sees, its address-space limit,
+#: and a 3 GiB allocation (the fixture sets MPILAB_KERNEL_MEMORY_MB=2048).
+PROBE = """y = 2
+import resource
+with open("/proc/net/dev") as f:
+    print("interfaces:", sorted(line.split(":")[0].strip() for line in f.readlines()[2:]))
+print("RLIMIT_AS:", resource.getrlimit(resource.RLIMIT_AS))
+try:
+    big = bytearray(3 * 2**30)
+    print("allocated 3 GiB")
+except MemoryError:
+    print("MemoryError")
+"""
+
 #: What each student puts in the answer cell "b" (the other answers are right).
 ANSWERS = {
     "ignores_sigint": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
     "kills_kernel": "import os\nos._exit(1)",
     "prints_forever": "y = 2\nwhile True:\n    print('step ' * 1000)",
     "right": "y = 2",
+    "probes": PROBE,
 }
 
 
@@ -58,7 +74,7 @@ def graded(tmp_path_factory):
         nb.cells[2].source = answer
         (course / "submitted" / student / "mini").mkdir(parents=True)
         nbformat.write(nb, course / "submitted" / student / "mini" / "mini.ipynb")
-    env = dict(os.environ, MPILAB_CELL_TIMEOUT="5", MPILAB_CELL_OUTPUT_CAP="100000",
+    env = dict(os.environ, MPILAB_CELL_TIMEOUT="5", MPILAB_CELL_OUTPUT_CAP="100000", MPILAB_KERNEL_MEMORY_MB="2048",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
     def nbgrader(*args):
@@ -99,3 +115,14 @@ def test_endless_printing_is_cut(graded):
     assert len(text) < 100_000 + 1000
     assert "[output cut at 100000 characters; the rest was thrown away]" in text
     assert table.loc["right", ["t_a", "t_b", "t_c"]].tolist() == [1, 1, 1]
+
+
+def test_the_kernel_runs_under_a_memory_cap_and_without_network(graded):
+    course, table, logs = graded
+    assert table.loc["probes", ["t_a", "t_b", "t_c"]].tolist() == [1, 1, 1]
+    text = "".join("".join(o["text"]) for o in _outputs(course, "probes", 2) if o["output_type"] == "stream")
+    assert f"RLIMIT_AS: ({2**31}, {2**31})" in text and "MemoryError" in text
+    isolated, why = sandbox.network_isolation()
+    if not isolated:
+        pytest.skip(f"memory cap checked; no network namespace here: {why}")
+    assert "interfaces: ['lo']" in text
