@@ -38,6 +38,14 @@ def _harness():
     return importlib.resources.files("mpilab") / "data" / "grading" / "check_student.c"
 
 
+#: Linked into every student program the grader builds: names the rank that calls MPI_Abort.
+ABORT_REPORTER = "report_abort.c"
+
+
+def _abort_reporter():
+    return importlib.resources.files("mpilab") / "data" / "grading" / ABORT_REPORTER
+
+
 #: Simulated runs (platform, P, mapping) of the allgather check: visible, and added when hidden.
 #: THIN has 24 cores per node: 13 ranks by node straddle both nodes unevenly, 48 fill them.
 SMPI_VISIBLE = (("orfeo-thin", 13, "node"),)
@@ -105,11 +113,12 @@ def _build(c_file, algorithm, flavour="openmpi", work=None, reference=False):
         raise one_of("skeleton algorithm", algorithm, STUDENT_FUNCTIONS)
     if not os.path.isfile(c_file):
         raise AssertionError(f"{c_file} not found: keep the skeleton file next to the notebook")
-    with importlib.resources.as_file(_harness()) as harness:
+    with importlib.resources.as_file(_harness()) as harness, \
+            importlib.resources.as_file(_abort_reporter()) as reporter:
         if work is None:
-            work = sandbox.scratch_dir([c_file, harness])
+            work = sandbox.scratch_dir([c_file, harness, reporter])
         else:
-            for f in (c_file, harness):
+            for f in (c_file, harness, reporter):
                 shutil.copy(f, work)
     exe = "check_student" if flavour == "openmpi" else f"check_student_{flavour}"
     extra = []
@@ -120,7 +129,7 @@ def _build(c_file, algorithm, flavour="openmpi", work=None, reference=False):
             raise AssertionError(f"{lib} is missing: build the reference with make -C c_reference FLAVOUR={flavour}")
         extra = ["-DWITH_REFERENCE", f"-I{paths.c_reference_dir() / 'include'}"]
     cmd = [launch.COMPILERS[flavour], "-O1", "-std=c99", f"-DSTUDENT_FN={STUDENT_FUNCTIONS[algorithm]}", *extra,
-           "check_student.c", os.path.basename(c_file)]
+           "check_student.c", ABORT_REPORTER, os.path.basename(c_file)]
     cmd += [str(lib)] if reference else []
     build = sandbox.run(cmd + ["-o", exe], cwd=work, timeout=120)
     if not build.ok:
@@ -423,10 +432,14 @@ def check_hello_c(c_file="hello.c", nprocs=HELLO_NPROCS, smpi=HELLO_SMPI, timeou
 
 
 def _compile_one(work, name, flavour, exe):
-    """Compile ``work/name`` for a flavour into ``work/exe`` under the sandbox; None or why not."""
+    """Compile ``work/name`` (with :data:`ABORT_REPORTER`) for a flavour into ``work/exe`` under
+    the sandbox; None or why not."""
     from mpilab import launch
 
-    build = sandbox.run([launch.COMPILERS[flavour], "-O1", "-std=c99", name, "-o", exe], cwd=work, timeout=120)
+    with importlib.resources.as_file(_abort_reporter()) as reporter:
+        shutil.copy(reporter, work)
+    build = sandbox.run([launch.COMPILERS[flavour], "-O1", "-std=c99", name, ABORT_REPORTER, "-o", exe],
+                        cwd=work, timeout=120)
     return None if build.ok else f"{name} does not compile for {flavour}:\n{build.stderr[-2000:]}"
 
 
@@ -913,17 +926,16 @@ def build_lab3(c_files, flavour, program, defines=(), work=None, student=None):
     for f in c_files:
         if not os.path.isfile(f):
             raise AssertionError(f"{f} not found: keep the skeleton file next to the notebook")
-    extra = []
     with importlib.resources.as_file(_lab3_file("smpi_nodes.h")) as h, \
-            importlib.resources.as_file(_lab3_file("smpi_nodes.c")) as c:
-        if flavour == "smpi":
-            extra = [h, c]
+            importlib.resources.as_file(_lab3_file("smpi_nodes.c")) as c, \
+            importlib.resources.as_file(_abort_reporter()) as reporter:
+        extra = [reporter] + ([h, c] if flavour == "smpi" else [])
         if work is None:
             work = sandbox.scratch_dir(c_files + extra)
         else:
             for f in c_files + extra:
                 shutil.copy(f, work)
-    names = [os.path.basename(f) for f in c_files]
+    names = [os.path.basename(f) for f in c_files] + [ABORT_REPORTER]
     if flavour == "smpi":
         cmd = ["smpicc", "-O1", "-std=c99", "-include", "smpi_nodes.h"] + names + ["smpi_nodes.c"]
     else:
@@ -947,6 +959,9 @@ def smpi_failure(res):
     fails = [line for line in res.stdout.splitlines() if line.startswith("FAIL")]
     if fails:
         return fails[0][5:]
+    abort = res.abort()
+    if abort:
+        return f"rank {abort[0]} crashed: {abort[1]}"
     if "Deadlock detected" in res.stderr:
         return f"the simulator found every rank waiting for a message nobody sends — {sandbox.DEADLOCK_HINT}"
     m = _SMPI_FAILED.search(res.stderr)

@@ -32,6 +32,10 @@ _OMPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \
 _MPICH_ABORT = re.compile(r"MPI_Abort\([^,]+, (-?\d+)\) - process (\d+)")
 #: MPICH / hydra: "=   RANK 1 PID 123 RUNNING AT host\n=   KILLED BY SIGNAL: 11 (Segmentation fault)"
 _MPICH_SIGNAL = re.compile(r"RANK (\d+) PID \d+ RUNNING AT \S+\s*=\s*KILLED BY SIGNAL: (\d+)")
+#: The grader's own MPI_Abort (mpilab/data/grading/report_abort.c, linked into student programs).
+_MPILAB_ABORT = re.compile(r"^mpilab: rank (-?\d+) called MPI_Abort with error code (-?\d+)$", re.M)
+#: SMPI: "[thin00-s0-c02:2:(3) 0.000000] ...: [smpi_pmpi/WARNING] MPI_Abort was called, ..." (actor 2 = rank 2)
+_SMPI_ABORT = re.compile(r"^\[[^:\]\s]+:(\d+):\(\d+\) [\d.]+\] \S+ \[smpi_pmpi/WARNING\] MPI_Abort was called", re.M)
 
 
 @dataclasses.dataclass
@@ -80,8 +84,24 @@ class SandboxResult:
 
     @property
     def ok(self):
-        """True when the run finished in time with exit status 0."""
-        return not self.timed_out and self.returncode == 0
+        """True when the run finished in time with exit status 0 and no rank called MPI_Abort
+        (SMPI exits with status 0 after an abort)."""
+        return not self.timed_out and self.returncode == 0 and self.abort() is None
+
+    def abort(self):
+        """The first rank that called MPI_Abort, as ``(rank, "MPI_Abort with error code E")``, or None.
+
+        Read from the grader's own line (``report_abort.c``), else from Open MPI's, MPICH's or
+        SMPI's message (SMPI does not give the error code).
+        """
+        text = self.stdout + "\n" + self.stderr
+        for pattern, rank_group, code_group in ((_MPILAB_ABORT, 1, 2), (_OMPI_ABORT, 1, 2), (_MPICH_ABORT, 2, 1),
+                                                (_SMPI_ABORT, 1, None)):
+            m = pattern.search(text)
+            if m:
+                code = f" with error code {m.group(code_group)}" if code_group else ""
+                return int(m.group(rank_group)), "MPI_Abort" + code
+        return None
 
     def crash(self):
         """Describe a crash as ``(rank, what)``, or None if none is recognised.
@@ -92,18 +112,15 @@ class SandboxResult:
             The failing rank (None when the launcher did not say) and e.g. ``"signal 11
             (SIGSEGV)"`` or ``"MPI_Abort with error code 3"``.
         """
+        abort = self.abort()
+        if abort:
+            return abort
         text = self.stdout + "\n" + self.stderr
-        for pattern, rank_first in ((_OMPI_SIGNAL, True), (_MPICH_SIGNAL, True)):
+        for pattern in (_OMPI_SIGNAL, _MPICH_SIGNAL):
             m = pattern.search(text)
             if m:
                 rank, sig = int(m.group(1)), int(m.group(2))
                 return rank, f"signal {sig} ({_signal_name(sig)})"
-        m = _OMPI_ABORT.search(text)
-        if m:
-            return int(m.group(1)), f"MPI_Abort with error code {m.group(2)}"
-        m = _MPICH_ABORT.search(text)
-        if m:
-            return int(m.group(2)), f"MPI_Abort with error code {m.group(1)}"
         if self.returncode is not None and self.returncode < 0:
             sig = -self.returncode
             return None, f"signal {sig} ({_signal_name(sig)})"
@@ -115,7 +132,7 @@ class SandboxResult:
             cut = f"; it printed {max(self.stdout_bytes, self.stderr_bytes):,} bytes (output cut at " \
                   f"{self.output_cap} bytes)" if self.output_cut else ""
             return timeout_message(self.timeout) + cut
-        if self.returncode == 0:
+        if self.ok:
             return None
         crash = self.crash()
         if crash:
@@ -211,8 +228,32 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     cmd = list(map(str, argv))
     if isolated:
         cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh"] + cmd
+    # the grader's MPI_Abort (mpilab/data/grading/report_abort.c) also writes here: launchers
+    # sometimes lose a rank's last output when a job aborts
+    fd, abort_log = tempfile.mkstemp(prefix="mpilab-abort-", suffix=".log")
+    os.close(fd)
+    full_env["MPILAB_ABORT_LOG"] = abort_log
+    try:
+        timed_out, proc, streams = _run_streaming(cmd, cwd, full_env, timeout, memory_mb, output_cap)
+        with open(abort_log, errors="replace") as f:
+            aborts = f.read(TAIL_BYTES).splitlines()
+    finally:
+        os.unlink(abort_log)
+    out, n_out = streams.text(proc.stdout)
+    err, n_err = streams.text(proc.stderr)
+    aborts = [line for line in aborts if line not in err]
+    if aborts:
+        err += ("" if not err or err.endswith("\n") else "\n") + "\n".join(aborts) + "\n"
+    return SandboxResult(argv=cmd, returncode=None if timed_out else proc.returncode,
+                         stdout=out, stderr=err, timed_out=timed_out, timeout=timeout,
+                         network_isolated=isolated, note=note, stdout_bytes=n_out,
+                         stderr_bytes=n_err, output_cap=output_cap)
+
+
+def _run_streaming(cmd, cwd, env, timeout, memory_mb, output_cap):
+    """Start ``cmd``, read its output until it ends or the time is up (then kill its group)."""
     deadline = time.monotonic() + timeout
-    proc = subprocess.Popen(cmd, cwd=str(cwd), env=full_env, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=_limits(memory_mb * 1024 * 1024 if memory_mb else 0))
     streams = _Streams(proc, output_cap)
@@ -228,12 +269,7 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
         streams.read_until(time.monotonic() + 5)
         proc.wait()
     streams.close()
-    out, n_out = streams.text(proc.stdout)
-    err, n_err = streams.text(proc.stderr)
-    return SandboxResult(argv=cmd, returncode=None if timed_out else proc.returncode,
-                         stdout=out, stderr=err, timed_out=timed_out, timeout=timeout,
-                         network_isolated=isolated, note=note, stdout_bytes=n_out,
-                         stderr_bytes=n_err, output_cap=output_cap)
+    return timed_out, proc, streams
 
 
 #: Bytes kept of the end of an output longer than the cap (the launcher's crash report is there).

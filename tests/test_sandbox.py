@@ -49,12 +49,15 @@ int main(void) {
 }
 """
 
-#: Measures the peak memory of a Python process that runs a flood for 4 s in the sandbox.
+#: Measures the peak memory of a Python process that runs a flood for 4 s in the sandbox (VmHWM:
+#: getrusage's ru_maxrss would keep the high-water mark of the process that forked it).
 FLOOD_RUN = """
-import resource, sys
+import sys
 from mpilab import sandbox
 res = sandbox.run(["./flood"], cwd=sys.argv[1], timeout=4, output_cap=10_000)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, res.stdout_bytes, len(res.stdout))
+with open("/proc/self/status") as f:
+    peak_kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(peak_kib // 1024, res.stdout_bytes, len(res.stdout))
 print(res.failure())
 """
 
@@ -70,9 +73,11 @@ def test_a_printf_flood_costs_no_memory(tmp_path):
     assert proc.returncode == 0, proc.stderr
     first, failure = proc.stdout.splitlines()
     peak_mb, printed, kept = map(int, first.split())
-    assert printed > 50 * 2**20, f"the flood printed only {printed} bytes"
+    # holding what was printed would take the grader past 64 MiB; reading in chunks, it stays at
+    # its own size (28 MiB measured, for 1.8 GB printed)
+    assert printed > 64 * 2**20, f"the flood printed only {printed} bytes: the machine is too busy to tell"
     assert kept < 10_000 + 200 + sandbox.TAIL_BYTES
-    assert peak_mb < 100, f"the grader peaked at {peak_mb} MiB while a program printed {printed} bytes"
+    assert peak_mb < 60, f"the grader peaked at {peak_mb} MiB while a program printed {printed} bytes"
     assert failure.startswith("timed out after 4 s") and "(output cut at 10000 bytes)" in failure
 
 
@@ -111,3 +116,19 @@ def test_scratch_holds_only_given_files(tmp_path):
 def test_bad_timeout(tmp_path):
     with pytest.raises(UsageError, match="timeout must be positive, got 0"):
         sandbox.run(["true"], cwd=tmp_path, timeout=0)
+
+
+def test_smpi_and_reporter_aborts_are_failures():
+    """SMPI exits with status 0 after MPI_Abort; the grader's reporter line names rank and code."""
+    smpi = ("[thin00-s0-c02:2:(3) 0.000000] ./src/smpi/bindings/smpi_pmpi.cpp:138: [smpi_pmpi/WARNING] "
+            "MPI_Abort was called, something went probably wrong in this simulation ! Killing all processes")
+    res = sandbox.SandboxResult(argv=[], returncode=0, stdout="", stderr=smpi, timed_out=False, timeout=5,
+                                network_isolated=True)
+    assert not res.ok and res.failure() == "rank 2 crashed: MPI_Abort"
+    res.stderr = "mpilab: rank 2 called MPI_Abort with error code 3\n" + smpi
+    assert res.failure() == "rank 2 crashed: MPI_Abort with error code 3"
+    # Open MPI lost its own message (it does, about one run in six): the reporter's line remains
+    res = sandbox.SandboxResult(argv=[], returncode=3, stdout="", timed_out=False, timeout=5, network_isolated=True,
+                                stderr="mpilab: rank 4 called MPI_Abort with error code 7\n[vm:1] ORTE_ERROR_LOG: "
+                                       "Data unpack would read past end of buffer in file show_help.c")
+    assert res.failure() == "rank 4 crashed: MPI_Abort with error code 7"
