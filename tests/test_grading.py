@@ -88,6 +88,17 @@ def test_cost_expressions():
         grading.check_cost_expression(p, "allgather", "rign")
 
 
+def test_gather_bcast_cost_under_the_one_port_model():
+    """Lab 2's answer, and the two usual slips: latencies overlapped although the root's messages
+    go one after the other, and the broadcast counted as n bytes instead of the p·n gathered."""
+    a, b, p, n = grading.alpha, grading.beta, grading.p, grading.n
+    grading.check_cost_expression(2 * (p - 1) * a + (p - 1) * (p + 1) * n * b, "allgather", "gather_bcast")
+    grading.check_cost_expression("2*(p-1)*alpha + (p**2 - 1)*n*beta", "allgather", "gather_bcast")
+    with pytest.raises(AssertionError, match=r"gather_bcast cost differs at p = 1, n = 1 bytes .* expected 0 us"):
+        grading.check_cost_expression(2 * a + (p - 1) * (p + 1) * n * b, "allgather", "gather_bcast")
+    with pytest.raises(AssertionError, match=r"gather_bcast cost differs at p = 2, n = 1 bytes .* gives 3.002 us, expected 3.003 us"):
+        grading.check_cost_expression(2 * (p - 1) * (a + n * b), "allgather", "gather_bcast")
+
 
 def _table():
     return pd.DataFrame({"algorithm": ["ring"] * 3 + ["bruck"] * 3, "bytes": [4, 64, 1024] * 2,
