@@ -17,6 +17,19 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "check
 c.ExecutePreprocessor.timeout = int(os.environ.get("MPILAB_CELL_TIMEOUT", "600"))
 c.ExecutePreprocessor.startup_timeout = 120
 
+# Autograde executes the notebooks with mpilab.autograde.GuardedExecute instead of nbgrader's
+# Execute: a kernel that does not stop when a cell's time is up (it ignores SIGINT) or that dies
+# is restarted, so only the cells from there on lose their points (nbgrader alone fails the whole
+# notebook), and a cell's printed text is cut at MPILAB_CELL_OUTPUT_CAP characters as it arrives.
+# LimitOutput then keeps at most 500 lines of a cell's output and 60 lines of a traceback.
+from nbgrader.converters.autograde import Autograde  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    "mpilab.autograde.GuardedExecute" if pp.__name__ == "Execute" else pp
+    for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
+c.LimitOutput.max_lines = 500
+c.LimitOutput.max_traceback = 60
+
 # Autograde normally copies the source's files over the submission's: the students' C files
 # (the skeletons they filled in) must be graded as submitted, so every *.c of a lab is excluded.
 _solutions = os.path.join(c.CourseDirectory.root, c.CourseDirectory.source_directory)
@@ -27,7 +40,10 @@ c.Autograde.exclude_overwriting = {
 }
 
 # Students' files downloaded from an LMS (zip files in downloaded/<lab>/archive/, nbgrader's
-# default place) are collected with: nbgrader zip_collect <lab>. The names are Blackboard's,
-# <assignment>_<student>_attempt_<date>_<file>, e.g. lab2_alice_attempt_2026-11-20-10-00-00_ring.c.
+# default place) are collected with: nbgrader zip_collect <lab>, into submitted/<student>/<lab>/
+# under the file's original name. The names are Blackboard's,
+#   <assignment>_<student>_attempt_<YYYY-MM-DD-HH-MM-SS>_<original file name>
+# e.g. lab3_alice_b_attempt_2026-11-20-10-00-00_allreduce_two_level.c (student alice_b); the
+# collector (mpilab/lms.py) anchors on the timestamp and reads it, so a later attempt wins.
+c.ZipCollectApp.collector_plugin = "mpilab.lms.BlackboardCollector"
 c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".c", ".csv", ".txt"]   # notebooks, C files, results
-c.FileNameCollectorPlugin.named_regexp = r".*_(?P<student_id>\w+)_attempt_.*_(?P<file_id>[^/]+)$"

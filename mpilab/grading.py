@@ -38,6 +38,14 @@ def _harness():
     return importlib.resources.files("mpilab") / "data" / "grading" / "check_student.c"
 
 
+#: Linked into every student program the grader builds: names the rank that calls MPI_Abort.
+ABORT_REPORTER = "report_abort.c"
+
+
+def _abort_reporter():
+    return importlib.resources.files("mpilab") / "data" / "grading" / ABORT_REPORTER
+
+
 #: Simulated runs (platform, P, mapping) of the allgather check: visible, and added when hidden.
 #: THIN has 24 cores per node: 13 ranks by node straddle both nodes unevenly, 48 fill them.
 SMPI_VISIBLE = (("orfeo-thin", 13, "node"),)
@@ -105,11 +113,12 @@ def _build(c_file, algorithm, flavour="openmpi", work=None, reference=False):
         raise one_of("skeleton algorithm", algorithm, STUDENT_FUNCTIONS)
     if not os.path.isfile(c_file):
         raise AssertionError(f"{c_file} not found: keep the skeleton file next to the notebook")
-    with importlib.resources.as_file(_harness()) as harness:
+    with importlib.resources.as_file(_harness()) as harness, \
+            importlib.resources.as_file(_abort_reporter()) as reporter:
         if work is None:
-            work = sandbox.scratch_dir([c_file, harness])
+            work = sandbox.scratch_dir([c_file, harness, reporter])
         else:
-            for f in (c_file, harness):
+            for f in (c_file, harness, reporter):
                 shutil.copy(f, work)
     exe = "check_student" if flavour == "openmpi" else f"check_student_{flavour}"
     extra = []
@@ -120,7 +129,7 @@ def _build(c_file, algorithm, flavour="openmpi", work=None, reference=False):
             raise AssertionError(f"{lib} is missing: build the reference with make -C c_reference FLAVOUR={flavour}")
         extra = ["-DWITH_REFERENCE", f"-I{paths.c_reference_dir() / 'include'}"]
     cmd = [launch.COMPILERS[flavour], "-O1", "-std=c99", f"-DSTUDENT_FN={STUDENT_FUNCTIONS[algorithm]}", *extra,
-           "check_student.c", os.path.basename(c_file)]
+           "check_student.c", ABORT_REPORTER, os.path.basename(c_file)]
     cmd += [str(lib)] if reference else []
     build = sandbox.run(cmd + ["-o", exe], cwd=work, timeout=120)
     if not build.ok:
@@ -396,10 +405,9 @@ def check_hello_c(c_file="hello.c", nprocs=HELLO_NPROCS, smpi=HELLO_SMPI, timeou
         for flavour, exe in (("openmpi", "hello"), ("smpi", "hello_smpi")):
             if flavour == "smpi" and not smpi:
                 continue
-            build = sandbox.run([launch.COMPILERS[flavour], "-O1", "-std=c99", name, "-o", exe],
-                                cwd=work, timeout=120)
-            if not build.ok:
-                raise AssertionError(f"{name} does not compile for {flavour}:\n{build.stderr[-2000:]}")
+            why = _compile_one(work, name, flavour, exe)
+            if why:
+                raise AssertionError(why)
         for p in nprocs:
             res = sandbox.run(_OPENMPI["mpirun"] + [str(p), "./hello"], cwd=work, timeout=timeout)
             if not res.ok:
@@ -419,6 +427,85 @@ def check_hello_c(c_file="hello.c", nprocs=HELLO_NPROCS, smpi=HELLO_SMPI, timeou
                 bad = next(r for r in range(p) if hosts[r] != want[r])
                 raise AssertionError(f"{where}: rank {bad} says it ran on {hosts[bad]!r}, but it was "
                                      f"placed on {want[bad]!r}; print the name MPI_Get_processor_name gives")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _compile_one(work, name, flavour, exe):
+    """Compile ``work/name`` (with :data:`ABORT_REPORTER`) for a flavour into ``work/exe`` under
+    the sandbox; None or why not."""
+    from mpilab import launch
+
+    with importlib.resources.as_file(_abort_reporter()) as reporter:
+        shutil.copy(reporter, work)
+    build = sandbox.run([launch.COMPILERS[flavour], "-O1", "-std=c99", name, ABORT_REPORTER, "-o", exe],
+                        cwd=work, timeout=120)
+    return None if build.ok else f"{name} does not compile for {flavour}:\n{build.stderr[-2000:]}"
+
+
+def run_c(c_file, flavour="openmpi", nprocs=4, mapping="core", platform="orfeo-thin", timeout=RUN_TIMEOUT):
+    """Compile one C file and run it under the grader's limits; return what it printed.
+
+    The program is built and run in a fresh scratch directory that holds only a copy of
+    ``c_file``, with the limits of every graded run (:func:`mpilab.sandbox.run`: the time limit,
+    a memory and an output cap, no network), so a program that hangs or prints in a loop stops
+    here as it would in grading, instead of hanging the notebook or the autograder.
+
+    Parameters
+    ----------
+    c_file : str or path
+        One C file (e.g. lab 0's ``hello.c``).
+    flavour : {"openmpi", "mpich", "smpi"}
+        Real MPI on this machine, or SimGrid SMPI on ``platform``.
+    nprocs : int
+        Number of ranks.
+    mapping : {"core", "socket", "node"}
+        Where the ranks go (for SMPI: on the simulated cluster).
+    platform : str
+        SMPI only: the simulated cluster.
+    timeout : float
+        Limit of the run, seconds (:data:`RUN_TIMEOUT`).
+
+    Returns
+    -------
+    str
+        The program's standard output.
+
+    Raises
+    ------
+    LaunchError
+        The file is missing, does not compile, or the run failed: a crash (rank and signal),
+        a non-zero exit or the time limit.
+    ToolMissing
+        The flavour's compiler or launcher is not installed.
+    """
+    from mpilab import launch
+    from mpilab.errors import LaunchError, ToolMissing
+
+    if flavour not in launch.COMPILERS:
+        raise one_of("flavour", flavour, launch.COMPILERS)
+    c_file = os.fspath(c_file)
+    if not os.path.isfile(c_file):
+        raise LaunchError(f"C file {c_file!r} not found (working directory {os.getcwd()})")
+    if shutil.which(launch.COMPILERS[flavour]) is None:
+        raise ToolMissing(f"{launch.COMPILERS[flavour]!r} not found on PATH; `mpilab doctor` says how to install it")
+    name = os.path.basename(c_file)
+    exe = f"{os.path.splitext(name)[0]}-{flavour}"
+    work = sandbox.scratch_dir([c_file])
+    try:
+        why = _compile_one(work, name, flavour, exe)
+        if why:
+            raise LaunchError(why)
+        opts = {"platform": platform, "workdir": work} if flavour == "smpi" else {}
+        cmd = launch.get_launcher(flavour, **opts).command(os.path.join(work, exe), [], nprocs, mapping)
+        if shutil.which(cmd.argv[0]) is None:
+            raise ToolMissing(f"{cmd.argv[0]!r} not found on PATH; `mpilab doctor` says how to install it")
+        res = sandbox.run(cmd.argv, cwd=work, timeout=timeout, env=cmd.env,
+                          memory_mb=SMPI_MEMORY_MB if flavour == "smpi" else 2048)
+        if not res.ok:
+            where = f"{name} on {flavour}" + (f" ({platform}, mapping {mapping})" if flavour == "smpi" else "")
+            raise LaunchError(f"{where}, P = {nprocs}: {res.failure()}")
+        return res.stdout
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -839,17 +926,16 @@ def build_lab3(c_files, flavour, program, defines=(), work=None, student=None):
     for f in c_files:
         if not os.path.isfile(f):
             raise AssertionError(f"{f} not found: keep the skeleton file next to the notebook")
-    extra = []
     with importlib.resources.as_file(_lab3_file("smpi_nodes.h")) as h, \
-            importlib.resources.as_file(_lab3_file("smpi_nodes.c")) as c:
-        if flavour == "smpi":
-            extra = [h, c]
+            importlib.resources.as_file(_lab3_file("smpi_nodes.c")) as c, \
+            importlib.resources.as_file(_abort_reporter()) as reporter:
+        extra = [reporter] + ([h, c] if flavour == "smpi" else [])
         if work is None:
             work = sandbox.scratch_dir(c_files + extra)
         else:
             for f in c_files + extra:
                 shutil.copy(f, work)
-    names = [os.path.basename(f) for f in c_files]
+    names = [os.path.basename(f) for f in c_files] + [ABORT_REPORTER]
     if flavour == "smpi":
         cmd = ["smpicc", "-O1", "-std=c99", "-include", "smpi_nodes.h"] + names + ["smpi_nodes.c"]
     else:
@@ -873,6 +959,9 @@ def smpi_failure(res):
     fails = [line for line in res.stdout.splitlines() if line.startswith("FAIL")]
     if fails:
         return fails[0][5:]
+    abort = res.abort()
+    if abort:
+        return f"rank {abort[0]} crashed: {abort[1]}"
     if "Deadlock detected" in res.stderr:
         return f"the simulator found every rank waiting for a message nobody sends — {sandbox.DEADLOCK_HINT}"
     m = _SMPI_FAILED.search(res.stderr)

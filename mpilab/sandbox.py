@@ -2,8 +2,10 @@
 
 A sandboxed run gets a wall-time limit that kills its whole process group (an MPI deadlock
 ends as a failed check, never as a hung grader), an address-space limit per process, an output
-cap, a fresh scratch directory holding only the files it is given, and no network where the
-machine allows it (a new network namespace via ``unshare --net``; MPI still runs on loopback).
+cap (the output is read as it comes and what is past the cap is thrown away, so a program that
+prints in a loop costs no memory), a fresh scratch directory holding only the files it is given,
+and no network where the machine allows it (a new network namespace via ``unshare --net``; MPI
+still runs on loopback).
 """
 
 import dataclasses
@@ -11,10 +13,12 @@ import functools
 import os
 import re
 import resource
+import selectors
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 from mpilab.errors import UsageError
 
@@ -28,6 +32,10 @@ _OMPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \
 _MPICH_ABORT = re.compile(r"MPI_Abort\([^,]+, (-?\d+)\) - process (\d+)")
 #: MPICH / hydra: "=   RANK 1 PID 123 RUNNING AT host\n=   KILLED BY SIGNAL: 11 (Segmentation fault)"
 _MPICH_SIGNAL = re.compile(r"RANK (\d+) PID \d+ RUNNING AT \S+\s*=\s*KILLED BY SIGNAL: (\d+)")
+#: The grader's own MPI_Abort (mpilab/data/grading/report_abort.c, linked into student programs).
+_MPILAB_ABORT = re.compile(r"^mpilab: rank (-?\d+) called MPI_Abort with error code (-?\d+)$", re.M)
+#: SMPI: "[thin00-s0-c02:2:(3) 0.000000] ...: [smpi_pmpi/WARNING] MPI_Abort was called, ..." (actor 2 = rank 2)
+_SMPI_ABORT = re.compile(r"^\[[^:\]\s]+:(\d+):\(\d+\) [\d.]+\] \S+ \[smpi_pmpi/WARNING\] MPI_Abort was called", re.M)
 
 
 @dataclasses.dataclass
@@ -41,7 +49,8 @@ class SandboxResult:
     returncode : int or None
         Exit status; None when the run was killed on time-out.
     stdout, stderr : str
-        Output, each cut at the output cap.
+        Output, each cut at the output cap; a cut one goes on with a line saying so
+        (:func:`cut_message`) and its last bytes.
     timed_out : bool
         True when the wall-time limit killed the process group.
     timeout : float
@@ -50,6 +59,10 @@ class SandboxResult:
         True when the run had its own (empty) network namespace.
     note : str
         Why isolation was not possible, when it was not.
+    stdout_bytes, stderr_bytes : int
+        How many bytes the program wrote to each (kept or not).
+    output_cap : int or None
+        The cap in bytes of each stream.
     """
 
     argv: list
@@ -60,11 +73,35 @@ class SandboxResult:
     timeout: float
     network_isolated: bool
     note: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    output_cap: object = None
+
+    @property
+    def output_cut(self):
+        """True when stdout or stderr was longer than the cap (the rest was thrown away)."""
+        return self.output_cap is not None and max(self.stdout_bytes, self.stderr_bytes) > self.output_cap
 
     @property
     def ok(self):
-        """True when the run finished in time with exit status 0."""
-        return not self.timed_out and self.returncode == 0
+        """True when the run finished in time with exit status 0 and no rank called MPI_Abort
+        (SMPI exits with status 0 after an abort)."""
+        return not self.timed_out and self.returncode == 0 and self.abort() is None
+
+    def abort(self):
+        """The first rank that called MPI_Abort, as ``(rank, "MPI_Abort with error code E")``, or None.
+
+        Read from the grader's own line (``report_abort.c``), else from Open MPI's, MPICH's or
+        SMPI's message (SMPI does not give the error code).
+        """
+        text = self.stdout + "\n" + self.stderr
+        for pattern, rank_group, code_group in ((_MPILAB_ABORT, 1, 2), (_OMPI_ABORT, 1, 2), (_MPICH_ABORT, 2, 1),
+                                                (_SMPI_ABORT, 1, None)):
+            m = pattern.search(text)
+            if m:
+                code = f" with error code {m.group(code_group)}" if code_group else ""
+                return int(m.group(rank_group)), "MPI_Abort" + code
+        return None
 
     def crash(self):
         """Describe a crash as ``(rank, what)``, or None if none is recognised.
@@ -75,18 +112,15 @@ class SandboxResult:
             The failing rank (None when the launcher did not say) and e.g. ``"signal 11
             (SIGSEGV)"`` or ``"MPI_Abort with error code 3"``.
         """
+        abort = self.abort()
+        if abort:
+            return abort
         text = self.stdout + "\n" + self.stderr
-        for pattern, rank_first in ((_OMPI_SIGNAL, True), (_MPICH_SIGNAL, True)):
+        for pattern in (_OMPI_SIGNAL, _MPICH_SIGNAL):
             m = pattern.search(text)
             if m:
                 rank, sig = int(m.group(1)), int(m.group(2))
                 return rank, f"signal {sig} ({_signal_name(sig)})"
-        m = _OMPI_ABORT.search(text)
-        if m:
-            return int(m.group(1)), f"MPI_Abort with error code {m.group(2)}"
-        m = _MPICH_ABORT.search(text)
-        if m:
-            return int(m.group(2)), f"MPI_Abort with error code {m.group(1)}"
         if self.returncode is not None and self.returncode < 0:
             sig = -self.returncode
             return None, f"signal {sig} ({_signal_name(sig)})"
@@ -95,8 +129,10 @@ class SandboxResult:
     def failure(self):
         """One line saying why the run failed, or None if it succeeded."""
         if self.timed_out:
-            return timeout_message(self.timeout)
-        if self.returncode == 0:
+            cut = f"; it printed {max(self.stdout_bytes, self.stderr_bytes):,} bytes (output cut at " \
+                  f"{self.output_cap} bytes)" if self.output_cut else ""
+            return timeout_message(self.timeout) + cut
+        if self.ok:
             return None
         crash = self.crash()
         if crash:
@@ -112,6 +148,11 @@ def _signal_name(sig):
         return signal.Signals(sig).name
     except ValueError:
         return "unknown signal"
+
+
+def cut_message(cap, thrown):
+    """The line that stands for the ``thrown`` bytes of an output cut at ``cap`` bytes."""
+    return f"[output cut at {cap} bytes: {thrown:,} bytes thrown away; the last ones follow]"
 
 
 def timeout_message(seconds):
@@ -163,7 +204,10 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     memory_mb : int
         Address-space limit (RLIMIT_AS) of each process, in MiB; 0 for none.
     output_cap : int
-        Characters kept of stdout and of stderr.
+        Bytes kept of stdout and of stderr. The output is read as it comes; past the cap it is
+        read and thrown away (the program runs on, within its time limit) but for its last
+        :data:`TAIL_BYTES` (where the launcher reports a crash), which follow a
+        :func:`cut_message` line.
     env : dict, optional
         Extra environment variables.
     network : bool
@@ -175,6 +219,8 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     """
     if timeout <= 0:
         raise UsageError(f"timeout must be positive, got {timeout!r}")
+    if output_cap <= 0:
+        raise UsageError(f"output_cap must be a positive number of bytes, got {output_cap!r}")
     full_env = dict(os.environ)
     full_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
     full_env.update(env or {})
@@ -182,21 +228,102 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     cmd = list(map(str, argv))
     if isolated:
         cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh"] + cmd
-    proc = subprocess.Popen(cmd, cwd=str(cwd), env=full_env, stdin=subprocess.DEVNULL,
+    # the grader's MPI_Abort (mpilab/data/grading/report_abort.c) also writes here: launchers
+    # sometimes lose a rank's last output when a job aborts
+    fd, abort_log = tempfile.mkstemp(prefix="mpilab-abort-", suffix=".log")
+    os.close(fd)
+    full_env["MPILAB_ABORT_LOG"] = abort_log
+    try:
+        timed_out, proc, streams = _run_streaming(cmd, cwd, full_env, timeout, memory_mb, output_cap)
+        with open(abort_log, errors="replace") as f:
+            aborts = f.read(TAIL_BYTES).splitlines()
+    finally:
+        os.unlink(abort_log)
+    out, n_out = streams.text(proc.stdout)
+    err, n_err = streams.text(proc.stderr)
+    aborts = [line for line in aborts if line not in err]
+    if aborts:
+        err += ("" if not err or err.endswith("\n") else "\n") + "\n".join(aborts) + "\n"
+    return SandboxResult(argv=cmd, returncode=None if timed_out else proc.returncode,
+                         stdout=out, stderr=err, timed_out=timed_out, timeout=timeout,
+                         network_isolated=isolated, note=note, stdout_bytes=n_out,
+                         stderr_bytes=n_err, output_cap=output_cap)
+
+
+def _run_streaming(cmd, cwd, env, timeout, memory_mb, output_cap):
+    """Start ``cmd``, read its output until it ends or the time is up (then kill its group)."""
+    deadline = time.monotonic() + timeout
+    proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=_limits(memory_mb * 1024 * 1024 if memory_mb else 0))
-    timed_out = False
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    streams = _Streams(proc, output_cap)
+    timed_out = not streams.read_until(deadline)
+    if not timed_out:
+        try:   # the pipes are closed; the program may still be finishing
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    if timed_out:
         _kill_group(proc.pid)
-        out, err = proc.communicate()
-    return SandboxResult(argv=cmd, returncode=None if timed_out else proc.returncode,
-                         stdout=out.decode(errors="replace")[:output_cap],
-                         stderr=err.decode(errors="replace")[:output_cap],
-                         timed_out=timed_out, timeout=timeout,
-                         network_isolated=isolated, note=note)
+        # what was written before the kill; a process that left the group may hold a pipe open
+        streams.read_until(time.monotonic() + 5)
+        proc.wait()
+    streams.close()
+    return timed_out, proc, streams
+
+
+#: Bytes kept of the end of an output longer than the cap (the launcher's crash report is there).
+TAIL_BYTES = 4096
+
+
+class _Streams:
+    """A process's stdout and stderr, read in chunks as they come: each keeps its first ``cap``
+    bytes and its last :data:`TAIL_BYTES`."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, proc, cap):
+        self.cap = cap
+        self.head = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+        self.tail = {f: bytearray() for f in self.head}
+        self.total = dict.fromkeys(self.head, 0)
+        self.selector = selectors.DefaultSelector()
+        for f in self.head:
+            self.selector.register(f, selectors.EVENT_READ)
+
+    def read_until(self, deadline):
+        """Read until both pipes are closed (True) or the deadline passes (False)."""
+        while self.selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in self.selector.select(timeout=left):
+                chunk = os.read(key.fd, self.CHUNK)
+                f = key.fileobj
+                if not chunk:
+                    self.selector.unregister(f)
+                    continue
+                room = max(self.cap - len(self.head[f]), 0)
+                self.head[f] += chunk[:room]
+                if len(chunk) > room:
+                    tail = self.tail[f]
+                    tail += chunk[room:]
+                    del tail[:-TAIL_BYTES]
+                self.total[f] += len(chunk)
+        return True
+
+    def close(self):
+        self.selector.close()
+        for f in self.head:
+            f.close()
+
+    def text(self, f):
+        """The kept text of one stream and its full length in bytes."""
+        text = self.head[f].decode(errors="replace")
+        if self.total[f] > self.cap:
+            text += ("" if text.endswith("\n") else "\n") + cut_message(self.cap, self.total[f] - self.cap - len(self.tail[f])) + "\n"
+            text += self.tail[f].decode(errors="replace")
+        return text, self.total[f]
 
 
 def _kill_group(pgid):
@@ -206,7 +333,6 @@ def _kill_group(pgid):
         except ProcessLookupError:
             return
         if sig == signal.SIGTERM:
-            import time
             time.sleep(0.5)
 
 

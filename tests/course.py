@@ -72,36 +72,56 @@ class Course:
             shutil.copy(src, d / name)
         return d
 
-    def submit_lms_zip(self, student, lab, notebook, files=None, date="2026-11-20-10-00-00"):
+    def submit_lms_zip(self, student, lab, notebook=None, files=None, date="2026-11-20-10-00-00",
+                       extra=None):
         """Add a submission to an LMS download: ``downloaded/<lab>/archive/<lab>-gradebook.zip``,
-        with Blackboard's names (``<lab>_<student>_attempt_<date>_<file>``), for zip_collect."""
+        with Blackboard's names (``<lab>_<student>_attempt_<date>_<file>``), for zip_collect.
+
+        ``notebook`` (a dict) becomes ``<lab>.ipynb``, ``files`` maps a submitted file name to a
+        path to copy, ``extra`` maps a whole name in the zip to its text (e.g. Blackboard's
+        per-attempt ``..._attempt_<date>.txt``).
+        """
         import zipfile
 
         archive = self.root / "downloaded" / lab / "archive"
         archive.mkdir(parents=True, exist_ok=True)
         prefix = f"{lab}_{student}_attempt_{date}_"
         with zipfile.ZipFile(archive / f"{lab}-gradebook.zip", "a") as z:
-            z.writestr(prefix + f"{lab}.ipynb", json.dumps(notebook))
+            if notebook is not None:
+                z.writestr(prefix + f"{lab}.ipynb", json.dumps(notebook))
             for name, src in (files or {}).items():
                 z.write(src, prefix + name)
+            for name, text in (extra or {}).items():
+                z.writestr(name, text)
 
-    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=1200):
+    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=1200, student_timeout=None, name=None):
         """Run ``scripts/grade.sh lab`` on the course; return (score table, seconds).
 
-        The output is saved under ``test-output/grade_<lab>.txt``; a non-zero exit fails.
+        ``student_timeout`` sets MPILAB_STUDENT_TIMEOUT (grade.sh's default otherwise). The output
+        is saved as ``test-output/<name>.txt`` (default ``grade_<lab>``); a non-zero exit fails.
         """
         from mpilab.grading import score_table
         env = dict(os.environ, COURSE=str(self.root), MPILAB_CELL_TIMEOUT=str(cell_timeout),
                    MPILAB_RUN_TIMEOUT=str(run_timeout))
+        if student_timeout is not None:
+            env["MPILAB_STUDENT_TIMEOUT"] = str(student_timeout)
         start = time.monotonic()
         proc = subprocess.run([str(ROOT / "scripts" / "grade.sh"), lab], env=env,
                               capture_output=True, text=True, timeout=timeout)
         elapsed = time.monotonic() - start
+        self.output = proc.stdout + proc.stderr
         (ROOT / "test-output").mkdir(exist_ok=True)
-        (ROOT / "test-output" / f"grade_{lab}.txt").write_text(
-            proc.stdout + proc.stderr + f"\nelapsed {elapsed:.0f} s\n")
+        (ROOT / "test-output" / f"{name or 'grade_' + lab}.txt").write_text(
+            self.output + f"\nelapsed {elapsed:.0f} s\n")
         assert proc.returncode == 0, proc.stderr[-3000:]
         return score_table(self.root, lab), elapsed
+
+    def autograde_runs(self, lab):
+        """grade.sh's record of each student's autograde: {student: (seconds, status)}."""
+        import csv
+
+        with open(self.root / f"autograde-times-{lab}.csv") as f:
+            return {r["student"]: (int(r["seconds"]), r["autograde"]) for r in csv.DictReader(f)}
 
     def feedback(self, student, lab):
         """The HTML feedback nbgrader generated for one student."""

@@ -6,6 +6,7 @@ as an LMS download (a zip with Blackboard's file names) that grade.sh collects w
 """
 
 import shutil
+import subprocess
 
 import pytest
 from course import ROOT, Course, assert_scores, mutant, released_notebook, solved_notebook
@@ -40,7 +41,42 @@ def test_grade_lab0(tmp_path, built_flavour):
     course.submit_lms_zip("wrong", "lab0", solved_notebook("lab0", _edit), {"hello.c": no_host})
     table, elapsed = course.grade("lab0", cell_timeout=300)
     assert_scores(table, EXPECTED)
+    assert {status for _, status in course.autograde_runs("lab0").values()} == {"ok"}
     feedback = course.feedback("wrong", "lab0")
     assert "did you call MPI_Get_processor_name?" in feedback and "divide by 1000 for GB/s" in feedback
     assert "NotImplementedError" in course.feedback("untouched", "lab0")
     assert elapsed < 600, f"the batch took {elapsed:.0f} s"
+
+
+def _stalls(marker):
+    """The released lab 0 with a cell added at the top (students may add cells): it starts a
+    process that leaves its session, then sleeps in a way each cell's time limit would allow."""
+    nb = released_notebook("lab0")
+    nb["cells"].insert(1, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                           "source": "import pathlib, subprocess, time\n"
+                                     "subprocess.Popen(['sleep', '86399'], start_new_session=True)\n"
+                                     f"pathlib.Path({str(marker)!r}).touch()\n"
+                                     "time.sleep(280)\n"})
+    return nb
+
+
+@pytest.mark.slow
+def test_a_student_past_the_wall_limit_is_stopped_and_the_batch_goes_on(tmp_path):
+    """MPILAB_STUDENT_TIMEOUT stops one student's whole autograde; the next student is graded,
+    the table says who was stopped, and nothing the stopped submission started keeps running."""
+    course = Course(tmp_path)
+    for student in ("stalls_a", "stalls_b"):
+        course.submit(student, "lab0", _stalls(tmp_path / f"{student}.started"), {"hello.c": SOL / "hello.c"})
+    table, elapsed = course.grade("lab0", cell_timeout=300, student_timeout=20, name="grade_lab0_wall_limit")
+    runs = course.autograde_runs("lab0")
+    assert {s: status for s, (_, status) in runs.items()} == dict.fromkeys(("stalls_a", "stalls_b"),
+                                                                          "killed at the 20 s limit")
+    assert "autograde of stalls_a stopped at the 20 s limit" in course.output
+    rows = [line for line in course.output.splitlines() if line.startswith("stalls_")]
+    assert len(rows) == 2 and all(line.endswith("killed at the 20 s limit") for line in rows), rows
+    assert all(table.loc[s, k] == 0 for s in table.index for k in FULL)   # whatever nbgrader saved
+    if shutil.which("unshare") and subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode == 0:
+        assert (tmp_path / "stalls_a.started").exists(), "the added cell never ran: nothing was tested"
+        left = subprocess.run(["pgrep", "-f", "sleep 86399"], capture_output=True, text=True).stdout.split()
+        assert not left, f"a stopped submission's process is still running: {left}"
+    assert elapsed < 200, f"the batch took {elapsed:.0f} s"

@@ -1,4 +1,4 @@
-"""End to end: release lab 2, make seven submissions, run scripts/grade.sh, check every score.
+"""End to end: release lab 2, make eight submissions, run scripts/grade.sh, check every score.
 
 Real nbgrader, real Open MPI. Per-run limit 10 s and per-cell limit 60 s keep the batch short.
 """
@@ -12,8 +12,8 @@ DATA = ROOT / "tests" / "data" / "grading"
 SOL = ROOT / "solutions" / "lab2"
 
 #: Autograded points per cell of lab 2 (schedules and discussion are graded by hand: 0 here).
-FULL = {"cost_pairwise": 1, "cost_ring": 1, "cost_bruck": 2, "ring_correct": 3, "bruck_correct": 3,
-        "plot_check": 2, "plot_p_check": 2, "schedules": 0, "discussion": 0}
+FULL = {"cost_gather_bcast": 1, "cost_pairwise": 1, "cost_ring": 1, "cost_bruck": 2, "ring_correct": 3,
+        "bruck_correct": 3, "plot_check": 2, "plot_p_check": 2, "schedules": 0, "discussion": 0}
 ZERO = dict.fromkeys(FULL, 0)
 EXPECTED = {
     "solution": FULL,
@@ -22,7 +22,9 @@ EXPECTED = {
     "ring_deadlock": {**FULL, "ring_correct": 0},
     "bruck_segfault": {**FULL, "bruck_correct": 0},
     "wrong_plot": {**FULL, "plot_check": 0},
-    "loops_forever": {**FULL, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0},
+    "loops_forever": {**FULL, "cost_gather_bcast": 0, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0},
+    # its kernel is restarted after the plot cell's time limit: the cells below lack its variables
+    "ignores_sigint": {**FULL, "plot_check": 0, "plot_p_check": 0},
 }
 
 
@@ -43,9 +45,15 @@ def _edit_loop(gid, src):
     return "while True:\n    pass\n" + src if gid == "costs" else src
 
 
+def _edit_ignore_sigint(gid, src):
+    if gid != "plot":
+        return src
+    return "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n" + src
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mpicc.openmpi") is None, reason="Open MPI not installed")
-def test_grade_seven_submissions(tmp_path):
+def test_grade_eight_submissions(tmp_path):
     course = Course(tmp_path)
     c_ring, c_bruck = SOL / "c_solutions" / "ring.c", SOL / "c_solutions" / "bruck.c"
 
@@ -59,8 +67,15 @@ def test_grade_seven_submissions(tmp_path):
     submit("bruck_segfault", solved_notebook("lab2"), c_ring, DATA / "bruck_segfault.c")
     submit("wrong_plot", solved_notebook("lab2", _edit_plot), c_ring, c_bruck)
     submit("loops_forever", solved_notebook("lab2", _edit_loop), c_ring, c_bruck)
+    submit("ignores_sigint", solved_notebook("lab2", _edit_ignore_sigint), c_ring, c_bruck)
     table, elapsed = course.grade("lab2")
     assert_scores(table, EXPECTED)
+    assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert (course.root / "grades-lab2.csv").exists()
+    assert table.loc["solution", "max"] == 15 + 5   # 15 autograded, 5 by hand
     assert "a deadlock? check the order of sends and receives" in course.feedback("ring_deadlock", "lab2")
+    assert "bruck allgather with P = 2: rank 1 crashed: signal 11 (SIGSEGV)" in course.feedback("bruck_segfault", "lab2")
+    assert "the allgather ring cost differs at p = 1, n = 1 bytes (alpha = 1.5 us, beta = 0.001 us/B): yours " \
+        "gives 1.501 us, expected 0 us" in course.feedback("wrong_cost", "lab2")
+    assert "KernelRestarted" in course.feedback("ignores_sigint", "lab2")
     assert elapsed < 900, f"the batch took {elapsed:.0f} s"

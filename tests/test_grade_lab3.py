@@ -1,7 +1,9 @@
 """End to end: release lab 3, make four submissions, run scripts/grade.sh, check every score.
 
 Real nbgrader, real Open MPI, real SMPI. The autograder runs the study on the ``quick`` grid
-(MPILAB_LAB3_GRID=quick, as the notebook says); per-run limit 6 s.
+(MPILAB_LAB3_GRID=quick, as the notebook says); per-run limit 6 s. The wrong reduce-scatter
+arrives as an LMS download (Blackboard's file names, underscores in the student id and in the C
+files' names) that grade.sh collects with zip_collect.
 """
 
 import json
@@ -38,12 +40,14 @@ def test_grade_four_submissions(tmp_path, monkeypatch):
     solved = {f: SOL / "c_solutions" / f for f in FILES}
     course.submit("solution", "lab3", solved_notebook("lab3"), solved)
     course.submit("untouched", "lab3", released_notebook("lab3"), {f: SOL / f for f in FILES})
-    course.submit("wrong_reduce_scatter", "lab3", solved_notebook("lab3"),
-                  {**solved, "reduce_scatter.c": wrong_block(tmp_path / "wrong_reduce_scatter.c")})
+    course.submit_lms_zip("wrong_reduce_scatter", "lab3", solved_notebook("lab3"),
+                          {**solved, "reduce_scatter.c": wrong_block(tmp_path / "wrong_reduce_scatter.c")})
     course.submit("two_level_deadlock", "lab3", solved_notebook("lab3"),
                   {**solved, "allreduce_two_level.c": DATA / "allreduce_two_level_deadlock.c"})
     table, elapsed = course.grade("lab3", cell_timeout=240, run_timeout=6)
     assert_scores(table, EXPECTED)
+    collected = course.root / "submitted" / "wrong_reduce_scatter" / "lab3"
+    assert sorted(p.name for p in collected.iterdir()) == sorted(["lab3.ipynb", "timestamp.txt", *FILES])
     assert table.loc["solution", "max"] == 13 + 8   # 13 autograded, 8 by hand
     wrong = course.feedback("wrong_reduce_scatter", "lab3")
     assert "reduce-scatter with P = 3: int, count=1: rank 1: recvbuf[0] is" in wrong

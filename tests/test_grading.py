@@ -7,7 +7,8 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from mpilab import grading
+from mpilab import grading, launch
+from mpilab.errors import LaunchError
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -33,6 +34,29 @@ def test_deadlock_is_a_failed_check():
 def test_segfault_names_rank_and_signal():
     with pytest.raises(AssertionError, match=r"P = 2: rank 1 crashed: signal 11 \(SIGSEGV\)"):
         grading.check_allgather_c(DATA / "bruck_segfault.c", "bruck")
+
+
+@needs_openmpi
+def test_abort_names_rank_and_error_code():
+    with pytest.raises(AssertionError, match=r"^ring allgather with P = 3: rank 2 crashed: MPI_Abort with error code 3$"):
+        grading.check_allgather_c(DATA / "ring_abort.c", "ring", nprocs=(1, 3), smpi_runs=())
+
+
+@needs_openmpi
+@pytest.mark.skipif(shutil.which("smpicc") is None, reason="SimGrid SMPI not installed")
+def test_abort_under_smpi_is_a_crash():
+    """SMPI exits with status 0 after MPI_Abort: the check still fails, naming the rank."""
+    with pytest.raises(AssertionError, match=r"P = 3 \(simulated, core mapping on orfeo-thin\): rank 2 crashed: "
+                                             r"MPI_Abort with error code 3$"):
+        grading.check_allgather_c(DATA / "ring_abort.c", "ring", nprocs=(1,), smpi_runs=(("orfeo-thin", 3, "core"),))
+
+
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich", "smpi"])
+def test_run_c_names_the_aborting_rank(flavour):
+    if shutil.which(launch.COMPILERS[flavour]) is None:
+        pytest.skip(f"{flavour} not installed")
+    with pytest.raises(LaunchError, match=rf"abort_rank2.c on {flavour}.*, P = 3: rank 2 crashed: MPI_Abort with error code 3$"):
+        grading.run_c(DATA / "abort_rank2.c", flavour, nprocs=3)
 
 
 @needs_openmpi
@@ -62,6 +86,18 @@ def test_cost_expressions():
         grading.check_cost_expression("(p-1)*(alpha + n*beta)", "allgather", "pairwise")
     with pytest.raises(ValueError, match="unknown allgather algorithm 'rign'"):
         grading.check_cost_expression(p, "allgather", "rign")
+
+
+def test_gather_bcast_cost_under_the_one_port_model():
+    """Lab 2's answer, and the two usual slips: latencies overlapped although the root's messages
+    go one after the other, and the broadcast counted as n bytes instead of the p·n gathered."""
+    a, b, p, n = grading.alpha, grading.beta, grading.p, grading.n
+    grading.check_cost_expression(2 * (p - 1) * a + (p - 1) * (p + 1) * n * b, "allgather", "gather_bcast")
+    grading.check_cost_expression("2*(p-1)*alpha + (p**2 - 1)*n*beta", "allgather", "gather_bcast")
+    with pytest.raises(AssertionError, match=r"gather_bcast cost differs at p = 1, n = 1 bytes .* expected 0 us"):
+        grading.check_cost_expression(2 * a + (p - 1) * (p + 1) * n * b, "allgather", "gather_bcast")
+    with pytest.raises(AssertionError, match=r"gather_bcast cost differs at p = 2, n = 1 bytes .* gives 3.002 us, expected 3.003 us"):
+        grading.check_cost_expression(2 * (p - 1) * (a + n * b), "allgather", "gather_bcast")
 
 
 def _table():

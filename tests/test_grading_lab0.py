@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from mpilab import engines, grading
+from mpilab.errors import LaunchError, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 SOL = ROOT / "solutions" / "lab0"
@@ -42,6 +43,37 @@ def test_hello_mistakes_are_named(tmp_path, old, new, message):
 def test_hello_missing_file(tmp_path):
     with pytest.raises(AssertionError, match="not found: keep hello.c next to the notebook"):
         grading.check_hello_c(tmp_path / "hello.c")
+
+
+@needs_mpi
+def test_run_c_runs_hello_for_real_and_simulated(tmp_path):
+    shutil.copy(SOL / "c_solutions" / "hello.c", tmp_path / "hello.c")
+    out = grading.run_c(tmp_path / "hello.c", "openmpi", nprocs=4)
+    assert sorted(line.split(" on ")[0] for line in out.splitlines()) == \
+        [f"hello from rank {r} of 4" for r in range(4)]
+    out = grading.run_c(tmp_path / "hello.c", "smpi", nprocs=8, mapping="node", platform="orfeo-thin")
+    assert "hello from rank 1 of 8 on thin01-s0-c00" in out.splitlines()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hello.c"]   # built and run elsewhere
+
+
+@needs_mpi
+def test_run_c_stops_a_hung_hello_and_keeps_it_in_a_scratch_dir(tmp_path):
+    """The notebook's hello cells run the student's file under the grader's limits: a hang ends
+    at the time limit, and the program sees only its own copy (not what lies next to it)."""
+    text = (SOL / "c_solutions" / "hello.c").read_text()
+    peek = 'if (fopen("secret.txt", "r")) printf("I can read secret.txt\\n");\n    MPI_Finalize();'
+    (tmp_path / "hello.c").write_text(text.replace("MPI_Finalize();", peek))
+    (tmp_path / "secret.txt").write_text("hidden tests\n")
+    out = grading.run_c(tmp_path / "hello.c", "openmpi", nprocs=2)
+    assert "hello from rank 1 of 2" in out and "secret" not in out
+    (tmp_path / "hello.c").write_text(text.replace("MPI_Finalize();", "if (rank == 1) for (;;);\n    MPI_Finalize();"))
+    with pytest.raises(LaunchError, match=r"hello.c on openmpi, P = 2: timed out after 3 s — a deadlock\?"):
+        grading.run_c(tmp_path / "hello.c", "openmpi", nprocs=2, timeout=3)
+    (tmp_path / "hello.c").write_text(text.replace("MPI_Finalize();", "MPI_Finalize() oops;"))
+    with pytest.raises(LaunchError, match=r"(?s)hello.c does not compile for smpi:\n.*error: expected"):
+        grading.run_c(tmp_path / "hello.c", "smpi", nprocs=2)
+    with pytest.raises(UsageError, match=r"unknown flavour 'intel'; valid: mpich, openmpi, smpi"):
+        grading.run_c(tmp_path / "hello.c", "intel")
 
 
 def _pingpong(alpha=1.5, beta=4e-4):
