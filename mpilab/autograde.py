@@ -18,7 +18,10 @@ kernel and on every process it starts (:data:`KERNEL_MEMORY_MB`), and its own ne
 with only loopback up where ``unshare --net`` works (:func:`mpilab.sandbox.network_isolation`),
 so a notebook reaches no other machine while MPI and ipyparallel still talk over 127.0.0.1
 inside it. nbgrader then reaches the kernel over IPC (Unix sockets in Jupyter's runtime
-directory), since a new network namespace has its own 127.0.0.1.
+directory), since a new network namespace has its own 127.0.0.1. In the same stroke the kernel
+gets its own mount namespace (:func:`hidden_from_kernels`): the kit's solutions and the course's
+source and submissions are hidden and the course root is read-only but for the kernel's own
+directory, so a notebook cannot read the answers or write the gradebook.
 """
 
 import os
@@ -68,8 +71,24 @@ def confined_argv(argv, memory_mb=KERNEL_MEMORY_MB, network=False):
         cmd = ["prlimit", f"--as={memory_mb * 2**20}", *cmd]
     isolated = False if network else sandbox.network_isolation()[0]
     if isolated:
-        cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
+        cmd, env = sandbox.confine(cmd, **hidden_from_kernels())
+        # the kernel spec's argv is all a KernelSpecManager passes on: the settings ride in it
+        cmd = ["env", *(f"{k}={v}" for k, v in env.items()), *cmd]
     return cmd, isolated
+
+
+def hidden_from_kernels():
+    """``confine`` arguments of a grading kernel: the kit's ``solutions/`` and the course's
+    ``source/`` (hidden tests) and ``submitted/`` (everyone's files) hidden, the course root
+    (``$MPILAB_COURSE_ROOT``) read-only but for the kernel's own directory, so a notebook can
+    neither read the answers nor touch the gradebook or another student's files."""
+    from mpilab import paths
+
+    course = os.environ.get(sandbox.COURSE_ENV, "")
+    hide = [paths.repo_root() / "solutions"]
+    if course:
+        hide += [os.path.join(course, "source"), os.path.join(course, "submitted")]
+    return {"hide": [str(d) for d in hide if os.path.isdir(d)], "readonly": course or None}
 
 
 class _ConfinedKernelSpecs(KernelSpecManager):

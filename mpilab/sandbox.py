@@ -4,8 +4,9 @@ A sandboxed run gets a wall-time limit that kills its whole process group (an MP
 ends as a failed check, never as a hung grader), an address-space limit per process, an output
 cap (the output is read as it comes and what is past the cap is thrown away, so a program that
 prints in a loop costs no memory), a fresh scratch directory holding only the files it is given,
-and no network where the machine allows it (a new network namespace via ``unshare --net``; MPI
-still runs on loopback).
+and, where the machine allows it (``unshare --net --mount``, as root), no network (MPI still
+runs on loopback) and no sight of the kit's solutions, the grader or the course being graded
+(:func:`confine`).
 """
 
 import dataclasses
@@ -162,22 +163,78 @@ def timeout_message(seconds):
 
 @functools.lru_cache(maxsize=None)
 def network_isolation():
-    """Check once whether ``unshare --net`` works here.
+    """Check once whether ``unshare --net --mount`` works here (root, usually).
 
     Returns
     -------
     tuple of (bool, str)
-        ``(True, "")`` when runs can get their own network namespace, else ``(False, why)``.
+        ``(True, "")`` when runs can get their own network and mount namespaces (no network,
+        and the course's files hidden: :func:`confine`), else ``(False, why)``.
     """
     if shutil.which("unshare") is None:
-        return False, "unshare (util-linux) is not installed; runs keep the host network"
+        return False, "unshare (util-linux) is not installed; runs keep the host network and files"
     try:
-        p = subprocess.run(["unshare", "--net", "true"], capture_output=True, text=True, timeout=20)
+        p = subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True, text=True,
+                           timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"unshare --net failed ({exc}); runs keep the host network"
+        return False, f"unshare --net --mount failed ({exc}); runs keep the host network and files"
     if p.returncode != 0:
-        return False, f"unshare --net failed ({p.stderr.strip()}); runs keep the host network"
+        return False, (f"unshare --net --mount failed ({p.stderr.strip()}); runs keep the host "
+                       f"network and files")
     return True, ""
+
+
+#: The course root being graded; ``scripts/grade.sh`` exports it. Student C programs do not see
+#: it at all, a grading kernel sees it read-only (but for its own directory) without ``source/``
+#: (the instructor's notebooks) and ``submitted/`` (everyone's files).
+COURSE_ENV = "MPILAB_COURSE_ROOT"
+
+#: Run by ``sh`` in the new namespaces before the program: hide $MPILAB_HIDE (one directory per
+#: line) under empty read-only tmpfs, make $MPILAB_READONLY read-only except the working
+#: directory when it lies inside, bring up loopback (MPI and ipyparallel use it), run "$@".
+_PRELUDE = r"""here=$PWD
+IFS='
+'
+if [ -n "$MPILAB_READONLY" ] && [ -d "$MPILAB_READONLY" ]; then
+    case "$here/" in "$MPILAB_READONLY"/*) mount --bind "$here" "$here" || exit 111 ;; esac
+    mount --rbind "$MPILAB_READONLY" "$MPILAB_READONLY" || exit 111
+    mount -o remount,bind,ro "$MPILAB_READONLY" || exit 111
+fi
+for d in $MPILAB_HIDE; do
+    [ -d "$d" ] && { mount -t tmpfs -o ro,size=4k,mode=0555 mpilab-hidden "$d" || exit 111; }
+done
+unset IFS MPILAB_HIDE MPILAB_READONLY
+cd "$here" || exit 111
+ip link set lo up 2>/dev/null
+exec "$@"
+"""
+
+
+def confine(argv, hide=(), readonly=None):
+    """``argv`` wrapped to run without network and with ``hide`` invisible.
+
+    The wrapper runs the program in new network and mount namespaces (``unshare --net
+    --mount``): loopback only, each directory of ``hide`` covered by an empty read-only tmpfs,
+    and ``readonly`` (if given) read-only except the working directory when it lies inside.
+
+    Returns
+    -------
+    (list of str, dict)
+        The command and the environment variables it needs.
+    """
+    env = {"MPILAB_HIDE": "\n".join(str(d) for d in hide if d),
+           "MPILAB_READONLY": str(readonly) if readonly else ""}
+    return ["unshare", "--net", "--mount", "sh", "-c", _PRELUDE, "sh", *map(str, argv)], env
+
+
+def hidden_from_programs():
+    """What a student's C program cannot see: the kit's ``solutions/`` and ``grader/`` and the
+    course root being graded (``$MPILAB_COURSE_ROOT``), none of which it needs."""
+    from mpilab import paths
+
+    root = paths.repo_root()
+    dirs = [root / "solutions", root / "grader", os.environ.get(COURSE_ENV, "")]
+    return [str(d) for d in dirs if d and os.path.isdir(d)]
 
 
 def _limits(memory_bytes):
@@ -227,7 +284,8 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     isolated, note = (False, "network allowed by the caller") if network else network_isolation()
     cmd = list(map(str, argv))
     if isolated:
-        cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh"] + cmd
+        cmd, confine_env = confine(cmd, hide=hidden_from_programs())
+        full_env.update(confine_env)
     # the grader's MPI_Abort (mpilab/data/grading/report_abort.c) also writes here: launchers
     # sometimes lose a rank's last output when a job aborts
     fd, abort_log = tempfile.mkstemp(prefix="mpilab-abort-", suffix=".log")

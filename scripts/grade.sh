@@ -19,6 +19,9 @@ case $limit in ''|*[!0-9]*|0)
     echo "grade.sh: MPILAB_STUDENT_TIMEOUT='$limit' is not a positive whole number of seconds (e.g. 3600)" >&2; exit 2 ;;
 esac
 cd "$course"
+# what the sandbox hides from student code and makes read-only for grading kernels
+# (mpilab.sandbox.COURSE_ENV): the course being graded
+MPILAB_COURSE_ROOT=$(pwd -P) && export MPILAB_COURSE_ROOT
 nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
 if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
     nbgrader zip_collect "$assignment" --force --log-level=WARN

@@ -47,6 +47,18 @@ try:
     print("allocated 3 GiB")
 except MemoryError:
     print("MemoryError")
+import os
+import mpilab.paths
+course = os.environ["MPILAB_COURSE_ROOT"]
+try:
+    open(os.path.join(course, "gradebook.db"), "a").close()
+    print("gradebook: writable")
+except OSError as e:
+    print("gradebook:", e.strerror)
+print("submitted:", os.listdir(os.path.join(course, "submitted")))
+print("solutions:", os.listdir(mpilab.paths.repo_root() / "solutions"))
+with open("mine.txt", "w") as f:
+    print("own directory: writable")
 """
 
 #: What each student puts in the answer cell "b" (the other answers are right).
@@ -74,7 +86,7 @@ def graded(tmp_path_factory):
         nb.cells[2].source = answer
         (course / "submitted" / student / "mini").mkdir(parents=True)
         nbformat.write(nb, course / "submitted" / student / "mini" / "mini.ipynb")
-    env = dict(os.environ, MPILAB_CELL_TIMEOUT="5", MPILAB_CELL_OUTPUT_CAP="100000", MPILAB_KERNEL_MEMORY_MB="2048",
+    env = dict(os.environ, MPILAB_COURSE_ROOT=str(course), MPILAB_CELL_TIMEOUT="5", MPILAB_CELL_OUTPUT_CAP="100000", MPILAB_KERNEL_MEMORY_MB="2048",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
     def nbgrader(*args):
@@ -126,3 +138,7 @@ def test_the_kernel_runs_under_a_memory_cap_and_without_network(graded):
     if not isolated:
         pytest.skip(f"memory cap checked; no network namespace here: {why}")
     assert "interfaces: ['lo']" in text
+    # files: the gradebook and everyone's submissions out of reach, its own directory its own
+    assert "gradebook: Read-only file system" in text
+    assert "submitted: []" in text and "solutions: []" in text and "own directory: writable" in text
+    assert (course / "autograded" / "probes" / "mini" / "mine.txt").exists()

@@ -102,6 +102,29 @@ def test_no_network_when_unshare_works(tmp_path):
     assert res.network_isolated and interfaces == ["lo"]
 
 
+def test_student_programs_see_neither_the_course_nor_the_solutions(tmp_path, monkeypatch):
+    """The course being graded and the kit's solutions/ are empty to the program; its scratch
+    directory is its own."""
+    isolated, note = sandbox.network_isolation()
+    if not isolated:
+        pytest.skip(note)
+    from mpilab import paths
+    course = tmp_path / "course"
+    (course / "submitted" / "bob").mkdir(parents=True)
+    (course / "gradebook.db").write_text("grades\n")
+    monkeypatch.setenv(sandbox.COURSE_ENV, str(course))
+    assert any((paths.repo_root() / "solutions").iterdir())
+    work = sandbox.scratch_dir([])
+    try:
+        res = sandbox.run(["sh", "-c", f"ls -A {course} {paths.repo_root() / 'solutions'}; "
+                                       f"echo mine > here.txt && cat here.txt"], cwd=work, timeout=60)
+    finally:
+        shutil.rmtree(work)
+    assert res.ok, res.failure()
+    assert [ln for ln in res.stdout.splitlines() if ln and not ln.endswith(":")] == ["mine"]
+    assert (course / "gradebook.db").read_text() == "grades\n"
+
+
 def test_scratch_holds_only_given_files(tmp_path):
     (tmp_path / "student.c").write_text("int x;\n")
     (tmp_path / "solution.c").write_text("secret\n")
