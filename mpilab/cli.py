@@ -37,7 +37,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser():
     """The top-level parser with every subcommand of :data:`SUBCOMMANDS`."""
-    parser = _Parser(prog="mpilab", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="mpilab", description="mpilab: build, measure, model and grade MPI "
+                     "collective algorithms, on real MPI (Open MPI, MPICH) and on simulated "
+                     "clusters (SimGrid SMPI). 'mpilab COMMAND --help' tells more of each.")
     parser.add_argument("--version", action="version", version=f"mpilab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in SUBCOMMANDS:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from . import paths
-from .errors import UsageError, one_of
+from .errors import one_of
 
 #: name -> (programs that must all exist, version command, how to get it)
 TOOLS = {

@@ -50,11 +50,10 @@ MPICH 4.0.2
 import os
 import re
 import shutil
-import signal
 import subprocess
 from dataclasses import dataclass
 
-from . import libalgs
+from . import launch, libalgs
 from .errors import LaunchError, ToolMissing, UsageError
 
 _SMPI_SWITCH = re.compile(r"Switch to algorithm (\S+) for collective (\w+)")
@@ -301,21 +300,7 @@ def run(launcher, program, args, nprocs, settings, mapping="core", timeout=600):
     env.update(cmd.env)
     env.update(settings.env)
     try:
-        proc = subprocess.Popen([str(a) for a in cmd.argv], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise LaunchError(f"timed out after {timeout} s: {' '.join(map(str, cmd.argv))}")
-        except BaseException:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            raise
+        proc, out, err = launch.run_group(cmd.argv, env, timeout)
     finally:
         launcher._cleanup()   # the SMPI launcher's hostfile directory (/tmp/mpilab-smpi-*)
     cmdline = " ".join(f"{k}={v}" for k, v in sorted(settings.env.items()))

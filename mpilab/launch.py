@@ -57,6 +57,37 @@ def _tail(text, lines=15):
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+def run_group(argv, env, timeout, cwd=None, shown=None):
+    """Run ``argv`` in its own process group; kill the whole group on time-out or interrupt.
+
+    Returns
+    -------
+    (subprocess.Popen, str, str)
+        The finished process (any exit status) and its standard output and error.
+
+    Raises
+    ------
+    LaunchError
+        When ``timeout`` seconds pass; the message names the command (``shown``, default the
+        argv) and the tail of its standard error.
+    """
+    proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=cwd, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException as exc:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            shown = shown if shown is not None else " ".join(map(str, argv))
+            raise LaunchError(f"timed out after {timeout} s: {shown}\nstderr tail:\n{_tail(err)}") from None
+        raise
+    return proc, out, err
+
+
 class Launcher:
     """Base class: subclasses build the argv in :meth:`command`; :meth:`run` runs it."""
 
@@ -97,25 +128,8 @@ class Launcher:
             raise ToolMissing(f"{exe!r} not found on PATH; `mpilab doctor` says how to install it")
         env = dict(os.environ)
         env.update(cmd.env)
-        proc = subprocess.Popen([str(a) for a in cmd.argv], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
-                                start_new_session=True)
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            out, err = proc.communicate()
-            raise LaunchError(f"timed out after {timeout} s: {cmd}\nstderr tail:\n{_tail(err)}")
-        except BaseException:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            raise
+            proc, out, err = run_group(cmd.argv, env, timeout, cwd=cwd, shown=cmd)
         finally:
             self._cleanup()
         if proc.returncode != 0:

@@ -5,7 +5,6 @@ packaged for bookworm), or with ``apptainer build`` + ``apptainer test`` where i
 """
 
 import concurrent.futures
-import json
 import os
 import shutil
 import subprocess

@@ -4,7 +4,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pandas as pd
 import pytest
 
 from mpilab import plots, results
