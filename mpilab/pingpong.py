@@ -362,8 +362,9 @@ def fits(df, segments=2, value="avg_us", min_points=3, by=("flavour", "platform"
     Returns
     -------
     dict
-        ``{key: mpilab.models.SegmentedFit}``, ``key`` a tuple of the ``by`` columns present
-        (its ``r2``, ``residuals()`` and ``residual_plot()`` tell how good the fit is).
+        ``{key: mpilab.models.SegmentedFit}``, ``key`` a tuple of ``(column, value)`` pairs of
+        the ``by`` columns present (``dict(key)`` names the curve); a fit's ``r2``,
+        ``residuals()`` and ``residual_plot()`` tell how good it is.
     """
     import pandas as pd
 
@@ -376,8 +377,7 @@ def fits(df, segments=2, value="avg_us", min_points=3, by=("flavour", "platform"
         g = g.assign(**{value: pd.to_numeric(g[value], errors="coerce")}).dropna(subset=[value])
         g = g.groupby("bytes", as_index=False)[value].median()
         f = segmented_fit(g["bytes"], g[value], segments=segments, min_points=min_points)
-        f.key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
-        out[tuple(f.key.values())] = f
+        out[tuple(zip(keys, key if isinstance(key, tuple) else (key,)))] = f
     return out
 
 
@@ -407,9 +407,9 @@ def fit(df, segments=2, value="avg_us", min_points=3, by=("flavour", "platform",
     import pandas as pd
 
     out = []
-    for f in fits(df, segments, value, min_points, by).values():
+    for key, f in fits(df, segments, value, min_points, by).items():
         t = f.table.copy()
-        for c, v in reversed(list(f.key.items())):
+        for c, v in reversed(key):
             t.insert(0, c, v)
         t["r2_fit"] = f.r2
         out.append(t)
@@ -427,9 +427,9 @@ def residual_plot(df, segments=2, value="avg_us", min_points=3):
 
     found = fits(df, segments, value, min_points)
     fig, axes = plt.subplots(1, len(found), figsize=(5 * len(found), 3.5), squeeze=False)
-    for ax, f in zip(axes[0], found.values()):
+    for ax, (key, f) in zip(axes[0], found.items()):
         f.residual_plot(ax=ax)
-        ax.set_title(f"{f.key.get('mapping', '')}: R² = {f.r2:.4f}")
+        ax.set_title(f"{dict(key).get('mapping', '')}: R² = {f.r2:.4f}")
     fig.tight_layout()
     return fig, axes[0]
 
