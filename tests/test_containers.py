@@ -1,4 +1,4 @@
-"""Tests of the Apptainer definition files and their checker (mpilab.apptainer_check).
+"""Tests of the Apptainer definition files and their checker (mpilab.cluster.apptainer_check).
 
 The slow test builds both images for real: in a debootstrap chroot here (Apptainer is not
 packaged for bookworm), or with ``apptainer build`` + ``apptainer test`` where it is installed.
@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from mpilab import apptainer_check as ac
-from mpilab.errors import LaunchError, ParseError, UsageError
+from mpilab.cluster import apptainer_check as ac
+from mpilab.core.errors import LaunchError, ParseError, UsageError
+from mpilab.measure import launch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFS = {f: os.path.join(REPO, "containers", f"mpilab-{f}.def") for f in ("openmpi", "mpich")}
@@ -201,7 +202,7 @@ def test_start_from_a_kept_tree_reruns_files_post_and_test(tmp_path):
     ("HYDRA build details:\n    Version: 4.0.2", "4.1.4", False),
 ])
 def test_host_image_open_mpi_major_mismatch(host, image, warns):
-    msg = ac.host_image_mismatch(host, image)
+    msg = launch.host_image_mismatch(host, image)
     if warns:
         assert "5.0.3" in msg and "4.1.4" in msg and msg.index("host") < msg.index("image") and "major version" in msg
     else:
@@ -212,8 +213,8 @@ def test_warn_if_mismatch_uses_real_host_mpirun():
     if shutil.which("mpirun.openmpi") is None:
         pytest.skip("Open MPI not installed")
     with pytest.warns(UserWarning, match=r"Open MPI 9\.0\.0"):
-        assert ac.warn_if_mismatch("9.0.0", "mpirun.openmpi")
-    assert ac.warn_if_mismatch("4.1.9", "mpirun.openmpi") is None
+        assert launch.warn_if_mismatch("9.0.0", "mpirun.openmpi")
+    assert launch.warn_if_mismatch("4.1.9", "mpirun.openmpi") is None
 
 
 def run_cli(*args):
@@ -270,7 +271,7 @@ def build_both_variants(flavour, ctx):
 
 def write_summary(results, started):
     lines = [f"container builds, {time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}: "
-             "mpilab.apptainer_check in a debootstrap chroot (Apptainer is not installed here)",
+             "mpilab.cluster.apptainer_check in a debootstrap chroot (Apptainer is not installed here)",
              f"{'flavour':8} {'variant':10} {'started from':28} {'%post done s':>12} "
              f"{'+%test,apps s':>13} {'chroot size':>11}"]
     for flavour, (student, instructor) in results.items():

@@ -25,7 +25,7 @@ MEASUREMENTS = ["lab5_results.csv", "lab5_real.csv"] + [
 
 def _wrong(gid, src):
     if gid == "table_answer":
-        return src.replace("selection.decision_table(quiet)", 'selection.decision_table(quiet, value="avg_us")')
+        return src.replace("decision.decision_table(quiet)", 'decision.decision_table(quiet, value="avg_us")')
     if gid == "corr_answer":
         return src.replace('y="maxrank_avg_us")', 'y="avg_us")')
     return src

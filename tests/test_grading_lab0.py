@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mpilab import engines, grading
-from mpilab.errors import LaunchError, UsageError
+from mpilab.cluster import engines
+from mpilab.grade import grading
+from mpilab.core.errors import LaunchError, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 SOL = ROOT / "solutions" / "lab0"
