@@ -18,9 +18,9 @@ with the settings this kit always needs for Open MPI (running as root, more rank
 
 import functools
 import os
-import subprocess
 import sys
 
+from mpilab.core import process
 from mpilab.core.errors import ToolMissing, UsageError
 from mpilab.core.vocabulary import MPIRUN, OPENMPI_ROOT_ENV, REAL_FLAVOURS, check
 
@@ -40,11 +40,9 @@ def mpi4py_flavour(python=sys.executable):
         mpi4py is not installed, or its MPI is neither Open MPI nor MPICH.
     """
     code = "from mpi4py import MPI; print(MPI.Get_library_version())"
-    try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, **OPENMPI_ROOT_ENV})
-    except subprocess.TimeoutExpired:
-        raise ToolMissing("mpi4py did not answer within 60 s (is its MPI installed?)") from None
+    proc = process.run([python, "-c", code], timeout=60, env={**os.environ, **OPENMPI_ROOT_ENV})
+    if proc.timed_out:
+        raise ToolMissing("mpi4py did not answer within 60 s (is its MPI installed?)")
     if proc.returncode != 0:
         raise ToolMissing(f"mpi4py cannot start in {python}: {proc.stderr.strip()[-500:]}; "
                           "install it with: pip install -e '.[lab]'")

@@ -4,10 +4,10 @@ versions, whether c_reference is built, and how to get what is missing."""
 import re
 import os
 import shutil
-import subprocess
 import sys
 
-from mpilab.core import paths
+from mpilab.core import paths, process
+from mpilab.core.errors import ToolMissing
 from mpilab.core.vocabulary import FLAVOURS
 
 #: name -> (programs that must all exist, version command, how to get it)
@@ -36,8 +36,10 @@ def _which(prog):
 def _version(cmd):
     cmd = [_which(cmd[0]) or cmd[0], *cmd[1:]]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        p = process.run(cmd, timeout=30)
+    except ToolMissing:
+        return None
+    if p.timed_out:
         return None
     m = _VERSION.search(p.stdout + p.stderr)
     return m.group(0) if m else None

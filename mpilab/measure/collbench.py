@@ -8,10 +8,9 @@ import csv
 import io
 import json
 import re
-import subprocess
 
 from mpilab import __version__
-from mpilab.core import paths, units
+from mpilab.core import paths, process, units
 from mpilab.core.errors import LaunchError, one_of, ParseError, ToolMissing
 from mpilab.core.vocabulary import COLLECTIVES
 
@@ -154,11 +153,9 @@ def registry(flavour="openmpi", coll="allgather"):
         else:
             return registry("openmpi", coll)
     else:
-        try:
-            proc = subprocess.run([str(prog), "--coll", coll, "--list", "--json"], capture_output=True,
-                                  text=True, timeout=60)
-        except subprocess.TimeoutExpired:
-            raise LaunchError(f"{prog} --list --json timed out") from None
+        proc = process.run([prog, "--coll", coll, "--list", "--json"], timeout=60)
+        if proc.timed_out:
+            raise LaunchError(f"{prog} --list --json timed out")
         if proc.returncode != 0:
             if cached.exists():
                 text = cached.read_text()

@@ -47,14 +47,12 @@ MPICH 4.0.2
     printed; if MPICH's dispatch changes, the inference does.
 """
 
-import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 
-from mpilab.core.errors import LaunchError, ToolMissing, UsageError
-from mpilab.measure import collbench, launch, libalgs
+from mpilab.core.errors import LaunchError, UsageError
+from mpilab.measure import collbench, libalgs
 
 _SMPI_SWITCH = re.compile(r"Switch to algorithm (\S+) for collective (\w+)")
 _OMPI_ECHO = re.compile(r"\] (coll_tuned_\w+)=(\S+) \((?:environment|command line)\)")
@@ -282,30 +280,16 @@ def verify(flavour, collective, name, stderr, returncode=0):
 def run(launcher, program, args, nprocs, settings, mapping="core", timeout=600):
     """Launch ``program`` with ``launcher`` plus the forcing ``settings``; return CompletedProcess.
 
-    Unlike ``launcher.run`` this returns failed runs too (their stderr is evidence).
+    Unlike a plain ``launcher.run`` this returns failed runs too (their stderr is evidence);
+    ``args`` of the result is the command line with the forcing environment in front.
     """
     if launcher.flavour == "smpi" and settings.args:
-        old = list(launcher.cfg)
-        launcher.cfg = old + settings.args
-        try:
-            cmd = launcher.command(program, args, nprocs, mapping)
-        finally:
-            launcher.cfg = old
-    else:
-        cmd = launcher.command(program, args, nprocs, mapping)
-    exe = str(cmd.argv[0])
-    if shutil.which(exe) is None:
-        raise ToolMissing(f"{exe!r} not found on PATH")
-    env = dict(os.environ)
-    env.update(cmd.env)
-    env.update(settings.env)
-    try:
-        proc, out, err = launch.run_group(cmd.argv, env, timeout)
-    finally:
-        launcher._cleanup()   # the SMPI launcher's hostfile directory (/tmp/mpilab-smpi-*)
+        launcher = launcher.with_cfg(settings.args)
+    proc = launcher.run(program, args, nprocs, mapping, timeout=timeout, env=settings.env,
+                        check=False)
     cmdline = " ".join(f"{k}={v}" for k, v in sorted(settings.env.items()))
-    cmdline = (cmdline + " " if cmdline else "") + " ".join(map(str, cmd.argv))
-    return subprocess.CompletedProcess(cmdline, proc.returncode, out, err)
+    cmdline = (cmdline + " " if cmdline else "") + " ".join(map(str, proc.args))
+    return subprocess.CompletedProcess(cmdline, proc.returncode, proc.stdout, proc.stderr)
 
 
 def measure(launcher, collective, name, nprocs, sizes="2:1M", mapping="core", repetition=0,

@@ -6,21 +6,22 @@ SLURM's srun, and Apptainer's hybrid model (``<launcher> apptainer exec IMAGE pr
 'mpirun.openmpi'
 """
 
+import copy
 import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpilab.simulate import platforms
+from mpilab.core import process
 from mpilab.core.errors import LaunchError, one_of, ToolMissing, UsageError
 from mpilab.core.vocabulary import (COMPILERS, LAUNCHERS, MAPPINGS, MPICH_PLACEMENT, OPENMPI_BIND,
     OPENMPI_ROOT_ENV, REAL_FLAVOURS, SRUN_CPU_BIND, SRUN_DISTRIBUTION, SRUN_MPI, SRUN_MPI_PLUGINS)
+from mpilab.simulate import platforms
 
 
 
@@ -52,40 +53,7 @@ def _check_mapping(mapping):
 
 def _tail(text, lines=15):
     text = text or ""
-    if isinstance(text, bytes):
-        text = text.decode(errors="replace")
     return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
-def run_group(argv, env, timeout, cwd=None, shown=None):
-    """Run ``argv`` in its own process group; kill the whole group on time-out or interrupt.
-
-    Returns
-    -------
-    (subprocess.Popen, str, str)
-        The finished process (any exit status) and its standard output and error.
-
-    Raises
-    ------
-    LaunchError
-        When ``timeout`` seconds pass; the message names the command (``shown``, default the
-        argv) and the tail of its standard error.
-    """
-    proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=cwd, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException as exc:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        if isinstance(exc, subprocess.TimeoutExpired):
-            shown = shown if shown is not None else " ".join(map(str, argv))
-            raise LaunchError(f"timed out after {timeout} s: {shown}\nstderr tail:\n{_tail(err)}") from None
-        raise
-    return proc, out, err
 
 
 class Launcher:
@@ -111,14 +79,24 @@ class Launcher:
         """
         raise NotImplementedError
 
-    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, cwd=None):
-        """Run the program; return the :class:`subprocess.CompletedProcess` (text output).
+    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, cwd=None, env=None,
+            check=True):
+        """Run the program (:func:`mpilab.core.process.run`: its own process group, killed as a
+        whole at the time-out); return the :class:`subprocess.CompletedProcess` (text output).
+
+        Parameters
+        ----------
+        env : dict, optional
+            Extra environment on top of ``os.environ`` and the command's own.
+        check : bool
+            Raise on a non-zero exit (default); False returns failed runs too (their stderr can
+            be evidence, as for :mod:`mpilab.measure.forcing`).
 
         Raises
         ------
         LaunchError
-            On a non-zero exit or when ``timeout`` seconds pass (the whole process group is
-            killed); the message has the command, the exit code and the tail of stderr.
+            When ``timeout`` seconds pass, or (``check``) on a non-zero exit; the message has
+            the command, the exit code and the tail of stderr.
         ToolMissing
             When the launcher program is not installed.
         """
@@ -126,15 +104,18 @@ class Launcher:
         exe = cmd.argv[0]
         if shutil.which(exe) is None:
             raise ToolMissing(f"{exe!r} not found on PATH; `mpilab doctor` says how to install it")
-        env = dict(os.environ)
-        env.update(cmd.env)
+        full_env = dict(os.environ)
+        full_env.update(cmd.env)
+        full_env.update(env or {})
         try:
-            proc, out, err = run_group(cmd.argv, env, timeout, cwd=cwd, shown=cmd)
+            res = process.run(cmd.argv, timeout=timeout, env=full_env, cwd=cwd)
         finally:
             self._cleanup()
-        if proc.returncode != 0:
-            raise LaunchError(f"exit code {proc.returncode}: {cmd}\nstderr tail:\n{_tail(err)}")
-        return subprocess.CompletedProcess(cmd.argv, proc.returncode, out, err)
+        if res.timed_out:
+            raise LaunchError(f"timed out after {timeout} s: {cmd}\nstderr tail:\n{res.tail()}")
+        if check and res.returncode != 0:
+            raise LaunchError(f"exit code {res.returncode}: {cmd}\nstderr tail:\n{res.tail()}")
+        return subprocess.CompletedProcess(cmd.argv, res.returncode, res.stdout, res.stderr)
 
     def _cleanup(self):
         pass
@@ -228,6 +209,12 @@ class SMPILauncher(Launcher):
         argv += [str(program), *map(str, args)]
         return Command(argv, {})
 
+    def with_cfg(self, cfg):
+        """A copy of this launcher that also passes ``cfg`` (``--cfg=...`` items) to smpirun."""
+        other = copy.copy(self)
+        other.cfg, other._tmp = self.cfg + list(cfg), []
+        return other
+
     def _cleanup(self):
         while self._tmp:
             shutil.rmtree(self._tmp.pop(), ignore_errors=True)
@@ -313,8 +300,8 @@ def warn_if_mismatch(image_text, mpirun="mpirun"):
     exe = shutil.which(mpirun)
     if exe is None:
         return None
-    proc = subprocess.run([exe, "--version"], capture_output=True, text=True)
-    host = proc.stdout + proc.stderr
+    res = process.run([exe, "--version"], timeout=60)
+    host = res.stdout + res.stderr
     msg = host_image_mismatch(host, image_text)
     if msg:
         warnings.warn(msg, stacklevel=2)
@@ -360,15 +347,11 @@ class ApptainerLauncher(Launcher):
         exe = shutil.which(self.apptainer)
         if exe is None:
             return {}
-        try:
-            proc = subprocess.run([exe, "inspect", "--labels", self.image], capture_output=True,
-                                  text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired):
-            return {}
-        if proc.returncode != 0:
+        res = process.run([exe, "inspect", "--labels", self.image], timeout=120)
+        if not res.ok:
             return {}
         labels = {}
-        for line in proc.stdout.splitlines():
+        for line in res.stdout.splitlines():
             key, sep, value = line.partition(":")
             if sep and key.strip():
                 labels[key.strip()] = value.strip()
@@ -394,18 +377,18 @@ class ApptainerLauncher(Launcher):
         mpirun = shutil.which(getattr(self.inner, "mpirun", "mpirun"))
         if mpirun is None:
             return None
-        proc = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60)
-        msg = host_image_mismatch(proc.stdout + proc.stderr, image_version)
+        res = process.run([mpirun, "--version"], timeout=60)
+        msg = host_image_mismatch(res.stdout + res.stderr, image_version)
         if msg:
             msg = f"{self.image}: {msg}"
             warnings.warn(msg, UserWarning, stacklevel=3)
         return msg
 
-    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, cwd=None):
+    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, **kw):
         if self.check_mpi and not self._checked:
             self._checked = True
             self.host_mpi_warning()
-        return super().run(program, args, nprocs, mapping, timeout, cwd)
+        return super().run(program, args, nprocs, mapping, timeout, **kw)
 
     def command(self, program, args=(), nprocs=1, mapping="core"):
         inner_args = [self.apptainer, "exec"]
@@ -466,12 +449,11 @@ def compile_c(sources, flavour="openmpi", output=None, flags=("-O2", "-std=c11")
         raise ToolMissing(f"{cc!r} not found on PATH; `mpilab doctor` says how to install it")
     output = Path(output) if output else sources[0].with_name(f"{sources[0].stem}-{flavour}")
     argv = [cc, *flags, *map(str, sources), "-o", str(output)]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise LaunchError(f"the compiler took more than {timeout} s: {' '.join(argv)}") from None
-    if proc.returncode != 0:
-        raise LaunchError(f"compiling failed: {' '.join(argv)}\n{_tail(proc.stderr or proc.stdout, 30)}")
+    res = process.run(argv, timeout=timeout)
+    if res.timed_out:
+        raise LaunchError(f"the compiler took more than {timeout} s: {' '.join(argv)}")
+    if res.returncode != 0:
+        raise LaunchError(f"compiling failed: {' '.join(argv)}\n{_tail(res.stderr or res.stdout, 30)}")
     return output.resolve()
 
 
