@@ -211,7 +211,7 @@ def test_sacct_output_of_an_array_with_one_failed_task():
         ("7_0", "COMPLETED", "0:0", "8"), ("7_1", "FAILED", "1:0", "9"), ("7_2", "COMPLETED", "0:0", "7")]
     assert [t.label for t in states if t.failed] == ["7_1"]
     assert all(t.done and t.source == "sacct" and t.name == "mpilab-sweep" for t in states)
-    reason = slurm._failure_reason(states[1])
+    reason = slurm.collection._failure_reason(states[1])
     assert reason == "state FAILED; exit code 1"            # sacct's Reason "None" says nothing
 
 
@@ -227,9 +227,9 @@ def test_sacct_states(line, label, failed, done):
     (t,) = slurm.parse_sacct(line + "\n")
     assert (t.label, t.failed, t.done) == (label, failed, done)
     if t.state == "TIMEOUT":
-        assert "killed at its time limit" in slurm._failure_reason(t)
+        assert "killed at its time limit" in slurm.collection._failure_reason(t)
     if t.state.startswith("CANCELLED"):
-        assert slurm._failure_reason(t).startswith("state CANCELLED by 0; reason JobHeldUser")
+        assert slurm.collection._failure_reason(t).startswith("state CANCELLED by 0; reason JobHeldUser")
 
 
 def test_sacct_output_with_other_fields_is_a_parse_error():
@@ -351,7 +351,7 @@ def test_sweep_job_array_with_openmpi_and_pmix(local_slurm, tmp_path):
         assert "Open MPI" in r["library"] and float(r["avg_us"]) > 0
         assert r["command"].startswith("srun --mpi=pmix -n ")
     # provenance of each array task: node list, MPI version, modules
-    prov = [slurm._read_kv(p) for p in sorted((run / "provenance").glob("*.txt"))]
+    prov = [slurm.read_kv(p) for p in sorted((run / "provenance").glob("*.txt"))]
     assert len(prov) == 4
     assert {p["nodelist"] for p in prov} == {HOST}
     assert all("Open MPI" in p["mpi_version"] for p in prov)
@@ -415,7 +415,7 @@ def test_array_with_one_bad_algorithm_fails_only_that_task(local_slurm, tmp_path
     assert "collbench: unknown algorithm 'rign'; valid: bruck, gather_bcast, pairwise, ring" in failed[0]
     assert f"job {job}_1: FAILED exit 1:0 ({'sacct' if ACCOUNTING else 'scontrol'})" in proc.stdout
     # The job completion log, what collect falls back on without accounting, agrees.
-    comp = {t.label: (t.state, t.exit_code) for t in slurm._jobcomp({job})}
+    comp = {t.label: (t.state, t.exit_code) for t in slurm.jobs._jobcomp({job})}
     assert comp == {f"{job}_0": ("COMPLETED", "0:0"), f"{job}_1": ("FAILED", "1:0"),
                     f"{job}_2": ("COMPLETED", "0:0")}
     # The good tasks' results, every row joined to its task's provenance.
@@ -777,12 +777,12 @@ def test_cluster_answers_fast_when_the_controller_port_is_closed(monkeypatch, tm
     conf.write_text(f"ClusterName=x\nSlurmctldHost=nohost(127.0.0.1)\nSlurmctldPort={port}\n")
     monkeypatch.setenv("SLURM_CONF", str(conf))
     start = time.monotonic()
-    assert slurm._controller_refuses() is True
+    assert slurm.jobs._controller_refuses() is True
     if shutil.which("sinfo"):
         assert slurm.cluster_answers() is False
     assert time.monotonic() - start < 2
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "missing.conf"))
-    assert slurm._controller_refuses() is False      # no conf: sinfo decides
+    assert slurm.jobs._controller_refuses() is False      # no conf: sinfo decides
 
 
 def test_cluster_answers_with_the_local_cluster(local_slurm):

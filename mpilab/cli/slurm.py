@@ -14,10 +14,12 @@ a finished point to the results table.
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
-from mpilab.cluster import slurm
 from mpilab import cli
+from mpilab.cluster import slurm
 from mpilab.core.errors import MpilabError
+from mpilab.core.vocabulary import COLLECTIVES
 
 
 def _cmd_profiles(args):
@@ -73,11 +75,11 @@ def _cmd_collect(args):
 
 
 def _cmd_ingest(args):
-    point = slurm.Path(args.point)
+    point = Path(args.point)
     meta = point.with_suffix(".meta")
     if not meta.is_file():
         raise MpilabError(f"{meta} is missing: a point file needs its .meta sidecar")
-    n = slurm.ingest_point(point, args.results, slurm._read_kv(meta))
+    n = slurm.ingest_point(point, args.results, slurm.read_kv(meta))
     print(f"{point.name}: {n} rows appended to {args.results}")
     return 0
 
@@ -103,7 +105,7 @@ def configure(p):
     r.add_argument("--nodes", type=int, default=1)
     r.add_argument("--ntasks-per-node", type=int)
     r.add_argument("--time", default="00:10:00", help="time limit (per array task for sweeps)")
-    r.add_argument("--coll", default="allgather", help="collective: " + ", ".join(slurm.COLLECTIVES))
+    r.add_argument("--coll", default="allgather", help="collective: " + ", ".join(COLLECTIVES))
     r.add_argument("--algos", default="native", help="comma-separated algorithms (default: native)")
     r.add_argument("--nprocs", default="1,2", help="comma-separated process counts")
     r.add_argument("--mapping", default="core", help="comma-separated: core, socket, node")

@@ -1,0 +1,39 @@
+"""SLURM for the kit: cluster profiles, sbatch templates, submission and collection.
+
+A *profile* is one small TOML file per cluster under ``slurm_templates/profiles/``
+(:mod:`~mpilab.cluster.slurm.profiles`). A *template* is a jinja2 file under
+``slurm_templates/templates/`` that renders, for a profile and a partition, into a plain sbatch
+script a person can read and edit (:mod:`~mpilab.cluster.slurm.render`). Everything is
+validated before anything is submitted: an unknown profile or partition, more tasks than the
+partition has cores, a time limit above the partition's or a missing module line is a
+:class:`~mpilab.core.errors.UsageError` naming the bad value and what would be valid. Jobs are
+submitted and followed by :mod:`~mpilab.cluster.slurm.jobs`; their point files become rows of
+the results table through :mod:`~mpilab.cluster.slurm.collection`.
+
+Typical use (the CLI ``mpilab slurm render|submit|collect|profiles`` does the same)::
+
+    from mpilab.cluster import slurm
+    script = slurm.render_to_dir("sweep", "local", "local", "runs/s1",
+                                 algos=["native"], nprocs=[1, 2], sizes="32:1K")
+    job = slurm.submit(script)
+    slurm.wait(job)
+    report = slurm.collect("runs/s1")
+"""
+
+from mpilab.cluster.slurm.collection import (append_results, collect, collect_osu, Collected,
+                                             ingest_point, KEY_COLUMNS, parse_collbench,
+                                             point_rows, read_kv, RESULT_COLUMNS)
+from mpilab.cluster.slurm.jobs import (cluster_answers, DONE_STATES, FAILED_STATES, job_states,
+                                       log_paths, parse_jobcomp, parse_sacct, SACCT_FIELDS,
+                                       submit, TaskState, wait)
+from mpilab.cluster.slurm.profiles import (check_resources, format_time, list_profiles,
+                                           load_profile, parse_time, Partition, Profile,
+                                           profiles_dir, templates_dir)
+from mpilab.cluster.slurm.render import render, render_to_dir, SEED_ALGORITHMS, TEMPLATES
+
+__all__ = ["append_results", "check_resources", "cluster_answers", "collect", "collect_osu",
+           "Collected", "DONE_STATES", "FAILED_STATES", "format_time", "ingest_point",
+           "job_states", "KEY_COLUMNS", "list_profiles", "load_profile", "log_paths", "parse_collbench",
+           "parse_jobcomp", "parse_sacct", "parse_time", "Partition", "point_rows", "Profile", "profiles_dir",
+           "read_kv", "render", "render_to_dir", "RESULT_COLUMNS", "SACCT_FIELDS", "SEED_ALGORITHMS", "submit",
+           "TaskState", "templates_dir", "TEMPLATES", "wait"]
