@@ -8,16 +8,18 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpilab.core import process
 from mpilab.core.errors import LaunchError, ParseError, ToolMissing, UsageError
 
 FAILED_STATES = {"FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
                  "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 DONE_STATES = FAILED_STATES | {"COMPLETED"}
+#: Seconds a SLURM command (sbatch, sacct, scontrol) may take before it is stopped.
+COMMAND_TIMEOUT = 120
 
 
 # --------------------------------------------------------------------------- submit, wait
@@ -66,8 +68,10 @@ def submit(script, sbatch_args=(), env=None):
         if value:
             Path(value).parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ, **(env or {}))
-    proc = subprocess.run([_tool("sbatch"), "--parsable", *sbatch_args, str(script)],
-                          capture_output=True, text=True, env=full_env, cwd=script.parent)
+    proc = process.run([_tool("sbatch"), "--parsable", *sbatch_args, script], env=full_env,
+                       cwd=script.parent, timeout=COMMAND_TIMEOUT)
+    if proc.timed_out:
+        raise LaunchError(f"sbatch {script} did not answer within {COMMAND_TIMEOUT} s")
     if proc.returncode != 0:
         raise LaunchError(f"sbatch {script} failed: {proc.stderr.strip() or proc.stdout.strip()}")
     job_id = proc.stdout.strip().split(";")[0]
@@ -147,8 +151,8 @@ def _sacct(job_id):
     disabled), an empty list when sacct has no record of the job (yet)."""
     if not shutil.which("sacct"):
         return None
-    proc = subprocess.run(["sacct", "-j", str(job_id), "-X", "--parsable2", "--noheader",
-                           "-o", ",".join(SACCT_FIELDS)], capture_output=True, text=True)
+    proc = process.run(["sacct", "-j", job_id, "-X", "--parsable2", "--noheader",
+                        "-o", ",".join(SACCT_FIELDS)], timeout=COMMAND_TIMEOUT)
     if proc.returncode != 0 or "disabled" in proc.stderr + proc.stdout:
         return None
     return parse_sacct(proc.stdout, f"sacct -j {job_id}")
@@ -166,8 +170,7 @@ def _kv(text):
 
 
 def _scontrol(job_id):
-    proc = subprocess.run([_tool("scontrol"), "show", "job", "-o", str(job_id)],
-                          capture_output=True, text=True)
+    proc = process.run([_tool("scontrol"), "show", "job", "-o", job_id], timeout=COMMAND_TIMEOUT)
     if proc.returncode != 0:
         return None
     out = []
@@ -213,7 +216,7 @@ def parse_jobcomp(text, job_ids):
 
 def _jobcomp(job_ids):
     """Finished jobs from the ``jobcomp/filetxt`` log (clusters without accounting)."""
-    proc = subprocess.run([_tool("scontrol"), "show", "config"], capture_output=True, text=True)
+    proc = process.run([_tool("scontrol"), "show", "config"], timeout=COMMAND_TIMEOUT)
     conf = dict(re.findall(r"^(\w+)\s*=\s*(.*?)\s*$", proc.stdout, re.M))
     loc = conf.get("JobCompLoc", "")
     if "filetxt" not in conf.get("JobCompType", "") or not Path(loc).is_file():
@@ -358,8 +361,7 @@ def cluster_answers(timeout=10):
     if _controller_refuses():
         return False
     try:
-        proc = subprocess.run(["sinfo", "--noheader", "--format=%P"], capture_output=True,
-                              text=True, timeout=timeout)
-    except (subprocess.TimeoutExpired, OSError):
+        proc = process.run(["sinfo", "--noheader", "--format=%P"], timeout=timeout)
+    except ToolMissing:
         return False
     return proc.returncode == 0 and bool(proc.stdout.strip())
