@@ -65,10 +65,7 @@ def simulate(built_flavour, tmp_path_factory):
         if library:
             rows = forcing.measure(lau, coll, algo, p, sizes=sizes, timeout=300, **ITERS)
         else:
-            args = collbench.collbench_args(algo=algo, coll=coll, sizes=sizes, **ITERS)
-            meta, table = collbench.parse_output(
-                lau.run(collbench.collbench_program("smpi"), args, p, timeout=300).stdout)
-            rows = collbench.to_results_rows(meta, table, launcher="smpirun", platform=ports)
+            rows = collbench.measure(lau, coll, algo, p, sizes=sizes, timeout=300, **ITERS)
         return pd.DataFrame(rows)
 
     return run

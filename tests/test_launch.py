@@ -4,8 +4,9 @@ import sys
 
 import pytest
 
-from mpilab.core import units
-from mpilab.measure import collbench, launch
+from mpilab.core import results, units
+from mpilab.measure import collbench, driver, launch
+from mpilab.measure.driver import BenchOptions
 from mpilab.core.errors import LaunchError, ParseError, UsageError
 from mpilab.core.vocabulary import COMPILERS, SRUN_DISTRIBUTION
 
@@ -141,35 +142,47 @@ def test_run_timeout_kills_the_process_group(tmp_path):
 
 def test_parse_golden_output():
     text = open(os.path.join(DATA, "collbench_openmpi_p2.csv")).read()
-    meta, rows = collbench.parse_output(text)
-    assert meta["algorithm"] == "pairwise" and meta["nprocs"] == "2"
-    assert meta["library"].startswith("Open MPI v4.1.4")
-    assert [r["bytes"] for r in rows] == [32, 64, 128, 256]
-    assert rows[0]["probe_us"] is None and rows[0]["avg_us"] > 0
-    out = collbench.to_results_rows(meta, rows, launcher="mpirun", platform="local")
-    assert out[0]["flavour"] == "openmpi" and out[0]["nprocs"] == 2 and out[0]["forced"] == "yes"
+    out = driver.parse(text, program="collbench", columns=collbench.COLUMNS)
+    assert (out.program, out.version) == ("collbench", "1")
+    assert out.meta["algorithm"] == "pairwise" and out.meta["nprocs"] == "2"
+    assert out.meta["library"].startswith("Open MPI v4.1.4")
+    assert [r["bytes"] for r in out.table] == [32, 64, 128, 256]
+    assert out.table[0]["probe_us"] is None and out.table[0]["avg_us"] > 0
+    rows = results.rows(out.meta, out.table, launcher="mpirun", platform="local")
+    assert rows[0]["flavour"] == "openmpi" and rows[0]["nprocs"] == 2 and rows[0]["forced"] == "yes"
+    assert rows[0]["evidence"] == "kit implementation" and rows[0]["warmup"] == int(out.meta["warmup"])
 
 
 def test_parse_malformed_names_the_line():
     text = open(os.path.join(DATA, "collbench_openmpi_p2.csv")).read()
     broken = text.replace("64,64,10,", "64,64,ten,")
     with pytest.raises(ParseError, match=r"line 18: non-numeric"):
-        collbench.parse_output(broken)
+        driver.parse(broken)
     with pytest.raises(ParseError, match="line 3: expected '# key: value'"):
-        collbench.parse_output(text.replace("# flavour: openmpi", "# flavour openmpi"))
+        driver.parse(text.replace("# flavour: openmpi", "# flavour openmpi"))
     with pytest.raises(ParseError, match="no table header"):
-        collbench.parse_output("# collbench 1\n")
+        driver.parse("# collbench 1\n")
     with pytest.raises(ParseError, match=r"line 17: expected 9 fields"):
-        collbench.parse_output(text.replace("32,32,10,", "32,10,"))
+        driver.parse(text.replace("32,32,10,", "32,10,"))
+    with pytest.raises(ParseError, match=r"line 1: expected the output of pingpong, got '# collbench 1'"):
+        driver.parse(text, program="pingpong")
+    with pytest.raises(ParseError, match=r"line 16: expected header bytes,iterations"):
+        driver.parse(text, columns=("bytes", "iterations"))
 
 
 def test_collbench_args_and_sizes():
     assert units.parse_size_range("32:1M") == (32, 1 << 20)
     assert units.parse_size_range("1K") == (1, 1024)
     assert units.sizes_in_range(32, 256) == [32, 64, 128, 256]
-    a = collbench.collbench_args("ring", sizes="32:1K", iters=5, check=True)
+    a = collbench.collbench_args("ring", "allgather", BenchOptions(sizes="32:1K", iters=5, check=True))
     assert a == ["--coll", "allgather", "--algo", "ring", "-m", "32:1024", "--format", "csv",
                  "--iters", "5", "--check"]
+    with pytest.raises(UsageError, match="bad iters-large 0; valid: an integer >= 1"):
+        BenchOptions(iters_large=0)
+    with pytest.raises(UsageError, match="unknown datatype 'long'; valid: char, double, float, int"):
+        BenchOptions(datatype="long")
+    with pytest.raises(UsageError, match="pingpong does not take probe"):
+        BenchOptions(probe=8).argv("pingpong")
     with pytest.raises(UsageError, match="bad size '1X'"):
         units.parse_size_range("32:1X")
     with pytest.raises(UsageError, match="'64:32'"):

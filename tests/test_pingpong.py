@@ -7,7 +7,8 @@ import pytest
 
 from mpilab import cli
 from mpilab.core import results, units
-from mpilab.measure import launch, pingpong
+from mpilab.measure import driver, launch, pingpong
+from mpilab.measure.driver import BenchOptions
 from mpilab.model import p2p
 from mpilab.core.errors import UsageError
 from mpilab.core.vocabulary import MAPPINGS
@@ -27,11 +28,13 @@ def test_sizes_and_args():
     assert units.parse_size_range("8:1K", smallest=0) == (8, 1024)
     assert units.sizes_in_range(0, 8) == [0, 1, 2, 4, 8]
     assert len(units.sizes_in_range(0, 4 << 20)) == 24
-    assert pingpong.program_args("1K", iters=5) == ["-m", "0:1024", "--iters", "5"]
+    assert BenchOptions(sizes="1K", iters=5).argv("pingpong") == ["-m", "0:1024", "--iters", "5"]
     with pytest.raises(UsageError, match="bad size range '9:3'"):
         units.parse_size_range("9:3", smallest=0)
     with pytest.raises(UsageError, match="bad iters '0'"):
-        pingpong.program_args(iters=0)
+        BenchOptions(iters="0")
+    with pytest.raises(UsageError, match="bad iters 0"):
+        pingpong.run("smpi", "core", iters=0)
     with pytest.raises(UsageError, match="unknown mapping 'board'; valid: core, node, socket"):
         pingpong.run("smpi", "board")
 
@@ -46,7 +49,8 @@ def test_output_contract_openmpi(built_flavour):
     proc = mpirun(build, ["-m", "0:16K", "--iters", "20", "--warmup", "2", "--iters-large", "4"])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# pingpong 1\n# library: Open MPI")
-    meta, rows = pingpong.parse_output(proc.stdout)
+    out = driver.parse(proc.stdout, program=pingpong.PROGRAM, columns=pingpong.COLUMNS)
+    meta, rows = out.meta, out.table
     assert meta["flavour"] == "openmpi" and meta["nprocs"] == "2"
     assert meta["collective"] == "pingpong" and meta["iterations"] == "20"
     assert len(meta["rank_hosts"].split(",")) == 2 and len(meta["rank_cpus"].split(",")) == 2

@@ -1,5 +1,7 @@
 import multiprocessing
 
+import mpilab
+
 import pytest
 
 from mpilab.core import results
@@ -85,3 +87,44 @@ def test_concurrent_appends_do_not_interleave(results_csv):
     df = results.read_results(results_csv)
     assert len(df) == 800
     assert sorted(df.groupby("repetition").size().tolist()) == [200] * 4
+
+
+def test_the_row_builder_types_every_column_and_fills_the_defaults():
+    r = results.row(collective="allgather", algorithm="ring", launcher="srun", nprocs="4",
+                    bytes="32", avg_us="1.500", probe_us="")
+    assert list(r) == list(results.COLUMNS)
+    assert (r["nprocs"], r["bytes"], r["avg_us"], r["probe_us"]) == (4, 32, 1.5, None)
+    assert (r["requested"], r["forced"], r["evidence"]) == ("ring", "yes", "kit implementation")
+    assert (r["repetition"], r["root"], r["datatype"], r["kit_version"]) == (0, 0, "char", mpilab.__version__)
+    native = results.row(collective="bcast", algorithm="native", launcher="mpirun", nprocs=2, bytes=8)
+    assert (native["forced"], native["evidence"]) == ("no", "library default")
+    given = results.row(collective="bcast", algorithm="chain", launcher="osu-import", nprocs=2,
+                        bytes=8, forced="unverified")
+    assert (given["forced"], given["evidence"]) == ("unverified", None)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(speed=3), "unknown result column\\(s\\) 'speed'; valid: collective"),
+    (dict(bytes=None), "a results row needs bytes"),
+    (dict(nprocs="four"), "bad nprocs 'four'; valid: an integer"),
+    (dict(avg_us="fast"), "bad avg_us 'fast'; valid: a number of microseconds"),
+    (dict(forced="maybe"), "unknown forced value 'maybe'; valid: fallback, no, unverified, yes"),
+])
+def test_the_row_builder_refuses_bad_values(fields, message):
+    base = dict(collective="allgather", algorithm="ring", launcher="mpirun", nprocs=2, bytes=8)
+    with pytest.raises(UsageError, match=message):
+        results.row(**{**base, **fields})
+
+
+def test_rows_take_provenance_then_the_table_then_the_caller():
+    meta = {"collective": "allgather", "algorithm": "native", "flavour": "openmpi", "nprocs": "2",
+            "warmup": "10", "warmup_large": "2", "library": "Open MPI", "iterations": "100"}
+    table = [{"bytes": 8192, "count": 8192, "iterations": 100, "avg_us": 1.0},
+             {"bytes": 16384, "count": 16384, "iterations": 20, "avg_us": 2.0},
+             {"bytes": 32, "algorithm": "ring", "nprocs": 3, "warmup": 7, "iterations": 5}]
+    out = results.rows(meta, table, launcher="mpirun", platform="local", repetition=2)
+    assert [r["warmup"] for r in out] == [10, 2, 7]          # 8 KiB is small, 16 KiB large
+    assert [r["algorithm"] for r in out] == ["native", "native", "ring"]
+    assert [r["nprocs"] for r in out] == [2, 2, 3] and {r["repetition"] for r in out} == {2}
+    assert [r["forced"] for r in out] == ["no", "no", "yes"]
+    assert results.rows(meta, table[:1], launcher="x", algorithm="lib:ring")[0]["algorithm"] == "lib:ring"

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from mpilab.grade import grading
-from mpilab.measure import collbench, forcing, launch, libalgs, load, rules
+from mpilab.measure import collbench, driver, forcing, launch, libalgs, load, rules
+from mpilab.measure.driver import BenchOptions
 from mpilab.model import decision
 from mpilab.core.errors import UsageError
 
@@ -105,11 +106,11 @@ def test_rules_file_text(tmp_path):
 def _median_us(settings, sizes="1K:64K"):
     L = launch.get_launcher("openmpi")
     prog = collbench.collbench_program("openmpi")
-    args = collbench.collbench_args("native", "bcast", sizes, iters=20, warmup=2, iters_large=20,
-                                    warmup_large=2, check=True)
+    args = collbench.collbench_args("native", "bcast", BenchOptions(
+        sizes=sizes, iters=20, warmup=2, iters_large=20, warmup_large=2, check=True))
     proc = forcing.run(L, prog, args, 2, settings, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    _, table = collbench.parse_output(proc.stdout)
+    table = driver.parse(proc.stdout).table
     return {r["bytes"]: r["maxrank_median_us"] for r in table}, proc.stderr
 
 
@@ -154,10 +155,11 @@ def test_probe_and_collective_both_move_under_load(built_flavour):
     # call (in a bcast at P = 2 the root only sends, and a late rank's wait falls in the barrier)
 
     def measure(iters=200):
-        args = collbench.collbench_args("native", "allgather", "1K:8K", iters=iters, warmup=2, probe=8)
+        args = collbench.collbench_args("native", "allgather", BenchOptions(
+            sizes="1K:8K", iters=iters, warmup=2, probe=8))
         proc = forcing.run(L, prog, args, 2, libalgs.Settings(forcing=False), timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        _, table = collbench.parse_output(proc.stdout)
+        table = driver.parse(proc.stdout).table
         assert all(r["probe_us"] not in ("", None) for r in table)
         return (sum(float(r["probe_us"]) for r in table), sum(float(r["avg_us"]) for r in table))
 
@@ -249,11 +251,12 @@ def _allgather_with_rules(rules_path, nprocs, extra=()):
     sizes it completed and its stderr."""
     L = launch.get_launcher("openmpi")
     prog = collbench.collbench_program("openmpi")
-    args = collbench.collbench_args("native", "allgather", "256:4K", iters=3, warmup=1)
+    args = collbench.collbench_args("native", "allgather",
+                                    BenchOptions(sizes="256:4K", iters=3, warmup=1))
     settings = rules.rules_settings(rules_path)
     settings.env.update(dict(extra))
     proc = forcing.run(L, prog, args, nprocs, settings, timeout=120)
-    _, table = collbench.parse_output(proc.stdout)
+    table = driver.parse(proc.stdout).table
     return [r["bytes"] for r in table], proc.stderr
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mpilab.cluster import slurm
+from mpilab.core import results
 from mpilab.core.errors import UsageError
 from mpilab.core.paths import collbench_path, repo_root
 
@@ -694,23 +695,27 @@ def test_point_rows_follow_the_results_contract(tmp_path):
     meta = {"flavour": "openmpi", "launcher": "srun", "platform": "orfeo/THIN",
             "mapping": "socket", "repetition": "3", "requested": "ring", "command": "srun ..."}
     rows = slurm.point_rows(COLLBENCH_OUTPUT, meta)
-    assert list(rows[0]) == list(slurm.RESULT_COLUMNS)
+    assert list(rows[0]) == list(results.COLUMNS)
     assert rows[0]["platform"] == "orfeo/THIN" and rows[0]["mapping"] == "socket"
-    assert (rows[0]["nprocs"], rows[0]["bytes"], rows[0]["warmup"]) == ("4", "32", "10")
-    assert (rows[1]["iterations"], rows[1]["warmup"]) == ("20", "2")     # large messages
+    # typed as every producer's rows (they once stayed strings here)
+    assert (rows[0]["nprocs"], rows[0]["bytes"], rows[0]["warmup"]) == (4, 32, 10)
+    assert (rows[1]["iterations"], rows[1]["warmup"]) == (20, 2)         # large messages
+    assert (rows[0]["avg_us"], rows[0]["probe_us"], rows[0]["repetition"]) == (1.234, None, 3)
     assert rows[0]["forced"] == "yes" and rows[0]["library"].startswith("Open MPI v4.1.4")
-    results = tmp_path / "results.csv"
-    assert slurm.append_results(rows, results) == 2
-    assert slurm.append_results(rows, results) == 0                     # same keys: skipped
-    other = [dict(r, repetition="4") for r in rows]
-    assert slurm.append_results(other, results) == 2
-    assert len(read_rows(results)) == 4
+    table = tmp_path / "results.csv"
+    assert slurm.append_results(rows, table) == 2
+    assert slurm.append_results(rows, table) == 0                       # same keys: skipped
+    other = [dict(r, repetition=4) for r in rows]
+    assert slurm.append_results(other, table) == 2
+    assert len(read_rows(table)) == 4
 
 
 def test_collbench_output_without_table_is_a_parse_error():
     from mpilab.core.errors import ParseError
-    with pytest.raises(ParseError, match="point.csv: no 'bytes,...' table"):
-        slurm.parse_collbench("# collbench 1\ncollbench: unknown algorithm 'rign'\n", "point.csv")
+    with pytest.raises(ParseError, match="point.csv: line 2: expected header bytes,count,"):
+        slurm.point_rows("# collbench 1\ncollbench: unknown algorithm 'rign'\n", {}, "point.csv")
+    with pytest.raises(ParseError, match="point.csv: no table header"):
+        slurm.point_rows("# collbench 1\n", {}, "point.csv")
 
 
 # Last, so that the jobs above ran while this one waited for its time limit.

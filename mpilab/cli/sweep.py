@@ -13,7 +13,7 @@ import warnings
 from mpilab.core import results, units
 from mpilab.core.errors import one_of, UsageError
 from mpilab.core.vocabulary import COLLECTIVES, MAPPINGS
-from mpilab.measure import collbench, launch, libalgs, sweep
+from mpilab.measure import collbench, driver, launch, libalgs, sweep
 from mpilab.model import stats
 
 
@@ -175,7 +175,7 @@ def configure(p):
                                    "library ones as in `mpilab libalgs`, e.g. default,chain,lib:ring")
     p.add_argument("--nprocs", default="1,2", help="process counts: 1,2,4 or ranges 2..48:2 (default 1,2)")
     p.add_argument("-m", default="32:1M", help="size range MIN:MAX in bytes, suffixes K M (default 32:1M)")
-    p.add_argument("--datatype", choices=collbench.DATATYPES,
+    p.add_argument("--datatype", choices=driver.DATATYPES,
                    help="element type (default char); sizes must be multiples of its size")
     p.add_argument("--root", help="root rank of bcast and reduce (default 0)")
     p.add_argument("--iters", help="iterations for every size, as OSU's -i (collbench's default: "

@@ -1,7 +1,9 @@
 """The one results table: a CSV file, one row per (measurement point, repetition).
 
-The columns and their order are the contract of ``docs/DEVELOPING.md`` section 3.
-Appending takes an exclusive ``fcntl`` lock so that concurrent sweeps never interleave rows.
+The columns, their order and what each one means are the contract of ``docs/DEVELOPING.md``
+section 3; :func:`row` is the one place that fills them, and :func:`rows` the one that turns a
+driver's parsed output (:func:`mpilab.measure.driver.parse`) into rows. Appending takes an
+exclusive ``fcntl`` lock so that concurrent sweeps never interleave rows.
 """
 
 import csv
@@ -11,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from mpilab.core.errors import ParseError, UsageError
+from mpilab import __version__
+from mpilab.core.errors import one_of, ParseError, UsageError
 
 KEY_COLUMNS = ("collective", "algorithm", "flavour", "launcher", "platform", "mapping",
                "nprocs", "bytes", "datatype", "root", "repetition")
@@ -26,6 +29,116 @@ ADDED_COLUMNS = ("job",)
 
 _INT_COLUMNS = ("nprocs", "bytes", "root", "repetition", "iterations", "warmup")
 _FLOAT_COLUMNS = ("avg_us", "min_us", "max_us", "maxrank_avg_us", "maxrank_median_us", "probe_us")
+#: Columns every row must have a value in.
+REQUIRED = ("collective", "algorithm", "launcher", "nprocs", "bytes")
+#: The values of ``forced``.
+FORCED = ("yes", "no", "unverified", "fallback")
+#: Algorithm names that mean "the library chose" (collbench's ``native``, a library's ``default``).
+LIBRARY_DEFAULT = ("native", "default")
+#: Bytes above which the drivers use their "large" iteration and warm-up counts (as OSU).
+LARGE_MESSAGE = 8192
+#: Provenance block keys (``c_reference/include/labprov.h``) that are columns of every row.
+_FROM_META = ("collective", "algorithm", "flavour", "nprocs", "datatype", "root", "library",
+              "host", "date")
+
+
+def _typed(column, value):
+    if value is None or value == "":
+        return None
+    if column in _INT_COLUMNS:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"bad {column} {value!r}; valid: an integer") from None
+    if column in _FLOAT_COLUMNS:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"bad {column} {value!r}; valid: a number of microseconds") from None
+    return str(value)
+
+
+def row(**columns):
+    """One row of the results table: every column in order, each value of its column's type.
+
+    Parameters
+    ----------
+    **columns
+        Values by column name (:data:`COLUMNS`). Missing ones are None (written empty), but for
+        ``requested`` (the algorithm), ``forced``/``evidence`` (``no``/``library default`` for
+        :data:`LIBRARY_DEFAULT` algorithms, ``yes``/``kit implementation`` otherwise: the kit's
+        own C code runs by construction), ``repetition`` (0), ``datatype`` (``char``), ``root``
+        (0: collectives without a root are stored with root 0, as collbench prints them) and
+        ``kit_version`` (this kit's).
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    UsageError
+        An unknown column, a missing one of :data:`REQUIRED`, a value of the wrong type, or a
+        ``forced`` outside :data:`FORCED`.
+    """
+    check_row(columns)
+    out = {c: _typed(c, columns.get(c)) for c in COLUMNS}
+    missing = [c for c in REQUIRED if out[c] is None]
+    if missing:
+        raise UsageError(f"a results row needs {', '.join(missing)}; got {columns!r}")
+    defaults = {"requested": out["algorithm"], "repetition": 0, "datatype": "char", "root": 0,
+                "kit_version": __version__}
+    if out["algorithm"] in LIBRARY_DEFAULT:
+        defaults.update(forced="no", evidence="library default")
+    else:
+        defaults.update(forced="yes", evidence="kit implementation")
+    for c, v in defaults.items():
+        if out[c] is None and (c != "evidence" or columns.get("forced") is None):
+            out[c] = v
+    if out["forced"] not in FORCED:
+        raise one_of("forced value", out["forced"], FORCED)
+    return out
+
+
+def rows(meta, table, **columns):
+    """Rows of the results table for one run of a driver.
+
+    Parameters
+    ----------
+    meta : dict
+        The provenance block (``# key: value``): collective, algorithm, flavour, nprocs,
+        datatype, root, library, host, date fill those columns; ``warmup`` and ``warmup_large``
+        the ``warmup`` column, by size (:data:`LARGE_MESSAGE`).
+    table : list of dict
+        The parsed table; its columns that are results columns (bytes, iterations, avg_us, ...,
+        and per-line collective, algorithm, nprocs, warmup) fill them, the others are not kept.
+    **columns
+        Values for every row (launcher, platform, mapping, repetition, requested, forced,
+        evidence, command, job, ...); they win over ``meta`` and ``table``.
+
+    Returns
+    -------
+    list of dict
+        One :func:`row` per line of ``table``.
+
+    Examples
+    --------
+    >>> out = rows({"collective": "allgather", "algorithm": "ring", "nprocs": "4", "warmup": "10"},
+    ...            [{"bytes": 32, "iterations": 100, "avg_us": 1.5}], launcher="mpirun")
+    >>> out[0]["nprocs"], out[0]["warmup"], out[0]["forced"], out[0]["evidence"]
+    (4, 10, 'yes', 'kit implementation')
+    """
+    out = []
+    for line in table:
+        fields = {k: meta[k] for k in _FROM_META if k in meta}
+        size = line.get("bytes")
+        warm = "warmup_large" if size is not None and int(size) > LARGE_MESSAGE else "warmup"
+        if warm in meta:
+            fields["warmup"] = meta[warm]
+        fields.update({k: v for k, v in line.items() if k in COLUMNS})
+        fields.update(columns)
+        out.append(row(**fields))
+    return out
 
 
 def check_row(row):

@@ -1,133 +1,66 @@
 """Run the C benchmark driver ``collbench`` and turn its output into results rows.
 
-The output format is the contract of ``docs/DEVELOPING.md`` section 2: ``# key: value``
-provenance lines, then a CSV table printed by rank 0.
+Its command line and output are the contract of ``docs/DEVELOPING.md`` section 2; the output
+is read by :func:`mpilab.measure.driver.parse` and becomes rows through
+:func:`mpilab.core.results.rows`, as every driver's does.
 """
 
-import csv
-import io
+import dataclasses
 import json
-import re
 
-from mpilab import __version__
-from mpilab.core import paths, process, units
+from mpilab.core import paths, process, results
 from mpilab.core.errors import LaunchError, one_of, ParseError, ToolMissing
 from mpilab.core.vocabulary import COLLECTIVES
+from mpilab.measure import driver
 
-DATATYPES = ("char", "int", "float", "double")
-TABLE_HEADER = ("bytes", "count", "iterations", "avg_us", "min_us", "max_us",
-                "maxrank_avg_us", "maxrank_median_us", "probe_us")
-def collbench_args(algo="native", coll="allgather", sizes="32:1M", iters=None, warmup=None,
-                   iters_large=None, warmup_large=None, datatype=None, root=None, check=False,
-                   probe=None):
-    """Build collbench's argument list (not including the program) from parameters."""
+PROGRAM = "collbench"
+#: The columns of collbench's table (docs/DEVELOPING.md section 2).
+COLUMNS = ("bytes", "count", "iterations", "avg_us", "min_us", "max_us", "maxrank_avg_us",
+           "maxrank_median_us", "probe_us")
+
+
+def collbench_args(algo="native", coll="allgather", options=None):
+    """collbench's argument list (not including the program) for ``coll``, ``algo`` and the
+    benchmark ``options`` (:class:`mpilab.measure.driver.BenchOptions`; default sizes 32:1M)."""
     if coll not in COLLECTIVES:
         raise one_of("collective", coll, COLLECTIVES)
-    lo, hi = units.parse_size_range(sizes) if isinstance(sizes, str) else sizes
-    args = ["--coll", coll, "--algo", algo, "-m", f"{lo}:{hi}", "--format", "csv"]
-    for flag, val in (("--iters", iters), ("--warmup", warmup), ("--iters-large", iters_large),
-                      ("--warmup-large", warmup_large), ("--root", root), ("--probe", probe)):
-        if val is not None:
-            args += [flag, str(int(val))]
-    if datatype is not None:
-        if datatype not in DATATYPES:
-            raise one_of("datatype", datatype, DATATYPES)
-        args += ["--datatype", datatype]
-    if check:
-        args.append("--check")
-    return args
+    options = options or driver.BenchOptions()
+    lo, hi = options.size_range(PROGRAM, default="32:1M")
+    return (["--coll", coll, "--algo", algo, "-m", f"{lo}:{hi}", "--format", "csv"]
+            + dataclasses.replace(options, sizes=None).argv(PROGRAM))
 
 
-def parse_output(text, source="collbench output", program="collbench", header=TABLE_HEADER):
-    """Split collbench's csv output into (provenance dict, list of table row dicts).
+def measure(launcher, coll, algo, nprocs, options=None, *, mapping="core", repetition=0,
+            timeout=600, program=None, **option_fields):
+    """Run collbench once (every size of ``options``) and return its results rows.
 
     Parameters
     ----------
-    text : str
-        The program's standard output.
-    source : str
-        What to call it in error messages.
-    program, header : str, tuple of str
-        The program whose ``# <program> <version>`` line opens the output and the columns of
-        its table; the kit's other drivers (``pingpong``) print the same layout.
+    launcher : mpilab.measure.launch.Launcher
+    coll, algo : str
+        The collective and a kit algorithm (registry name) or ``native``.
+    nprocs : int
+    options : mpilab.measure.driver.BenchOptions, optional
+        The benchmark options; or give them as keywords (``sizes="32:1K", iters=5, ...``).
+    mapping : {'core', 'socket', 'node'}
+    repetition : int
+    timeout : float
+        Seconds before the launch is killed.
+    program : path, optional
+        Another build of collbench (default: the flavour's).
 
-    Raises
-    ------
-    ParseError
-        Naming the line number and text of the first line that does not fit the format.
+    Returns
+    -------
+    list of dict
+        Rows of the results table (:func:`mpilab.core.results.rows`).
     """
-    meta, table_lines, first_table = {}, [], None
-    header = tuple(header)
-    lines = text.splitlines()
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        if line.startswith("#"):
-            body = line[1:].strip()
-            if body.split()[:1] == [program]:
-                meta["format_version"] = body.split()[-1]
-                continue
-            key, sep, value = body.partition(":")
-            if not sep or not re.fullmatch(r"[a-z_]+", key.strip()):
-                raise ParseError(f"{source}: line {no}: expected '# key: value', got {line!r}")
-            meta[key.strip()] = value.strip()
-            continue
-        if first_table is None:
-            first_table = no
-            got = tuple(h.strip() for h in line.split(","))
-            if got != header:
-                raise ParseError(f"{source}: line {no}: expected header {','.join(header)}, "
-                                 f"got {line!r}")
-            continue
-        table_lines.append((no, line))
-    if first_table is None:
-        raise ParseError(f"{source}: no table header {','.join(header)} found "
-                         f"({len(lines)} lines)")
-    rows = []
-    for no, line in table_lines:
-        fields = next(csv.reader(io.StringIO(line)))
-        if len(fields) != len(header):
-            raise ParseError(f"{source}: line {no}: expected {len(header)} fields, "
-                             f"got {len(fields)}: {line!r}")
-        row = {}
-        try:
-            for name, val in zip(header, fields):
-                val = val.strip()
-                if name in ("bytes", "count", "iterations"):
-                    row[name] = int(val)
-                else:
-                    row[name] = float(val) if val else None
-        except ValueError:
-            raise ParseError(f"{source}: line {no}: non-numeric field in {line!r}") from None
-        rows.append(row)
-    return meta, rows
-
-
-def to_results_rows(meta, table, *, launcher, platform, mapping="core", repetition=0,
-                    requested=None, forced=None, evidence="", command="", flavour=None):
-    """Combine provenance and table rows into rows of the results table (``mpilab.core.results``)."""
-    algo = meta.get("algorithm", "")
-    requested = requested if requested is not None else algo
-    if forced is None:
-        # the kit's own algorithms run the code we wrote: forced by construction
-        forced, evidence = ("yes", "kit implementation") if algo != "native" else ("no", "library default")
-    out = []
-    for r in table:
-        out.append({
-            "collective": meta.get("collective", ""), "algorithm": algo,
-            "flavour": flavour or meta.get("flavour", ""), "launcher": launcher,
-            "platform": platform, "mapping": mapping, "nprocs": int(meta.get("nprocs", 0)),
-            "bytes": r["bytes"], "datatype": meta.get("datatype", ""),
-            "root": int(meta.get("root", 0) or 0), "repetition": repetition,
-            "iterations": r["iterations"],
-            "warmup": int(meta.get("warmup_large" if r["bytes"] > 8192 else "warmup", 0) or 0),
-            "avg_us": r["avg_us"], "min_us": r["min_us"], "max_us": r["max_us"],
-            "maxrank_avg_us": r["maxrank_avg_us"], "maxrank_median_us": r["maxrank_median_us"],
-            "probe_us": r["probe_us"], "requested": requested, "forced": forced,
-            "evidence": evidence, "library": meta.get("library", ""), "host": meta.get("host", ""),
-            "date": meta.get("date", ""), "kit_version": __version__, "command": command,
-        })
-    return out
+    program = program or collbench_program(launcher.flavour)
+    args = collbench_args(algo, coll, driver.options_of(options, **option_fields))
+    out, command = driver.run(launcher, program, args, nprocs, mapping, timeout, expect=PROGRAM,
+                              columns=COLUMNS)
+    return results.rows(out.meta, out.table, flavour=launcher.flavour, launcher=launcher.name,
+                        platform=launcher.platform, mapping=mapping, repetition=repetition,
+                        command=command)
 
 
 def collbench_program(flavour):

@@ -51,8 +51,9 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from mpilab.core import results
 from mpilab.core.errors import LaunchError, UsageError
-from mpilab.measure import collbench, libalgs
+from mpilab.measure import collbench, driver, libalgs
 
 _SMPI_SWITCH = re.compile(r"Switch to algorithm (\S+) for collective (\w+)")
 _OMPI_ECHO = re.compile(r"\] (coll_tuned_\w+)=(\S+) \((?:environment|command line)\)")
@@ -292,10 +293,20 @@ def run(launcher, program, args, nprocs, settings, mapping="core", timeout=600):
     return subprocess.CompletedProcess(cmdline, proc.returncode, proc.stdout, proc.stderr)
 
 
-def measure(launcher, collective, name, nprocs, sizes="2:1M", mapping="core", repetition=0,
-            check=False, iters=None, warmup=None, iters_large=None, warmup_large=None,
-            probe=None, datatype=None, root=None, timeout=600):
+def measure(launcher, collective, name, nprocs, options=None, *, mapping="core", repetition=0,
+            timeout=600, **option_fields):
     """Run collbench's native ``collective`` with library algorithm ``name`` forced.
+
+    Parameters
+    ----------
+    launcher : mpilab.measure.launch.Launcher
+    collective, name : str
+        The collective and a library algorithm (:mod:`mpilab.measure.libalgs`).
+    nprocs : int
+    options : mpilab.measure.driver.BenchOptions, optional
+        The benchmark options; or give them as keywords (``sizes="2:1M", iters=5, ...``).
+    mapping, repetition, timeout
+        As for :func:`mpilab.measure.collbench.measure`.
 
     Returns
     -------
@@ -319,10 +330,9 @@ def measure(launcher, collective, name, nprocs, sizes="2:1M", mapping="core", re
     if refused:
         raise UsageError(f"{flavour} cannot run {collective} algorithm {name!r} at P={nprocs}: "
                          f"{refused[0].when} ({refused[0].source})")
+    options = driver.options_of(options, **option_fields)
     program = collbench.collbench_program(flavour)
-    args = collbench.collbench_args("native", collective, sizes, iters=iters, warmup=warmup,
-                                    iters_large=iters_large, warmup_large=warmup_large,
-                                    datatype=datatype, root=root, check=check, probe=probe)
+    args = collbench.collbench_args("native", collective, options)
     proc = run(launcher, program, args, nprocs, settings, mapping=mapping, timeout=timeout)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
@@ -332,15 +342,14 @@ def measure(launcher, collective, name, nprocs, sizes="2:1M", mapping="core", re
                              f"(COLLECTIVE_FALLBACK=error): {tail}")
         raise LaunchError(f"exit {proc.returncode}: {proc.args}\nstderr tail:\n{tail}")
     forced, evidence = verify(flavour, collective, name, proc.stderr, proc.returncode)
-    meta, table = collbench.parse_output(proc.stdout, source=proc.args)
-    rows = collbench.to_results_rows(meta, table, launcher=launcher.name,
-                                     platform=getattr(launcher, "platform", "local") or "local",
-                                     mapping=mapping, repetition=repetition, requested=name,
-                                     forced=forced, evidence=evidence, command=proc.args,
-                                     flavour=flavour)
+    out = driver.parse(proc.stdout, source=proc.args, program=collbench.PROGRAM,
+                       columns=collbench.COLUMNS)
+    rows = results.rows(out.meta, out.table, algorithm=name, flavour=flavour,
+                        launcher=launcher.name, platform=launcher.platform, mapping=mapping,
+                        repetition=repetition, forced=forced, evidence=evidence,
+                        command=proc.args)
     segsize = int(settings.mca.get(f"coll_tuned_{collective}_algorithm_segmentsize", 0) or 0)
     for r in rows:
-        r["algorithm"] = name
         label_fallback(r, flavour, collective, name, segsize)
     return rows
 

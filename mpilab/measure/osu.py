@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from mpilab.core.errors import one_of, ParseError, UsageError
-from mpilab.core.results import append_rows, COLUMNS
+from mpilab.core import results
 from mpilab.core.vocabulary import MAPPINGS
 from mpilab.measure import libalgs
 
@@ -163,10 +163,14 @@ def parse(path):
 
 
 def to_rows(path, nprocs=None, algorithm=None, mapping=None, flavour="", platform="",
-            repetition=0):
-    """Parse ``path`` and return its results-table rows (dicts keyed by :data:`COLUMNS`).
+            repetition=0, **columns):
+    """Parse ``path`` and return its results-table rows (:func:`mpilab.core.results.rows`).
 
-    Parameters not given are read from the file name (see :func:`params_from_name`).
+    Parameters not given are read from the file name (see :func:`params_from_name`). OSU times
+    as collbench does (each rank averages its iterations; min/max/avg over ranks), so its
+    columns fill ``avg_us``, ``min_us``, ``max_us`` and ``iterations``; OSU does not print the
+    per-iteration maximum over ranks, so ``maxrank_*`` stay empty. ``columns`` sets other
+    columns of every row (``launcher``, ``host``, ``command``, ``job`` of a SLURM run).
     """
     parsed = parse(path)
     coll = parsed["collective"]
@@ -196,18 +200,12 @@ def to_rows(path, nprocs=None, algorithm=None, mapping=None, flavour="", platfor
     else:
         forced = "unverified"
         evidence = f"OSU import: algorithm {algorithm!r} named by the user/file name; OSU output does not show what ran"
-    rows = []
-    for pt in parsed["points"]:
-        row = dict.fromkeys(COLUMNS, "")
-        row.update(collective=coll, algorithm=algorithm, flavour=flavour, launcher="osu-import",
-                   platform=platform, mapping=mapping, nprocs=nprocs, bytes=pt["bytes"],
-                   datatype=parsed["datatype"], root=0 if coll in ("bcast", "reduce") else "",
-                   repetition=repetition, iterations=pt.get("iterations", ""),
-                   avg_us=pt["avg_us"], min_us=pt.get("min_us", ""), max_us=pt.get("max_us", ""),
-                   requested=algorithm, forced=forced, evidence=evidence,
-                   library=f"OSU {parsed['version']}".strip(), command=f"import-osu {path}")
-        rows.append(row)
-    return rows
+    meta = {"collective": coll, "algorithm": algorithm, "nprocs": nprocs,
+            "datatype": parsed["datatype"], "library": f"OSU {parsed['version']}".strip()}
+    given = {"launcher": "osu-import", "command": f"import-osu {path}", **columns}
+    return results.rows(meta, parsed["points"], flavour=flavour, platform=platform,
+                        mapping=mapping, repetition=repetition, forced=forced,
+                        evidence=evidence, **given)
 
 
 def import_osu(paths, output, **params):
@@ -225,4 +223,4 @@ def import_osu(paths, output, **params):
     rows = []
     for p in paths:
         rows.extend(to_rows(p, **params))
-    return append_rows(output, rows)
+    return results.append_rows(output, rows)

@@ -35,21 +35,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from mpilab import __version__
-from mpilab.core import paths, results, units
+from mpilab.core import paths, results
 from mpilab.core.errors import one_of, ToolMissing, UsageError
 from mpilab.core.vocabulary import FLAVOURS, MAPPINGS
-from mpilab.measure import collbench, launch
+from mpilab.measure import driver, launch
+from mpilab.measure.driver import BenchOptions
 from mpilab.simulate.platforms import host_location
 
 PROGRAM = "pingpong"
 COLLECTIVE = "pingpong"
 ALGORITHM = "blocking"
 #: Columns of the table the C program prints.
-TABLE_HEADER = ("bytes", "iterations", "avg_us", "min_us", "max_us", "median_us")
+COLUMNS = ("bytes", "iterations", "avg_us", "min_us", "max_us", "median_us")
 DEFAULT_SIZES = "0:4M"
-#: Sizes above this use the "large" iteration counts (as collbench and OSU).
-LARGE_THRESHOLD = 8192
 
 
 class PlacementWarning(UserWarning):
@@ -70,36 +68,6 @@ def program(flavour):
     return p
 
 
-
-
-def program_args(sizes=DEFAULT_SIZES, iters=None, warmup=None, iters_large=None, warmup_large=None):
-    """The program's argument list for these parameters (``None``: its defaults)."""
-    lo, hi = units.parse_size_range(sizes, smallest=0) if isinstance(sizes, str) else sizes
-    args = ["-m", f"{int(lo)}:{int(hi)}"]
-    for flag, val, least in (("--iters", iters, 1), ("--warmup", warmup, 0),
-                             ("--iters-large", iters_large, 1), ("--warmup-large", warmup_large, 0)):
-        if val is None:
-            continue
-        try:
-            v = int(val)
-        except (TypeError, ValueError):
-            raise UsageError(f"bad {flag[2:]} {val!r}; valid: an integer >= {least}") from None
-        if v < least:
-            raise UsageError(f"bad {flag[2:]} {str(val)!r}; valid: an integer >= {least}")
-        args += [flag, str(v)]
-    return args
-
-
-def parse_output(text, source="pingpong output"):
-    """Split the program's output into (provenance dict, list of table row dicts).
-
-    Raises
-    ------
-    ParseError
-        Naming the line of the first thing that does not fit.
-    """
-    meta, rows = collbench.parse_output(text, source=source, program=PROGRAM, header=TABLE_HEADER)
-    return meta, rows
 
 
 def _socket_of(cpu):
@@ -177,30 +145,19 @@ def _sockets():
     return out or {0}
 
 
-def to_results_rows(meta, table, *, launcher, platform, mapping, flavour, repetition=0,
-                    command="", note=""):
-    """Rows of the results table (``mpilab.core.results``) for one run.
+def results_rows(out, *, launcher, mapping, repetition=0, command="", note=""):
+    """Rows of the results table (:func:`mpilab.core.results.rows`) for one parsed run.
 
     ``avg_us``/``min_us``/``max_us`` are the mean, min and max of the half round trips; only
-    rank 0 times, so ``maxrank_avg_us`` is ``avg_us`` and ``maxrank_median_us`` the median.
+    rank 0 times, so ``maxrank_avg_us`` is ``avg_us`` and ``maxrank_median_us`` the median;
+    ``evidence`` says where the two ranks ran (``note``, from :func:`placement_note`).
     """
-    out = []
-    for r in table:
-        large = r["bytes"] > LARGE_THRESHOLD
-        out.append({
-            "collective": COLLECTIVE, "algorithm": meta.get("algorithm", ALGORITHM),
-            "flavour": flavour, "launcher": launcher, "platform": platform, "mapping": mapping,
-            "nprocs": int(meta.get("nprocs", 2)), "bytes": r["bytes"], "datatype": "char",
-            "root": 0, "repetition": repetition, "iterations": r["iterations"],
-            "warmup": int(meta.get("warmup_large" if large else "warmup", 0) or 0),
-            "avg_us": r["avg_us"], "min_us": r["min_us"], "max_us": r["max_us"],
-            "maxrank_avg_us": r["avg_us"], "maxrank_median_us": r["median_us"], "probe_us": None,
-            "requested": ALGORITHM, "forced": "yes",
-            "evidence": f"kit implementation; {note}" if note else "kit implementation",
-            "library": meta.get("library", ""), "host": meta.get("host", ""),
-            "date": meta.get("date", ""), "kit_version": __version__, "command": command,
-        })
-    return out
+    rank0 = [dict(r, maxrank_avg_us=r["avg_us"], maxrank_median_us=r["median_us"])
+             for r in out.table]
+    return results.rows(out.meta, rank0, flavour=launcher.flavour, launcher=launcher.name,
+                        platform=launcher.platform or "local", mapping=mapping,
+                        repetition=repetition, command=command,
+                        evidence=f"kit implementation; {note}" if note else None)
 
 
 def _launcher(flavour, platform, launcher):
@@ -248,21 +205,19 @@ def run(flavour="smpi", mapping="core", platform=None, sizes=DEFAULT_SIZES, iter
     """
     if mapping not in MAPPINGS:
         raise one_of("mapping", mapping, MAPPINGS)
-    args = program_args(sizes, iters, warmup, iters_large, warmup_large)
+    options = BenchOptions(sizes=sizes, iters=iters, warmup=warmup, iters_large=iters_large,
+                           warmup_large=warmup_large)
+    args = options.argv(PROGRAM)
     launcher = _launcher(flavour, platform, launcher)
     flavour = launcher.flavour
-    prog = program(flavour)
-    cmd = launcher.command(prog, args, 2, mapping)
-    proc = launcher.run(prog, args, 2, mapping=mapping, timeout=timeout)
-    meta, table = parse_output(proc.stdout, source=f"output of {cmd}")
-    ok, note = placement_note(meta, mapping, flavour)
+    out, command = driver.run(launcher, program(flavour), args, 2, mapping, timeout,
+                              expect=PROGRAM, columns=COLUMNS)
+    ok, note = placement_note(out.meta, mapping, flavour)
     if not ok:
         warnings.warn(f"{flavour} ping-pong, mapping {mapping!r}: {note}", PlacementWarning,
                       stacklevel=2)
-    rows = to_results_rows(meta, table, launcher=launcher.name,
-                           platform=getattr(launcher, "platform", "local") or "local",
-                           mapping=mapping, flavour=flavour, repetition=repetition,
-                           command=str(cmd), note=note)
+    rows = results_rows(out, launcher=launcher, mapping=mapping, repetition=repetition,
+                        command=command, note=note)
     if output is not None:
         results.append_rows(output, rows)
     return pd.DataFrame(rows, columns=results.COLUMNS)
@@ -295,7 +250,7 @@ def measure(flavour="smpi", mappings=MAPPINGS, output="results.csv", platform=No
     if int(repetitions) < 1:
         raise UsageError(f"bad repetitions {repetitions!r}; valid: an integer >= 1")
     launcher = _launcher(flavour, platform, kwargs.pop("launcher", None))
-    lo, hi = units.parse_size_range(sizes, smallest=0) if isinstance(sizes, str) else sizes
+    size_list = BenchOptions(sizes=sizes).size_list(PROGRAM)
     done = results.measured_keys(output)
     stats = {"launched": 0, "skipped": 0, "rows": 0, "notes": []}
     for rep in range(int(repetitions)):
@@ -304,7 +259,7 @@ def measure(flavour="smpi", mappings=MAPPINGS, output="results.csv", platform=No
                                     "flavour": launcher.flavour, "launcher": launcher.name,
                                     "platform": launcher.platform, "mapping": m, "nprocs": 2,
                                     "bytes": b, "datatype": "char", "root": 0, "repetition": rep})
-                    for b in units.sizes_in_range(lo, hi)}
+                    for b in size_list}
             if keys <= done:
                 stats["skipped"] += 1
                 continue
@@ -312,7 +267,7 @@ def measure(flavour="smpi", mappings=MAPPINGS, output="results.csv", platform=No
                 progress(f"{launcher.flavour} ping-pong, mapping {m}, repetition {rep}")
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", PlacementWarning)
-                rows = run(mapping=m, sizes=(lo, hi), output=output, repetition=rep,
+                rows = run(mapping=m, sizes=sizes, output=output, repetition=rep,
                            launcher=launcher, **kwargs)
             stats["notes"] += [str(w.message) for w in caught if w.category is PlacementWarning]
             stats["launched"] += 1

@@ -28,8 +28,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from mpilab.core import results
 from mpilab.core.errors import LaunchError, ParseError, UsageError
-from mpilab.measure import collbench, forcing, libalgs
+from mpilab.measure import collbench, driver, forcing, libalgs
+from mpilab.measure.driver import BenchOptions
 
 OMPI_COLL_IDS = {"allgather": 0, "allreduce": 2, "bcast": 7, "reduce": 11}
 
@@ -244,7 +246,7 @@ def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetit
     if not os.path.isfile(path):
         raise UsageError(f"rules file {path!r} does not exist; write one with write_ompi_rules")
     timeout = kw.pop("timeout", 600)
-    args = collbench.collbench_args("native", collective, sizes, **kw)
+    args = collbench.collbench_args("native", collective, BenchOptions(sizes=sizes, **kw))
     proc = forcing.run(launcher, collbench.collbench_program("openmpi"), args, nprocs,
                        rules_settings(path), timeout=timeout)
     if proc.returncode != 0:
@@ -261,11 +263,9 @@ def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetit
                                     if also else f"no coll_tuned_{collective}_algorithm forced"))
     else:
         forced, evidence = "no", f"Open MPI echoed {echo or 'no MCA parameters'}"
-    meta, table = collbench.parse_output(proc.stdout, source=proc.args)
-    rows = collbench.to_results_rows(meta, table, launcher=launcher.name, platform="local",
-                                     mapping="core", repetition=repetition, requested=path,
-                                     forced=forced, evidence=evidence, command=proc.args,
-                                     flavour="openmpi")
-    for r in rows:
-        r["algorithm"] = "rules"
-    return rows
+    out = driver.parse(proc.stdout, source=proc.args, program=collbench.PROGRAM,
+                       columns=collbench.COLUMNS)
+    return results.rows(out.meta, out.table, algorithm="rules", flavour="openmpi",
+                        launcher=launcher.name, platform="local", mapping="core",
+                        repetition=repetition, requested=path, forced=forced,
+                        evidence=evidence, command=proc.args)

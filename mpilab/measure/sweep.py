@@ -11,9 +11,10 @@ import warnings
 
 from tqdm import tqdm
 
-from mpilab.core import results, units
+from mpilab.core import results
 from mpilab.core.errors import one_of, UsageError
 from mpilab.measure import collbench, forcing, libalgs
+from mpilab.measure.driver import BenchOptions
 from mpilab.model.stats import measurement_order
 
 MPICH_MAX_NPROCS = 4
@@ -132,9 +133,10 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     if root not in (None, 0) and coll not in ROOTED:
         raise UsageError(f"--root {root} given for {coll}, which has no root; valid: a root for "
                          f"{' or '.join(ROOTED)} only")
-    lo, hi = units.parse_size_range(sizes) if isinstance(sizes, str) else sizes
-    size_list = units.sizes_in_range(lo, hi)
-    program = program or collbench.collbench_program(launcher.flavour)
+    options = BenchOptions(sizes=sizes, iters=iters, warmup=warmup, iters_large=iters_large,
+                           warmup_large=warmup_large, check=check, probe=probe,
+                           datatype=datatype, root=root)
+    size_list = options.size_list(collbench.PROGRAM)
     registered = set(collbench.algorithm_names(launcher.flavour, coll))
     # one spelling per algorithm in the table: lib:pipeline is stored as pipeline
     algos = [a if a in registered else libalgs.canonical(coll, a) for a in algos]
@@ -148,26 +150,12 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     for algo, p, rep in bar:
         bar.set_description(f"{launcher.flavour} {algo} P={p} rep={rep}")
         stats["order"].append((algo, p, rep))
-        if algo not in registered:  # a library algorithm (mpilab.measure.libalgs): forced and verified
-            rows = forcing.measure(launcher, coll, algo, p, sizes=(lo, hi), mapping=mapping,
-                                   repetition=rep, check=check, iters=iters, warmup=warmup,
-                                   iters_large=iters_large, warmup_large=warmup_large,
-                                   probe=probe, datatype=datatype, root=root, timeout=timeout)
-            results.append_rows(output, rows)
-            stats["launched"] += 1
-            stats["rows"] += len(rows)
-            continue
-        args = collbench.collbench_args(algo=algo, coll=coll, sizes=(lo, hi), iters=iters,
-                                        warmup=warmup, iters_large=iters_large,
-                                        warmup_large=warmup_large, check=check, probe=probe,
-                                        datatype=datatype, root=root)
-        cmd = launcher.command(program, args, p, mapping)
-        proc = launcher.run(program, args, p, mapping=mapping, timeout=timeout)
-        meta, table = collbench.parse_output(proc.stdout, source=f"output of {cmd}")
-        rows = collbench.to_results_rows(meta, table, launcher=launcher.name,
-                                         platform=launcher.platform, mapping=mapping,
-                                         repetition=rep, flavour=launcher.flavour,
-                                         command=str(cmd))
+        if algo in registered:
+            rows = collbench.measure(launcher, coll, algo, p, options, mapping=mapping,
+                                     repetition=rep, timeout=timeout, program=program)
+        else:   # a library algorithm (mpilab.measure.libalgs): forced and verified
+            rows = forcing.measure(launcher, coll, algo, p, options, mapping=mapping,
+                                   repetition=rep, timeout=timeout)
         results.append_rows(output, rows)
         stats["launched"] += 1
         stats["rows"] += len(rows)

@@ -14,7 +14,7 @@ import pandas as pd
 from mpilab.core import paths
 from mpilab.core.errors import one_of, ParseError, ToolMissing, UsageError
 from mpilab.core.vocabulary import FLAVOURS
-from mpilab.measure import launch, pingpong
+from mpilab.measure import driver, launch, pingpong
 from mpilab.model import fits as models, schedules
 from mpilab.model.timeline import POINT_TO_POINT, Timeline, largest_message, predict
 from mpilab.simulate.routes import platform_model
@@ -232,7 +232,9 @@ def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping
     finally:
         if tmp is not None:
             tmp.cleanup()
-    rep_us = [float(x) for x in re.findall(r"^\d+,([0-9.]+)$", proc.stdout, flags=re.M)]
+    out = driver.parse(proc.stdout, source=f"output of {cmd}", program="timeline",
+                       columns=("rep", "max_us"))
+    rep_us = [r["max_us"] for r in out.table]
     tl.meta.update(command=str(cmd), rep_us=rep_us, flavour=flavour, platform=launcher.platform,
                    mapping=mapping, algorithm=algorithm, bytes=int(nbytes))
     if tmp is not None:

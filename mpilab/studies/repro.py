@@ -44,15 +44,19 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from mpilab import __version__
 from mpilab.core import results
 from mpilab.core.errors import one_of, UsageError
 from mpilab.grade import sandbox
 from mpilab.grade.grading import build_lab3, smpi_failure
-from mpilab.measure import launch
+from mpilab.measure import driver, launch
+from mpilab.measure.driver import BenchOptions
 from mpilab.model import stats
 from mpilab.simulate import platforms
 
+#: The study's driver (``data/lab3/bench_reduce.c``) and the columns of its table.
+PROGRAM = "bench_reduce"
+COLUMNS = ("collective", "algorithm", "bytes", "count", "iterations", "warmup", "avg_us", "min_us",
+           "max_us", "maxrank_avg_us", "maxrank_median_us")
 PAPER = ("R. Venkata et al., Optimizing Blocking and Nonblocking Reduction Operations for "
          "Multicore Systems: Hierarchical Design and Implementation, IEEE Cluster 2013")
 NPROCS_PAPER = (16, 32, 64, 128, 256, 512)
@@ -130,6 +134,10 @@ class Grid:
         """Number of smpirun launches."""
         return len(self.nprocs) * self.repetitions
 
+    def options(self):
+        """The benchmark options of every launch (sizes, I, W)."""
+        return BenchOptions(sizes=tuple(self.sizes), iters=self.iters, warmup=self.warmup)
+
 
 #: ``quick``: the tests and the autograder. ``default``: the notebook (about a minute here).
 #: ``full``: the paper's process counts (measured time in the notebook). ``paper``: the
@@ -189,7 +197,7 @@ def build_bench(allreduce_c, work=None):
     """
     with importlib.resources.as_file(_data("bench_reduce.c")) as bench, \
             importlib.resources.as_file(_data("reduce_two_level.c")) as red:
-        return build_lab3([bench, red, os.fspath(allreduce_c)], "smpi", "bench_reduce", work=work,
+        return build_lab3([bench, red, os.fspath(allreduce_c)], "smpi", PROGRAM, work=work,
                           student=allreduce_c)
 
 
@@ -210,7 +218,8 @@ def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeo
         Naming what failed (a wrong element, a deadlock, a crash), so that nothing wrong is
         ever timed.
     """
-    argv = _smpi_argv(work, ["--check", "--sizes", "8,128,8000"], nprocs, platform, mapping, None)
+    args = BenchOptions(sizes=(8, 128, 8000), check=True).argv(PROGRAM)
+    argv = _smpi_argv(work, args, nprocs, platform, mapping, None)
     res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
     why = smpi_failure(res)
     if why:
@@ -220,49 +229,20 @@ def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeo
 
 # --- the study ---------------------------------------------------------------------------------
 
-_ROW = re.compile(r"^(reduce|allreduce),")
+def _parse(res, argv):
+    return driver.parse(res.stdout, source=f"output of {' '.join(map(str, argv))}",
+                        program=PROGRAM, columns=COLUMNS)
 
 
-def _parse(stdout):
-    meta, rows = {}, []
-    header = None
-    for line in stdout.splitlines():
-        if line.startswith("# ") and ":" in line:
-            k, _, v = line[2:].partition(":")
-            meta[k.strip()] = v.strip()
-        elif line.startswith("collective,"):
-            header = line.strip().split(",")
-        elif header and _ROW.match(line):
-            rows.append(dict(zip(header, line.strip().split(","))))
-    if header is None:
-        raise UsageError(f"bench_reduce printed no table:\n{stdout[-1000:]}")
-    return meta, rows
-
-
-def _rows(meta, table, *, platform, mapping, repetition, selector, command):
-    out = []
-    for r in table:
-        algo = r["algorithm"]
-        if algo == "default":
-            forced, evidence = "no", f"library default; SMPI coll-selector {selector or 'default'}"
-        else:
-            forced, evidence = "yes", ("kit implementation: two-level, nodes from the simulated "
-                                       "hosts' names (data/lab3/smpi_nodes.h)")
-        out.append({
-            "collective": r["collective"], "algorithm": algo, "flavour": "smpi",
-            "launcher": "smpirun", "platform": platform, "mapping": mapping,
-            "nprocs": int(meta.get("nprocs", 0)), "bytes": int(r["bytes"]),
-            "datatype": meta.get("datatype", "double"), "root": int(meta.get("root", 0)),
-            "repetition": repetition, "iterations": int(r["iterations"]),
-            "warmup": int(r["warmup"]), "avg_us": float(r["avg_us"]),
-            "min_us": float(r["min_us"]), "max_us": float(r["max_us"]),
-            "maxrank_avg_us": float(r["maxrank_avg_us"]),
-            "maxrank_median_us": float(r["maxrank_median_us"]), "probe_us": None,
-            "requested": algo, "forced": forced, "evidence": evidence,
-            "library": meta.get("library", ""), "host": meta.get("host", ""),
-            "date": meta.get("date", ""), "kit_version": __version__, "command": command,
-        })
-    return out
+def _rows(out, *, platform, mapping, repetition, selector, command):
+    """Results rows of one launch; ``default`` is the library's, ``two_level`` the kit's code."""
+    evidence = {"default": f"library default; SMPI coll-selector {selector or 'default'}",
+                "two_level": ("kit implementation: two-level, nodes from the simulated hosts' "
+                              "names (data/lab3/smpi_nodes.h)")}
+    return [row for line in out.table
+            for row in results.rows(out.meta, [line], flavour="smpi", launcher="smpirun",
+                                    platform=platform, mapping=mapping, repetition=repetition,
+                                    evidence=evidence[line["algorithm"]], command=command)]
 
 
 def _keys(g, platform, mapping, p, rep):
@@ -321,16 +301,14 @@ def run_study(allreduce_c, output, grid_name="default", platform="jupiter-32x16"
             if jitter:
                 plat = jittered_platform(platform, jitter, seed=seed * 100003 + rep,
                                          path=os.path.join(work, f"jitter-{rep}.xml"))
-            args = ["--colls", ",".join(g.collectives), "--algos", ",".join(g.algorithms),
-                    "--sizes", ",".join(map(str, g.sizes)), "--iters", str(g.iters),
-                    "--warmup", str(g.warmup), "--seed", str(seed * 1000 + rep)]
+            args = (["--colls", ",".join(g.collectives), "--algos", ",".join(g.algorithms)]
+                    + g.options().argv(PROGRAM) + ["--seed", str(seed * 1000 + rep)])
             argv = _smpi_argv(work, args, p, plat, mapping, selector)
             res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
             if not res.ok:
                 raise AssertionError(f"the study's launch at P = {p} failed: "
                                      f"{smpi_failure(res) or res.failure()}")
-            meta, table = _parse(res.stdout)
-            results.append_rows(output, _rows(meta, table, platform=label, mapping=mapping,
+            results.append_rows(output, _rows(_parse(res, argv), platform=label, mapping=mapping,
                                               repetition=rep, selector=selector,
                                               command=" ".join(map(str, argv))))
     finally:
@@ -354,15 +332,15 @@ def timed_launch(allreduce_c, nprocs, nbytes, collectives=REDUCTIONS, platform="
     """
     work = build_bench(allreduce_c)
     try:
-        args = ["--colls", ",".join(collectives), "--sizes", str(nbytes), "--iters", str(iters),
-                "--warmup", str(warmup)]
+        args = ["--colls", ",".join(collectives)] + BenchOptions(
+            sizes=(nbytes,), iters=iters, warmup=warmup).argv(PROGRAM)
         argv = _smpi_argv(work, args, nprocs, platform, "core", selector)
         t0 = time.monotonic()
         res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
         wall = time.monotonic() - t0
         if not res.ok:
             raise AssertionError(f"launch at P = {nprocs} failed: {smpi_failure(res) or res.failure()}")
-        _, table = _parse(res.stdout)
+        table = _parse(res, argv).table
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = dict(nprocs=nprocs, bytes=nbytes, iters=iters, wall_s=round(wall, 1))

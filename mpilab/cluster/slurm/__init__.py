@@ -21,8 +21,7 @@ Typical use (the CLI ``mpilab slurm render|submit|collect|profiles`` does the sa
 """
 
 from mpilab.cluster.slurm.collection import (append_results, collect, collect_osu, Collected,
-                                             ingest_point, KEY_COLUMNS, parse_collbench,
-                                             point_rows, read_kv, RESULT_COLUMNS)
+                                          ingest_point, point_rows, read_kv)
 from mpilab.cluster.slurm.jobs import (cluster_answers, DONE_STATES, FAILED_STATES, job_states,
                                        log_paths, parse_jobcomp, parse_sacct, SACCT_FIELDS,
                                        submit, TaskState, wait)
@@ -33,7 +32,7 @@ from mpilab.cluster.slurm.render import render, render_to_dir, SEED_ALGORITHMS, 
 
 __all__ = ["append_results", "check_resources", "cluster_answers", "collect", "collect_osu",
            "Collected", "DONE_STATES", "FAILED_STATES", "format_time", "ingest_point",
-           "job_states", "KEY_COLUMNS", "list_profiles", "load_profile", "log_paths", "parse_collbench",
-           "parse_jobcomp", "parse_sacct", "parse_time", "Partition", "point_rows", "Profile", "profiles_dir",
-           "read_kv", "render", "render_to_dir", "RESULT_COLUMNS", "SACCT_FIELDS", "SEED_ALGORITHMS", "submit",
+           "job_states", "list_profiles", "load_profile", "log_paths", "parse_jobcomp",
+           "parse_sacct", "parse_time", "Partition", "point_rows", "Profile", "profiles_dir",
+           "read_kv", "render", "render_to_dir", "SACCT_FIELDS", "SEED_ALGORITHMS", "submit",
            "TaskState", "templates_dir", "TEMPLATES", "wait"]

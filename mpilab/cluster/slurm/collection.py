@@ -1,5 +1,6 @@
 """Collecting a SLURM run: the point files its jobs wrote become rows of the results table
-, with the provenance of each job beside them and the reason
+(through the one parser, :func:`mpilab.measure.driver.parse`, and the one row builder,
+:func:`mpilab.core.results.rows`), with the provenance of each job beside them and the reason
 of every failed task."""
 
 import csv
@@ -8,40 +9,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpilab import __version__
 from mpilab.cluster.slurm.jobs import job_states, log_paths, TaskState
 from mpilab.core import results as _results
-from mpilab.core.errors import ParseError, UsageError
-from mpilab.measure import libalgs, osu
-
-#: Columns of the results table, docs/DEVELOPING.md §3, in order.
-KEY_COLUMNS = ("collective", "algorithm", "flavour", "launcher", "platform", "mapping",
-               "nprocs", "bytes", "datatype", "root", "repetition")
-RESULT_COLUMNS = KEY_COLUMNS + (
-    "iterations", "warmup", "avg_us", "min_us", "max_us", "maxrank_avg_us",
-    "maxrank_median_us", "probe_us", "requested", "forced", "evidence",
-    "library", "host", "date", "kit_version", "command", "job")
-
-def parse_collbench(text, source="collbench output"):
-    """Split collbench's CSV output (docs/DEVELOPING.md §2) into header and rows.
-
-    Returns
-    -------
-    (dict, list of dict)
-        The ``# key: value`` header and the data rows.
-    """
-    header, lines = {}, []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.startswith("#"):
-            key, sep, value = line[1:].strip().partition(":")
-            if sep:
-                header[key.strip()] = value.strip()
-        elif line.strip():
-            lines.append(line)
-    if not lines or not lines[0].startswith("bytes,"):
-        raise ParseError(f"{source}: no 'bytes,...' table in collbench output")
-    return header, list(csv.DictReader(lines))
-
+from mpilab.core.errors import UsageError
+from mpilab.measure import collbench, driver, libalgs, osu
 
 def point_rows(text, meta, source="collbench output"):
     """Turn one point's collbench output into rows of the results table.
@@ -49,41 +20,20 @@ def point_rows(text, meta, source="collbench output"):
     Parameters
     ----------
     text : str
-        collbench ``--format csv`` output.
+        collbench ``--format csv`` output (:func:`mpilab.measure.driver.parse` reads it).
     meta : dict
-        ``flavour, launcher, platform, mapping, repetition, command`` and optionally
-        ``requested`` and ``job`` (the SLURM job or array task that measured the point: the
-        key of its provenance record).
+        The point's sidecar (``POINT.meta``, written by the sweep templates): ``flavour,
+        launcher, platform, mapping, repetition, requested, command`` and ``job`` (the SLURM job
+        or array task that measured the point: the key of its provenance record).
 
     Returns
     -------
     list of dict
-        Rows with :data:`RESULT_COLUMNS`.
+        Rows of :func:`mpilab.core.results.rows`.
     """
-    head, rows = parse_collbench(text, source)
-    algo = head.get("algorithm", meta.get("requested", ""))
-    out = []
-    for r in rows:
-        large = int(r["bytes"]) > 8192
-        out.append({
-            "collective": head.get("collective", ""), "algorithm": algo,
-            "flavour": head.get("flavour", meta.get("flavour", "")),
-            "launcher": meta.get("launcher", "srun"), "platform": meta.get("platform", ""),
-            "mapping": meta.get("mapping", "core"), "nprocs": head.get("nprocs", ""),
-            "bytes": r["bytes"], "datatype": head.get("datatype", ""), "root": head.get("root", ""),
-            "repetition": meta.get("repetition", 0), "iterations": r.get("iterations", ""),
-            "warmup": head.get("warmup_large" if large else "warmup", ""),
-            **{k: r.get(k, "") for k in ("avg_us", "min_us", "max_us", "maxrank_avg_us",
-                                         "maxrank_median_us", "probe_us")},
-            "requested": meta.get("requested", algo),
-            "forced": "no" if algo == "native" else "yes",
-            "evidence": ("library default selection" if algo == "native"
-                         else "kit algorithm from the registry, run by collbench --algo"),
-            "library": head.get("library", ""), "host": head.get("host", ""),
-            "date": head.get("date", ""), "kit_version": __version__,
-            "command": meta.get("command", ""), "job": meta.get("job", ""),
-        })
-    return out
+    out = driver.parse(text, source=source, program=collbench.PROGRAM, columns=collbench.COLUMNS)
+    return _results.rows(out.meta, out.table,
+                         **{k: v for k, v in meta.items() if k in _results.COLUMNS})
 
 
 def append_results(rows, results):
@@ -277,10 +227,9 @@ def collect_osu(run_dir, results=None, flavour="openmpi", platform=None):
         for entry in csv.DictReader(f):
             coll, tuned_id = entry["collective"], int(entry["coll_tuned_id"])
             name = next(a.name for a in libalgs.TABLE[coll].values() if a.ompi_id == tuned_id)
-            for row in osu.to_rows(run_dir / "osu" / entry["file"], nprocs=int(entry["nprocs"]),
-                                   algorithm=name, mapping=entry["mapping"], flavour=flavour,
-                                   platform=platform):
-                row.update(launcher="srun", host=entry.get("nodelist", ""),
-                           command=entry.get("command", ""), job=entry.get("job", ""))
-                rows.append(row)
+            rows += osu.to_rows(run_dir / "osu" / entry["file"], nprocs=int(entry["nprocs"]),
+                                algorithm=name, mapping=entry["mapping"], flavour=flavour,
+                                platform=platform, launcher="srun",
+                                host=entry.get("nodelist", ""), command=entry.get("command", ""),
+                                job=entry.get("job", ""))
     return append_results(rows, results)
