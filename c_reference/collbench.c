@@ -11,14 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 #include "labcoll.h"
 #include "labopts.h"
+#include "labprov.h"
 
-#ifndef LAB_FLAVOUR
-#define LAB_FLAVOUR "unknown"
-#endif
 #define LARGE_THRESHOLD 8192
 #define PROBE_TAG 0x1ac0
 
@@ -216,17 +212,6 @@ static const char *osu_name(const char *coll)
 
 static void print_header(const options *o)
 {
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING], host[256] = "unknown", date[32];
-    int len;
-    MPI_Get_library_version(lib, &len);
-    for (char *c = lib; *c; c++)             /* one line: newlines and tabs become spaces */
-        if (*c == '\n' || *c == '\t' || *c == '\r')
-            *c = ' ';
-    for (int n = (int)strlen(lib); n > 0 && lib[n - 1] == ' '; n--)
-        lib[n - 1] = '\0';
-    gethostname(host, sizeof host - 1);
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     if (!strcmp(o->format, "osu")) {
         printf("\n# OSU MPI %s Latency Test v7.3\n", osu_name(o->coll));
         const char *dn = o->dtype == MPI_CHAR ? "MPI_CHAR" : o->dtype == MPI_SIGNED_CHAR ? "MPI_SIGNED_CHAR"
@@ -238,8 +223,7 @@ static void print_header(const options *o)
             printf("%20s%20s%12s", "Min Latency(us)", "Max Latency(us)", "Iterations");
         printf("\n");
     } else {
-        printf("# collbench 1\n# library: %s\n# flavour: %s\n# nprocs: %d\n# host: %s\n# date: %s\n",
-               lib, LAB_FLAVOUR, nprocs, host, date);
+        lab_print_provenance("collbench", 1);
         printf("# collective: %s\n# algorithm: %s\n# datatype: %s\n# root: %d\n", o->coll, o->algo,
                o->dtname, o->root);
         printf("# iterations: %d\n# warmup: %d\n# iterations_large: %d\n# warmup_large: %d\n",

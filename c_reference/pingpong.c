@@ -18,14 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 #include <mpi.h>
 #include "labopts.h"
+#include "labprov.h"
 
-#ifndef LAB_FLAVOUR
-#define LAB_FLAVOUR "unknown"
-#endif
 #define LARGE_THRESHOLD 8192
 #define MAX_BYTES (1L << 30)
 #define PP_TAG 0x9090
@@ -132,29 +128,12 @@ static int parse(int argc, char **argv, options *o)
 
 /* ---- the printer (rank 0 only) ---- */
 
-static void one_line(char *s)
-{
-    for (char *c = s; *c; c++)             /* newlines and tabs become spaces */
-        if (*c == '\n' || *c == '\t' || *c == '\r')
-            *c = ' ';
-    for (int n = (int)strlen(s); n > 0 && s[n - 1] == ' '; n--)
-        s[n - 1] = '\0';
-}
-
 /* Where each rank runs: processor name and CPU (-1 when unknown, e.g. simulated). */
 typedef struct { char name[MPI_MAX_PROCESSOR_NAME]; int cpu; } place;
 
 static void print_header(const options *o, const place where[2])
 {
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING], host[256] = "unknown", date[32];
-    int len;
-    MPI_Get_library_version(lib, &len);
-    one_line(lib);
-    gethostname(host, sizeof host - 1);
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    printf("# pingpong 1\n# library: %s\n# flavour: %s\n# nprocs: %d\n# host: %s\n# date: %s\n",
-           lib, LAB_FLAVOUR, nprocs, host, date);
+    lab_print_provenance("pingpong", 1);
     printf("# collective: pingpong\n# algorithm: blocking\n# datatype: char\n# root: 0\n");
     printf("# iterations: %d\n# warmup: %d\n# iterations_large: %d\n# warmup_large: %d\n",
            o->iters, o->warmup, o->iters_large, o->warmup_large);

@@ -308,3 +308,47 @@ def test_collbench_list_other_collectives_says_native_only(built_flavour):
     assert "no kit algorithms for bcast" in out and "mpilab libalgs --coll bcast" in out
     assert "native" in out and "MPI_Bcast" in out
     assert "native" in launch("openmpi", build, "collbench", ["--list"], 1).stdout
+
+
+PROVENANCE_PROGRAM = r"""
+#include "labprov.h"
+int main(int argc, char **argv)
+{
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        lab_print_provenance("myharness", 3);
+        printf("algorithm,nprocs,bytes,maxrank_avg_us\nring,2,4,1.5\n");
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich", "smpi"])
+def test_provenance_header_is_includable_by_any_harness(tmp_path, smpi_platform, flavour):
+    """labprov.h, included with -I c_reference/include by a program outside the kit's Makefile
+    (as the grader's check_student.c, compiled -std=c99 without LAB_FLAVOUR), prints the block
+    that mpilab.measure.driver.parse reads, naming the flavour from the MPI's own header."""
+    from mpilab.core import results
+    from mpilab.core.vocabulary import COMPILERS
+    from mpilab.measure import driver
+    if shutil.which(COMPILERS[flavour]) is None:
+        pytest.skip(f"{COMPILERS[flavour]} not installed")
+    (tmp_path / "harness.c").write_text(PROVENANCE_PROGRAM)
+    build = subprocess.run([COMPILERS[flavour], "-std=c99", "-Wall", "-Wextra", "-Werror",
+                            f"-I{paths.c_reference_dir() / 'include'}", "harness.c", "-o", "harness"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    proc = launch(flavour, tmp_path, "harness", [], 2, platform=smpi_platform)
+    assert proc.returncode == 0, proc.stderr
+    out = driver.parse(proc.stdout, program="myharness",
+                       columns=("algorithm", "nprocs", "bytes", "maxrank_avg_us"))
+    assert out.version == "3" and out.meta["flavour"] == flavour and out.meta["nprocs"] == "2"
+    assert set(out.meta) == {"library", "flavour", "nprocs", "host", "date"}
+    (row,) = results.rows(out.meta, out.table, collective="allgather", launcher="mpirun",
+                          mapping="core")
+    assert (row["algorithm"], row["nprocs"], row["bytes"], row["maxrank_avg_us"]) == ("ring", 2, 4, 1.5)
+    assert row["library"] == out.meta["library"] and "\n" not in row["library"]

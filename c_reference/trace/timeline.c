@@ -21,10 +21,7 @@
 #include <string.h>
 #include "labcoll.h"
 #include "labopts.h"
-
-#ifndef LAB_FLAVOUR
-#define LAB_FLAVOUR "unknown"
-#endif
+#include "labprov.h"
 
 typedef int (*bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
 
@@ -133,15 +130,9 @@ int main(int argc, char **argv)
     unsigned char *rbuf = malloc(total > 0 ? total : 1);
     double *times = malloc(sizeof(double) * (size_t)reps);
     if (rank == 0) {
-        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-        int len;
-        MPI_Get_library_version(lib, &len);
-        for (char *c = lib; *c; c++)
-            if (*c == '\n')
-                *c = ' ';
-        printf("# timeline 1\n# library: %s\n# flavour: %s\n# nprocs: %d\n# collective: %s\n"
-               "# algorithm: %s\n# bytes: %ld\n# root: %d\n# reps: %d\n# warmup: %d\n",
-               lib, LAB_FLAVOUR, nprocs, coll, algo, bytes, root, reps, warmup);
+        lab_print_provenance("timeline", 1);
+        printf("# collective: %s\n# algorithm: %s\n# bytes: %ld\n# root: %d\n# reps: %d\n"
+               "# warmup: %d\n", coll, algo, bytes, root, reps, warmup);
         printf("rep,max_us\n");
     }
     for (int it = 0; it < warmup + reps && status == 0; it++) {

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from mpilab.core import results
+from mpilab.core import paths, results
 from mpilab.core.errors import one_of, UsageError
 from mpilab.grade import sandbox
 from mpilab.grade.grading import build_lab3, smpi_failure
@@ -195,6 +195,12 @@ def build_bench(allreduce_c, work=None):
     str
         The directory holding ``bench_reduce``; the caller removes it.
     """
+    # bench_reduce.c prints the drivers' provenance block: labprov.h goes next to it
+    header = paths.c_reference_dir() / "include" / "labprov.h"
+    if work is None:
+        work = sandbox.scratch_dir([header])
+    else:
+        shutil.copy(header, work)
     with importlib.resources.as_file(_data("bench_reduce.c")) as bench, \
             importlib.resources.as_file(_data("reduce_two_level.c")) as red:
         return build_lab3([bench, red, os.fspath(allreduce_c)], "smpi", PROGRAM, work=work,

@@ -20,8 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include "labprov.h"   /* c_reference/include: the provenance block of every driver */
 
 int student_allreduce_two_level(const void *sendbuf, void *recvbuf, int count,
                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
@@ -239,15 +238,7 @@ int main(int argc, char **argv)
         }
     }
     if (status == 0 && rank == 0) {
-        char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "", host[256] = "", date[32] = "";
-        int len;
-        MPI_Get_library_version(lib, &len);
-        for (char *q = lib; *q; q++)
-            if (*q == '\n' || *q == '\r') *q = ' ';
-        gethostname(host, sizeof host - 1);
-        time_t now = time(NULL);
-        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        printf("# bench_reduce 1\n# library: %s\n# nprocs: %d\n# host: %s\n# date: %s\n", lib, nprocs, host, date);
+        lab_print_provenance("bench_reduce", 1);
         printf("# datatype: double\n# root: 0\n");
         if (!do_check)
             printf("collective,algorithm,bytes,count,iterations,warmup,avg_us,min_us,max_us,maxrank_avg_us,maxrank_median_us\n");
