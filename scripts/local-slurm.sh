@@ -17,6 +17,17 @@
 #                            real cluster, so that `sacct` answers; auto means yes when slurmdbd
 #                            and mariadbd are installed (Debian: slurmdbd, mariadb-server)
 #   MPILAB_SLURM_DBPORT      TCP port of the accounting database, on 127.0.0.1 only (default: 16033)
+#   MPILAB_SLURM_SOCKETS, MPILAB_SLURM_CORES_PER_SOCKET
+#                            declare the node as SOCKETS x CORES_PER_SOCKET cores (one thread
+#                            each) instead of MPILAB_SLURM_CPUS CPUs, so that the controller
+#                            places a job's CPUs by socket (see `scontrol show job -d`, CPU_IDs);
+#                            more than the machine has is allowed, as for MPILAB_SLURM_CPUS
+#   MPILAB_SLURM_CONF, MPILAB_SLURM_PORT, MPILAB_SLURM_CLUSTER
+#                            a second, private cluster next to the shared one: its slurm.conf
+#                            (default /etc/slurm/slurm.conf; the clients need SLURM_CONF set to
+#                            it), slurmctld's port (slurmd takes the next one; default SLURM's
+#                            6817/6818) and its name (default mpilab-local). Give it its own
+#                            MPILAB_SLURM_DIR and MPILAB_SLURM_ACCOUNTING=no.
 #
 # With accounting, `start` also runs a MariaDB server of its own (data in $DIR/mysql, listening
 # on 127.0.0.1 only; the system's /var/lib/mysql is not touched) and slurmdbd, and registers the
@@ -37,14 +48,25 @@ CPUS="${MPILAB_SLURM_CPUS:-4}"
 MAXTIME="${MPILAB_SLURM_MAXTIME:-60}"
 ACCOUNTING="${MPILAB_SLURM_ACCOUNTING:-auto}"
 DBPORT="${MPILAB_SLURM_DBPORT:-16033}"
-CONF=/etc/slurm/slurm.conf
+SOCKETS="${MPILAB_SLURM_SOCKETS:-}"
+CORES_PER_SOCKET="${MPILAB_SLURM_CORES_PER_SOCKET:-}"
+CONF="${MPILAB_SLURM_CONF:-/etc/slurm/slurm.conf}"
+PORT="${MPILAB_SLURM_PORT:-}"
+export SLURM_CONF="$CONF"      # the daemons and the clients below read this configuration
 DBDCONF=/etc/slurm/slurmdbd.conf
-CLUSTER=mpilab-local
+CLUSTER="${MPILAB_SLURM_CLUSTER:-mpilab-local}"
 MARK="# written by mpilab scripts/local-slurm.sh"
 NODE="$(hostname -s)"
 say() { printf 'local-slurm: %s\n' "$*"; }
 die() { printf 'local-slurm: %s\n' "$*" >&2; exit 1; }
 have() { command -v "$1" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$1" >/dev/null 2>&1; }
+
+if [ -n "$SOCKETS$CORES_PER_SOCKET" ] && ! [[ "$SOCKETS" =~ ^[1-9][0-9]*$ && "$CORES_PER_SOCKET" =~ ^[1-9][0-9]*$ ]]; then
+    die "MPILAB_SLURM_SOCKETS='$SOCKETS', MPILAB_SLURM_CORES_PER_SOCKET='$CORES_PER_SOCKET'; valid: both positive integers, or neither"
+fi
+if [ -n "$PORT" ] && ! [[ "$PORT" =~ ^[1-9][0-9]*$ ]]; then
+    die "MPILAB_SLURM_PORT='$PORT'; valid: a TCP port number (slurmd takes the next one)"
+fi
 
 case "$ACCOUNTING" in
     yes|no) ;;
@@ -71,6 +93,22 @@ accounting_lines() {
     fi
 }
 
+port_lines() {   # nothing for the shared cluster (SLURM's default ports)
+    [ -z "$PORT" ] || printf 'SlurmctldPort=%s\nSlurmdPort=%s\n' "$PORT" "$((PORT + 1))"
+}
+
+select_unit() {  # a node declared by sockets is allocated by cores, which sockets group
+    if [ -n "$SOCKETS" ]; then echo CR_Core; else echo CR_CPU; fi
+}
+
+node_shape() {
+    if [ -n "$SOCKETS" ]; then
+        echo "Sockets=$SOCKETS CoresPerSocket=$CORES_PER_SOCKET ThreadsPerCore=1"
+    else
+        echo "CPUs=$CPUS"
+    fi
+}
+
 write_conf() {
     local mem
     mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2 ))
@@ -78,6 +116,9 @@ write_conf() {
 $MARK — a single-node test cluster; stop with: scripts/local-slurm.sh stop
 ClusterName=$CLUSTER
 SlurmctldHost=$NODE
+EOF
+    port_lines
+    cat <<EOF
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -90,7 +131,7 @@ SlurmdLogFile=$DIR/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+SelectTypeParameters=$(select_unit)
 SlurmdParameters=config_overrides
 MpiDefault=none
 ReturnToService=2
@@ -103,7 +144,7 @@ $(accounting_lines)
 # Every finished job is also logged here, whether or not there is accounting.
 JobCompType=jobcomp/filetxt
 JobCompLoc=$DIR/log/jobcomp.txt
-NodeName=$NODE CPUs=$CPUS RealMemory=$mem State=UNKNOWN
+NodeName=$NODE $(node_shape) RealMemory=$mem State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=$MAXTIME State=UP OverSubscribe=NO
 EOF
 }
