@@ -84,7 +84,9 @@ def test_parse_time(text, seconds):
     (dict(template="sweeep"), "unknown SLURM template 'sweeep'"),
     (dict(mappings="core,ring"), "unknown mapping 'ring'; valid: core, node, socket"),
     (dict(mappings="node"), "mapping 'node' spreads ranks round-robin over nodes"),
-    (dict(sizes="1MB"), "bad size range '1MB'"),
+    (dict(sizes="32:1X"), "bad size '1X'"),
+    (dict(sizes="64:32"), "bad size range '64:32'"),
+    (dict(iters=0), "bad iters 0; valid: an integer >= 1"),
 ])
 def test_bad_input_is_refused_before_anything_is_written(tmp_path, kwargs, message):
     args = dict(template="sweep", profile="orfeo", partition="THIN", nprocs="2,24")
@@ -156,7 +158,8 @@ def test_osu_seed_job_matches_the_seed_header(tmp_path):
     assert '"bcast basic_linear 1" "bcast chain 2" "bcast pipeline 3"' in text
     assert '"reduce basic_linear 1" "reduce chain 2" "reduce pipeline 3"' in text
     assert 'env "OMPI_MCA_coll_tuned_${coll}_algorithm=$id"' in text
-    assert 'srun --mpi=pmix -n "$np" --distribution="$dist" "${bench[@]}"' in text
+    assert 'srun --mpi=pmix -n "$np" "${placement[@]}" "${bench[@]}"' in text
+    assert "#SBATCH --exclusive" in text
     assert '("$OSU_DIR/osu_${coll}" -m 2:1M -i 100 -x 10 -f)' in text
 
 
@@ -166,10 +169,10 @@ def test_apptainer_sweep_command_lines(tmp_path):
     lines = [ln.strip() for ln in text.splitlines()]
     assert "#SBATCH --array=0-3" in lines
     assert "IMAGE=/scratch/me/mpilab-openmpi.sif" in lines
-    assert 'CMD=(srun --mpi=pmix -n "$NP" --distribution="$DIST"' in lines
+    assert 'CMD=(srun --mpi=pmix -n "$NP" "${PLACEMENT[@]}"' in lines
     assert 'apptainer exec --bind "$RUN_DIR" "$IMAGE"' in lines
     assert ("/opt/mpilab/c_reference/build/openmpi/collbench --coll allgather --algo \"$ALGO\" "
-            "-m 32:1K") in text
+            "-m 32:1024 --iters 100 --warmup 10 --format csv") in text
     for setting in ("export OMPI_MCA_btl_vader_single_copy_mechanism=none",
                     "export PMIX_MCA_gds=hash", "LAUNCHER=apptainer"):
         assert setting in lines
@@ -792,3 +795,27 @@ def test_cluster_answers_fast_when_the_controller_port_is_closed(monkeypatch, tm
 
 def test_cluster_answers_with_the_local_cluster(local_slurm):
     assert slurm.cluster_answers() is True
+
+
+@pytest.mark.parametrize("mappings, allocation", [
+    ("core", "#SBATCH --distribution=block:block"),
+    ("socket", "#SBATCH --distribution=block:cyclic"),
+    ("node", "#SBATCH --distribution=cyclic:block"),
+    ("core,socket", "#SBATCH --exclusive"),
+])
+def test_sweeps_place_ranks_as_the_srun_launcher(tmp_path, mappings, allocation):
+    """Every step of a sweep runs with the srun launcher's placement options for its mapping;
+    the job asks for its CPUs with the mapping's distribution (one mapping) or for whole nodes
+    (several), so that the step can get the CPUs the launcher's srun would."""
+    from mpilab.core.vocabulary import srun_placement
+    from mpilab.measure import launch
+    text = slurm.render("sweep", "orfeo", "THIN", run_dir=tmp_path, nodes=2, nprocs="2,4",
+                        mappings=mappings)
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert allocation in lines
+    assert sum(ln.startswith("#SBATCH --distribution=") for ln in lines) == (1 if "," not in mappings else 0)
+    for m in ("core", "socket", "node"):
+        opts = srun_placement(m)
+        assert f"{m}) PLACEMENT=({' '.join(opts)}) ;;" in lines
+        argv = launch.get_launcher("srun").command("collbench", [], 2, m).argv
+        assert argv[argv.index("-n") + 2:][:2] == opts

@@ -47,11 +47,22 @@ MPICH_PLACEMENT = {"core": ("-bind-to", "core", "-map-by", "core"),
 SRUN_MPI = {"openmpi": "pmix", "mpich": "pmi2"}
 #: The plugins ``srun --mpi`` accepts here (``srun --mpi=list``).
 SRUN_MPI_PLUGINS = ("pmix", "pmi2", "none")
-#: ``srun --distribution=<over nodes>:<over the sockets of a node>`` per mapping, used by the
-#: srun launcher and by every sbatch template alike.
+#: ``srun --distribution=<over nodes>:<over the sockets of a node>`` per mapping.
 SRUN_DISTRIBUTION = {"core": "block:block", "socket": "block:cyclic", "node": "cyclic:block"}
-#: ``srun --cpu-bind`` per mapping.
+#: ``srun --cpu-bind`` per mapping (a node-mapped rank is bound to a core, as under mpirun).
 SRUN_CPU_BIND = {"core": "cores", "socket": "sockets", "node": "cores"}
+
+
+def srun_placement(mapping):
+    """srun's options that place the ranks of a step by ``mapping``.
+
+    The srun launcher (:class:`mpilab.measure.launch.SrunLauncher`) and every sbatch template's
+    ``srun`` use these, and a sweep job of one mapping also asks for its allocation with the
+    same ``--distribution`` (``#SBATCH``): without it SLURM deals a job's CPUs round-robin over
+    the sockets, and a ``core`` step would run on two sockets (docs/DEVELOPING.md section 4).
+    """
+    check("mapping", mapping, MAPPINGS)
+    return [f"--distribution={SRUN_DISTRIBUTION[mapping]}", f"--cpu-bind={SRUN_CPU_BIND[mapping]}"]
 
 
 def check(kind, value, valid):

@@ -20,7 +20,7 @@ from pathlib import Path
 from mpilab.core import process
 from mpilab.core.errors import LaunchError, one_of, ToolMissing, UsageError
 from mpilab.core.vocabulary import (COMPILERS, LAUNCHERS, MAPPINGS, MPICH_PLACEMENT, OPENMPI_BIND,
-    OPENMPI_ROOT_ENV, REAL_FLAVOURS, SRUN_CPU_BIND, SRUN_DISTRIBUTION, SRUN_MPI, SRUN_MPI_PLUGINS)
+    OPENMPI_ROOT_ENV, REAL_FLAVOURS, SRUN_MPI, SRUN_MPI_PLUGINS, srun_placement)
 from mpilab.simulate import platforms
 
 
@@ -238,8 +238,7 @@ class SrunLauncher(Launcher):
     def command(self, program, args=(), nprocs=1, mapping="core"):
         _check_nprocs(nprocs)
         _check_mapping(mapping)
-        argv = ["srun", f"--mpi={self.mpi}", "-n", str(nprocs),
-                f"--distribution={SRUN_DISTRIBUTION[mapping]}", f"--cpu-bind={SRUN_CPU_BIND[mapping]}"]
+        argv = ["srun", f"--mpi={self.mpi}", "-n", str(nprocs), *srun_placement(mapping)]
         argv += self.extra_args + [str(program), *map(str, args)]
         return Command(argv, {})
 

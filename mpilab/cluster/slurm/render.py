@@ -3,7 +3,6 @@ and a partition, into plain sbatch scripts a person can read and edit."""
 
 import datetime as _dt
 import itertools
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -15,8 +14,11 @@ from mpilab.cluster.slurm.profiles import (check_resources, format_time, load_pr
                                            templates_dir)
 from mpilab.core.errors import one_of, UsageError
 from mpilab.core.paths import collbench_path, repo_root
-from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS, MAPPINGS, SRUN_DISTRIBUTION
+from mpilab.core.vocabulary import (COLLECTIVES, FLAVOURS, MAPPINGS, SRUN_DISTRIBUTION,
+                                    srun_placement)
 from mpilab.measure import libalgs
+from mpilab.measure.collbench import PROGRAM as COLLBENCH
+from mpilab.measure.driver import BenchOptions
 
 #: The templates the kit ships, by the name ``render`` takes.
 TEMPLATES = {
@@ -39,7 +41,6 @@ def _as_list(value, kind, cast=str):
         return [cast(v.strip() if isinstance(v, str) else v) for v in value]
     except ValueError:
         raise UsageError(f"bad {kind} list {value!r}; expected comma-separated values like 1,2,4") from None
-
 
 
 def _environment():
@@ -79,7 +80,8 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
     cooldown : float
         Seconds to sleep after each point (``$MPILAB_COOLDOWN`` overrides it at run time).
     exclusive : bool, optional
-        ``#SBATCH --exclusive`` (default: only for ``osu-seed``).
+        ``#SBATCH --exclusive`` (default: for ``osu-seed`` and for a sweep of several mappings;
+        a sweep of one mapping asks for its CPUs with that mapping's ``--distribution``).
     collbench : path, optional
         The benchmark driver (default ``c_reference/build/<flavour>/collbench``).
     image : str, optional
@@ -115,10 +117,10 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
         raise UsageError("a sweep needs at least one algorithm, one process count and one mapping")
     if min(nprocs) < 1:
         raise UsageError(f"process counts must be >= 1, got {min(nprocs)}")
-    if int(repetitions) < 1 or int(iters) < 1:
-        raise UsageError(f"--repetitions and --iters must be >= 1 (got {repetitions}, {iters})")
-    if not re.match(r"^(\d+[KkMm]?:)?\d+[KkMm]?$", str(sizes)):
-        raise UsageError(f"bad size range {sizes!r}; valid forms: MAX or MIN:MAX with K/M suffixes, e.g. 32:1M")
+    if int(repetitions) < 1:
+        raise UsageError(f"bad --repetitions {repetitions!r}; valid: an integer >= 1")
+    options = BenchOptions(sizes=str(sizes), iters=iters, warmup=warmup)
+    options.size_range(COLLBENCH)       # a bad range is refused here, not in the job
 
     if template == "osu-seed":
         ntasks_per_node = ntasks_per_node or part.cores_per_node
@@ -138,6 +140,13 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
     if template == "sweep-apptainer" and not image:
         raise UsageError("template 'sweep-apptainer' needs --image PATH.sif (the kit's Apptainer image)")
 
+    # Where the ranks go: a sweep of one mapping asks SLURM for its CPUs with that mapping's
+    # distribution, so that its steps get the CPUs the srun launcher's would; a sweep of
+    # several mappings (and osu-seed) takes whole nodes, and each step places its ranks.
+    sweep = template.startswith("sweep")
+    job_distribution = SRUN_DISTRIBUTION[mappings[0]] if sweep and len(mappings) == 1 else None
+    if exclusive is None:
+        exclusive = template == "osu-seed" or (sweep and len(mappings) > 1)
     run_dir = Path(run_dir).resolve()
     if collbench is None:
         collbench = collbench_path(flavour)
@@ -153,12 +162,14 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
         srun_mpi=mpi.get("srun_mpi", "pmix"), mpi_env=mpi.get("env", {}),
         job_name=job_name or f"mpilab-{template}", nodes=nodes, ntasks=ntasks,
         ntasks_per_node=ntasks_per_node, time=format_time(secs),
-        exclusive=(template == "osu-seed") if exclusive is None else exclusive,
+        exclusive=exclusive, job_distribution=job_distribution,
         run_dir=str(run_dir), results=str(run_dir / "results.csv"), collbench=str(collbench),
         python=sys.executable, kit_dir=str(repo_root()), kit_version=__version__,
         collective=collective, algos=algos, nprocs=nprocs, mappings=mappings, sizes=sizes,
         iters=int(iters), warmup=int(warmup), repetitions=int(repetitions), cooldown=cooldown,
-        points=points, distribution=SRUN_DISTRIBUTION, platform=f"{prof.name}/{part.name}",
+        points=points, platform=f"{prof.name}/{part.name}",
+        placement={m: srun_placement(m) for m in MAPPINGS},
+        bench_options=shlex.join(options.argv(COLLBENCH)),
         image=image or "", container_kit_dir=container_kit_dir,
         container_collbench=f"{container_kit_dir}/c_reference/build/{flavour}/collbench",
         osu_dir=osu_dir, notebook_dir=notebook_dir or str(repo_root() / "labs"),
