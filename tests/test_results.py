@@ -128,3 +128,7 @@ def test_rows_take_provenance_then_the_table_then_the_caller():
     assert [r["nprocs"] for r in out] == [2, 2, 3] and {r["repetition"] for r in out} == {2}
     assert [r["forced"] for r in out] == ["no", "no", "yes"]
     assert results.rows(meta, table[:1], launcher="x", algorithm="lib:ring")[0]["algorithm"] == "lib:ring"
+    # counts the table does not print come from the block, by size
+    meta.update(iterations_large="20")
+    counts = results.rows(meta, [{"bytes": 32}, {"bytes": 1 << 20}], launcher="x")
+    assert [(r["iterations"], r["warmup"]) for r in counts] == [(100, 10), (20, 2)]

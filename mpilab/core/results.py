@@ -107,8 +107,9 @@ def rows(meta, table, **columns):
     ----------
     meta : dict
         The provenance block (``# key: value``): collective, algorithm, flavour, nprocs,
-        datatype, root, library, host, date fill those columns; ``warmup`` and ``warmup_large``
-        the ``warmup`` column, by size (:data:`LARGE_MESSAGE`).
+        datatype, root, library, host, date fill those columns; ``iterations`` and
+        ``iterations_large``, ``warmup`` and ``warmup_large`` the ``iterations`` and ``warmup``
+        columns, by size (:data:`LARGE_MESSAGE`).
     table : list of dict
         The parsed table; its columns that are results columns (bytes, iterations, avg_us, ...,
         and per-line collective, algorithm, nprocs, warmup) fill them, the others are not kept.
@@ -132,9 +133,10 @@ def rows(meta, table, **columns):
     for line in table:
         fields = {k: meta[k] for k in _FROM_META if k in meta}
         size = line.get("bytes")
-        warm = "warmup_large" if size is not None and int(size) > LARGE_MESSAGE else "warmup"
-        if warm in meta:
-            fields["warmup"] = meta[warm]
+        large = "_large" if size is not None and int(size) > LARGE_MESSAGE else ""
+        for count in ("iterations", "warmup"):
+            if count + large in meta:
+                fields[count] = meta[count + large]
         fields.update({k: v for k, v in line.items() if k in COLUMNS})
         fields.update(columns)
         out.append(row(**fields))
