@@ -54,6 +54,12 @@ void lab_allgather_print_json(FILE *out);
  * so P=48 x 1 MiB Bruck fits in memory and runs fast. No effect on real MPI. */
 extern int lab_shared_scratch;
 
+/* The tracer's view of local copies: when set, every copy an algorithm makes on its own
+ * process (lab_local_copy) calls it with the copy's start and end (MPI_Wtime seconds) and
+ * its size in bytes. trace/labtrace.c sets it in MPI_Init to log a `copy` row; NULL otherwise. */
+typedef void (*lab_copy_observer)(double start, double end, long long bytes);
+extern lab_copy_observer lab_copy_hook;
+
 /* Where the last CHECK in algorithm code failed (for the driver's message). */
 extern const char *lab_error_file;
 extern int lab_error_line;
