@@ -59,8 +59,8 @@ static inline lab_contribution lab_mine(const void *sendbuf, int sendcount, MPI_
  *   goes through MPI_Pack into a temporary buffer and MPI_Unpack out of it.
  * - SMPI: MPI_Sendrecv to oneself (called as PMPI_Sendrecv, so the tracer does not log a
  *   message). SMPI implements it as its own local copy (smpi_request.cpp: Datatype::copy),
- *   exactly as SimGrid's own collectives copy: no message, no simulated time, and shared
- *   (content-free) SMPI_SHARED_MALLOC blocks are skipped instead of copied.
+ *   exactly as SimGrid's own collectives copy: no message, no simulated time. With
+ *   lab_shared_scratch set (content-free benchmarking) the copy is skipped.
  *
  * Copies scount elements of stype at src into dst (dcount elements of dtype at most; the
  * signatures must match, as for a receive). Errors: MPI_ERR_TRUNCATE if dst is too small,
