@@ -17,12 +17,17 @@ Three parts, each printed as a table with the conditions it was measured under:
    ``osu_allgather``) and pingpong (``osu_latency``): same sizes, iterations and warm-up, P = 2,
    interleaved runs, the median of each one's average latency, and kit / OSU.
 
-Launches go through :mod:`mpilab.launch` and :mod:`mpilab.collbench` like every other
-measurement of the kit. ``--c-build DIR`` times another build of ``c_reference`` (e.g. a copy
+4. **Scale** (only with ``--parts scale``, about an hour on 2 cores): SMPI at P = 512 and
+   1,024, 1 MiB per rank, allgather (the kit's Bruck and ring) and bcast (SimGrid's
+   implementation of Open MPI's choice), on a jupiter-like and a THIN-like platform with one
+   rank per core; wall time and peak memory (PSS) per launch.
+
+Launches go through :mod:`mpilab.measure.launch` and :mod:`mpilab.measure.collbench` like every
+other measurement of the kit. ``--c-build DIR`` times another build of ``c_reference`` (e.g. a copy
 of an older tree's ``c_reference/build``) to get a before/after table. Raw outputs are kept
 under ``results/bench/<date>/``.
 
-    .venv/bin/python bench/bench.py [--parts real,sim,osu] [--rounds 15] [--osu-runs 5]
+    .venv/bin/python bench/bench.py [--parts real,sim,osu] [--rounds 15] [--osu-runs 9]
 """
 
 import argparse
@@ -34,8 +39,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mpilab import collbench, launch, osu, paths, pingpong
-from mpilab.errors import MpilabError
+from mpilab.core import paths, units
+from mpilab.core.errors import MpilabError
+from mpilab.measure import collbench, launch, osu, pingpong
 
 REAL_SIZES = "4K:1M"
 REAL_LIMIT = 1.15          # the kit's target against the library, real runs
@@ -70,11 +76,6 @@ def conditions(nprocs_list=()):
     if over:
         text += f"; P = {', '.join(map(str, over))} oversubscribes the cores (Open MPI yields)"
     return text
-
-
-def fmt_bytes(n):
-    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else \
-        f"{n >> 10} KiB" if n >= 1 << 10 and not n % (1 << 10) else f"{n} B"
 
 
 def median(xs):
@@ -149,7 +150,8 @@ def print_real(flavour, p, samples, algos, library, rounds):
     worst = []
     for nbytes in sorted(samples["native"]):
         nat = median(samples["native"][nbytes])
-        line = f"{fmt_bytes(nbytes):>8} {nat:13.2f} {spread(samples['native'][nbytes]):5.0f}%"
+        noise = spread(samples["native"][nbytes])
+        line = f"{units.format_bytes(nbytes):>8} {nat:13.2f} {noise:5.0f}%"
         ratios = {}
         for a in algos:
             m = median(samples[a].get(nbytes, []))
@@ -162,7 +164,8 @@ def print_real(flavour, p, samples, algos, library, rounds):
     r, nbytes, a = max(worst)
     ok = sum(x <= REAL_LIMIT for x, _, _ in worst)
     print(f"# best kit algorithm within {REAL_LIMIT}x of MPI_Allgather at {ok} of {len(worst)} "
-          f"sizes; the farthest: {a} at {fmt_bytes(nbytes)}, {r:.2f}x. spread = (max - min) / "
+          f"sizes; the farthest: {a} at {units.format_bytes(nbytes)}, {r:.2f}x. "
+          "spread = (max - min) / "
           f"median of MPI_Allgather's rounds")
 
 
@@ -191,12 +194,13 @@ def sim_part(args, outdir):
             for nbytes in sorted(figures["kit"])[::2]:
                 k, s = figures["kit"][nbytes], figures["SimGrid"][nbytes]
                 mark = "" if k / s <= SIM_LIMIT else f"  > {SIM_LIMIT}"
-                print(f"{kit:>9} {lib:>8} {p:4d} {fmt_bytes(nbytes):>8} {k:10.2f} {s:11.2f} "
+                size = units.format_bytes(nbytes)
+                print(f"{kit:>9} {lib:>8} {p:4d} {size:>8} {k:10.2f} {s:11.2f} "
                       f"{k / s:6.3f}{mark}")
                 worst.append((k / s, kit, p, nbytes))
     r, kit, p, nbytes = max(worst)
     print(f"# within {SIM_LIMIT}x at {sum(x[0] <= SIM_LIMIT for x in worst)} of {len(worst)} "
-          f"points; the farthest: {kit} at P = {p}, {fmt_bytes(nbytes)}: {r:.3f}x. "
+          f"points; the farthest: {kit} at P = {p}, {units.format_bytes(nbytes)}: {r:.3f}x. "
           "(gather_bcast has no SimGrid twin: SimGrid's GB calls MPI_Gather and MPI_Bcast.)")
 
 
@@ -229,80 +233,189 @@ def build_osu(flavour, builddir):
     return top
 
 
+def run_osu_pair(args, outdir, runner, top, name, lo, hi, p):
+    """Interleaved runs of one OSU program and the kit's driver for it: two lists (OSU's, the
+    kit's) of {bytes: avg_us}, one dict per run."""
+    it, wu = args.osu_iters, args.osu_warmup
+    osu_argv = [str(top / OSU_PROGRAMS[name]), "-m",
+                f"{lo if name == 'latency' else max(lo, 1)}:{hi}", "-i", str(it), "-x", str(wu)]
+    if name == "latency":
+        kit_exe = program(args.c_build, "openmpi", "pingpong")
+        kit_args = pingpong.program_args(f"{lo}:{hi}", iters=it, warmup=wu, iters_large=it,
+                                         warmup_large=wu)
+    else:
+        kit_exe = program(args.c_build, "openmpi", "collbench")
+        kit_args = collbench.collbench_args(coll=name, sizes=(max(lo, 1), hi), iters=it,
+                                            warmup=wu)
+    osu_runs, kit_runs = [], []
+    for r in range(args.osu_runs):
+        for side in (("osu", "kit") if r % 2 == 0 else ("kit", "osu")):
+            say(f"OSU part: {name} run {r + 1}: {side}")
+            if side == "osu":
+                out = runner.run(osu_argv[0], osu_argv[1:], p, timeout=args.timeout)
+                path = save(outdir, f"osu-{name}-r{r + 1}.txt", out.stdout)
+                osu_runs.append({pt["bytes"]: pt["avg_us"] for pt in osu.parse(path)["points"]})
+            else:
+                out = runner.run(kit_exe, kit_args, p, timeout=args.timeout)
+                save(outdir, f"kit-{name}-r{r + 1}.csv", out.stdout)
+                parse = pingpong.parse_output if name == "latency" else collbench.parse_output
+                kit_runs.append({row["bytes"]: row["avg_us"] for row in parse(out.stdout)[1]})
+    return osu_runs, kit_runs
+
+
 def osu_part(args, outdir):
     tarball = osu_tarball()
-    print(f"\n## OSU micro-benchmarks 7.4 vs the kit's drivers (Open MPI, P = 2)")
+    print("\n## OSU micro-benchmarks 7.4 vs the kit's drivers (Open MPI, P = 2)")
     if not tarball.exists():
         print(f"skipped: {tarball} is not there. The developers' machines and CI keep the "
               "third-party sources in ../shared/vendor next to the repository; elsewhere get "
               "OSU 7.4 from its site and run it by hand (mpilab import-osu reads its output).")
         return None
-    flavour, p = "openmpi", 2
-    top = build_osu(flavour, Path(__file__).resolve().parent / "build")
-    runner = launch.get_launcher(flavour)
-    lo, hi = collbench.parse_size_range(args.osu_sizes)
-    it, wu = args.osu_iters, args.osu_warmup
-    print(f"# sizes {lo}..{hi} B, {it} iterations and {wu} warm-up at every size (OSU -i/-x), "
-          f"median of {args.osu_runs} interleaved runs of each side's average latency")
+    p = 2
+    top = build_osu("openmpi", Path(__file__).resolve().parent / "build")
+    runner = launch.get_launcher("openmpi")
+    lo, hi = units.parse_size_range(args.osu_sizes)
+    print(f"# sizes {lo}..{hi} B, {args.osu_iters} iterations and {args.osu_warmup} warm-up at "
+          f"every size (OSU -i/-x), median of {args.osu_runs} interleaved runs of each side's "
+          "average latency")
     print(f"# collbench/pingpong: {args.c_build}; OSU: {top}")
-    print(f"{'benchmark':>14} {'bytes':>8} {'OSU µs':>10} {'kit µs':>10} {'kit/OSU':>8}")
-    worst = []
-    for name, rel in OSU_PROGRAMS.items():
-        osu_argv = [str(top / rel), "-m", f"{max(lo, 1) if name != 'latency' else lo}:{hi}",
-                    "-i", str(it), "-x", str(wu)]
-        if name == "latency":
-            kit_exe = program(args.c_build, flavour, "pingpong")
-            kit_args = pingpong.program_args(f"{lo}:{hi}", iters=it, warmup=wu, iters_large=it,
-                                             warmup_large=wu)
-        else:
-            kit_exe = program(args.c_build, flavour, "collbench")
-            kit_args = collbench.collbench_args(coll=name, sizes=(max(lo, 1), hi), iters=it,
-                                                warmup=wu)
-        osu_runs, kit_runs = [], []
-        for r in range(args.osu_runs):
-            sides = [("osu", osu_argv), ("kit", None)]
-            for side, _ in (sides if r % 2 == 0 else sides[::-1]):
-                say(f"OSU part: {name} run {r + 1}: {side}")
-                if side == "osu":
-                    out = runner.run(osu_argv[0], osu_argv[1:], p, timeout=args.timeout)
-                    path = save(outdir, f"osu-{name}-r{r + 1}.txt", out.stdout)
-                    osu_runs.append({pt["bytes"]: pt["avg_us"] for pt in osu.parse(path)["points"]})
-                else:
-                    out = runner.run(kit_exe, kit_args, p, timeout=args.timeout)
-                    save(outdir, f"kit-{name}-r{r + 1}.csv", out.stdout)
-                    if name == "latency":
-                        rows = pingpong.parse_output(out.stdout)[1]
-                    else:
-                        rows = collbench.parse_output(out.stdout)[1]
-                    kit_runs.append({row["bytes"]: row["avg_us"] for row in rows})
-        label = f"osu_{name}" if name != "latency" else "osu_latency"
+    print(f"{'benchmark':>14} {'bytes':>8} {'OSU µs':>10} {'kit µs':>10} {'kit/OSU':>8} "
+          f"{'noise':>6} {'min ratio':>9}  verdict")
+    verdicts = []
+    for name in OSU_PROGRAMS:
+        osu_runs, kit_runs = run_osu_pair(args, outdir, runner, top, name, lo, hi, p)
         for nbytes in sorted(osu_runs[0]):
-            o = median([run[nbytes] for run in osu_runs if nbytes in run])
-            k = median([run[nbytes] for run in kit_runs if nbytes in run])
+            o_all = [run[nbytes] for run in osu_runs if nbytes in run]
+            k_all = [run[nbytes] for run in kit_runs if nbytes in run]
+            o, k = median(o_all), median(k_all)
             ratio = k / o if o > 0 else float("nan")
-            worst.append((abs(ratio - 1), name, nbytes, ratio))
+            # fewer than 3 runs say nothing about the noise: never call such a point a difference
+            noise = max(spread(o_all), spread(k_all)) if len(o_all) >= 3 else float("inf")
+            if abs(ratio - 1) <= OSU_LIMIT:
+                verdict = "agrees"
+            elif noise > 100 * OSU_LIMIT:
+                verdict = "noisy"
+            else:
+                verdict = "DIFFERS"
+            verdicts.append((verdict, abs(ratio - 1), name, nbytes, ratio))
             if nbytes in args.osu_show or nbytes == hi:
-                mark = "" if abs(ratio - 1) <= OSU_LIMIT else f"  outside ±{OSU_LIMIT:.0%}"
-                print(f"{label:>14} {fmt_bytes(nbytes):>8} {o:10.2f} {k:10.2f} {ratio:8.3f}{mark}")
-    dev, name, nbytes, ratio = max(worst)
-    inside = sum(w[0] <= OSU_LIMIT for w in worst)
-    print(f"# within ±{OSU_LIMIT:.0%} at {inside} of {len(worst)} (benchmark, size) points "
-          f"(all sizes, not only the rows shown); the farthest: {name} at {fmt_bytes(nbytes)}, "
-          f"{ratio:.3f}")
+                print(f"{'osu_' + name:>14} {units.format_bytes(nbytes):>8} {o:10.2f} {k:10.2f} "
+                      f"{ratio:8.3f} {noise:5.0f}% {min(k_all) / min(o_all):9.3f}  {verdict}")
+    count = {v: sum(x[0] == v for x in verdicts) for v in ("agrees", "noisy", "DIFFERS")}
+    differs = sorted((x for x in verdicts if x[0] == "DIFFERS"), key=lambda x: -x[1])
+    print(f"# all {len(verdicts)} (benchmark, size) points: {count['agrees']} agree within "
+          f"±{OSU_LIMIT:.0%}; {count['noisy']} are outside it but their runs spread more than "
+          f"that (noise = (max - min) / median over the runs, the larger side): inconclusive; "
+          f"{count['DIFFERS']} differ beyond the noise"
+          + (f", the farthest: {differs[0][2]} at {units.format_bytes(differs[0][3])}, "
+             f"{differs[0][4]:.3f}" if differs else "")
+          + ". min ratio = the kit's fastest run / OSU's fastest run (noise only adds time)")
     print(f"# conditions after the runs: {conditions([p])}")
-    return worst
+    return verdicts
+
+
+# --- 4. scale: P = 512 and 1,024 in SMPI, wall time and peak memory per launch ------------
+
+#: (label, platform per P): a jupiter-like cluster of 16-core nodes and THIN's nodes, with as
+#: many nodes as the ranks need at one rank per core (THIN itself has 10 nodes, 240 cores).
+SCALE_PLATFORMS = (("jupiter-like", {512: "jupiter-32x16", 1024: "jupiter-64x16"}),
+                   ("THIN-like", {512: "orfeo-thin-22", 1024: "orfeo-thin-43"}))
+SCALE_RUNS = (("allgather", "bruck"), ("allgather", "ring"), ("bcast", "native"))
+
+
+def _children(pid):
+    """pid and all its descendants (from /proc)."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [c for c, pp in parent.items() if pp == p]
+    return out
+
+
+def _pss(pid):
+    """Proportional set size in bytes: a page mapped n times counts 1/n, so SMPI's folded
+    (aliased) buffers count once; RSS (and /usr/bin/time's maximum) counts every alias."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def measured_run(cmd, timeout):
+    """Run a Command; return (CompletedProcess-like dict, wall s, peak PSS bytes of its tree)."""
+    import threading
+    import time
+
+    env = dict(os.environ)
+    env.update(cmd.env)
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(a) for a in cmd.argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    box = {}
+    th = threading.Thread(target=lambda: box.update(zip(("out", "err"), proc.communicate())))
+    th.start()
+    peak = 0
+    while th.is_alive():
+        peak = max(peak, sum(_pss(p) for p in _children(proc.pid)))
+        th.join(0.5)
+        if time.monotonic() - t0 > timeout:
+            os.killpg(proc.pid, 9)
+    return proc.returncode, box.get("out", ""), box.get("err", ""), time.monotonic() - t0, peak
+
+
+def scale_part(args, outdir):
+    exe = program(args.c_build, "smpi", "collbench")
+    print("\n## SMPI at scale: 1 MiB per rank, one timed iteration, wall time and peak memory "
+          "(PSS of smpirun and its children, sampled every 0.5 s) per launch")
+    print("# allgather: the kit's algorithms; bcast native: SimGrid's copy of Open MPI's decision "
+          "(smpi/coll-selector:ompi). THIN has 10 nodes (240 cores): THIN-like here means THIN's "
+          "nodes and network with 22 or 43 nodes, one rank per core, not ranks stacked on cores")
+    print(f"# conditions at the start: {conditions()}")
+    print(f"{'platform':>24} {'P':>5} {'collective':>10} {'algorithm':>9} {'wall s':>7} "
+          f"{'peak GiB':>8} {'simulated µs':>13}")
+    for label, by_p in SCALE_PLATFORMS:
+        for p, platform in by_p.items():
+            for coll, algo in SCALE_RUNS:
+                runner = launch.get_launcher("smpi", platform=platform,
+                                             cfg=["smpi/coll-selector:ompi"])
+                cmd = runner.command(exe, collbench.collbench_args(
+                    algo, coll=coll, sizes=(1 << 20, 1 << 20), iters=1, warmup=0), p)
+                say(f"scale: {platform} P={p} {coll} {algo}")
+                rc, out, err, wall, peak = measured_run(cmd, args.timeout)
+                runner._cleanup()
+                save(outdir, f"scale-{platform}-p{p}-{coll}-{algo}.csv", out + err)
+                sim = "failed" if rc else \
+                    f"{collbench.parse_output(out)[1][0]['maxrank_median_us']:13.1f}"
+                print(f"{label + ' ' + platform:>24} {p:5d} {coll:>10} {algo:>9} {wall:7.0f} "
+                      f"{peak / 2**30:8.2f} {sim:>13}")
+    print(f"# conditions at the end: {conditions()}")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", default="real,sim,osu",
-                    help="comma-separated parts to run: real, sim, osu (default all)")
+                    help="comma-separated parts to run: real, sim, osu (default), and scale "
+                         "(SMPI at P = 512 and 1,024: about an hour on 2 cores)")
     ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds of the real part")
     ap.add_argument("--mpich-oversubscribed", action="store_true",
                     help="also run MPICH at P = 4 on fewer cores")
     ap.add_argument("--c-build", default=str(paths.c_reference_dir() / "build"),
                     help="the c_reference build tree to time (default c_reference/build)")
-    ap.add_argument("--osu-runs", type=int, default=5)
+    ap.add_argument("--osu-runs", type=int, default=9,
+                    help="interleaved runs of each OSU program and the kit's driver (default 9)")
     ap.add_argument("--osu-sizes", default="1:1M")
     ap.add_argument("--osu-iters", type=int, default=200)
     ap.add_argument("--osu-warmup", type=int, default=20)
@@ -311,9 +424,10 @@ def main(argv=None):
                     help="directory for the raw outputs (default results/bench/<date>)")
     args = ap.parse_args(argv)
     parts = [x for x in args.parts.split(",") if x]
-    bad = [x for x in parts if x not in ("real", "sim", "osu")]
+    bad = [x for x in parts if x not in ("real", "sim", "osu", "scale")]
     if bad or args.rounds < 1 or args.osu_runs < 1:
-        ap.error(f"bad --parts {bad} (valid: real, sim, osu) or --rounds/--osu-runs below 1")
+        ap.error(f"bad --parts {bad} (valid: real, sim, osu, scale) or --rounds/--osu-runs "
+                 "below 1")
     args.osu_show = {4, 1024, 64 << 10, 256 << 10, 512 << 10}
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = Path(args.output or paths.repo_root() / "results" / "bench" / stamp)
@@ -330,6 +444,8 @@ def main(argv=None):
             sim_part(args, outdir)
         if "osu" in parts:
             osu_part(args, outdir)
+        if "scale" in parts:
+            scale_part(args, outdir)
     except MpilabError as e:
         print(f"bench: {e}", file=sys.stderr)
         return 1
