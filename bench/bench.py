@@ -370,7 +370,7 @@ def measured_run(cmd, timeout):
     peak = 0
     while th.is_alive():
         peak = max(peak, sum(_pss(p) for p in _children(proc.pid)))
-        th.join(0.5)
+        th.join(1.0)
         if time.monotonic() - t0 > timeout:
             os.killpg(proc.pid, 9)
     return proc.returncode, box.get("out", ""), box.get("err", ""), time.monotonic() - t0, peak
@@ -379,7 +379,7 @@ def measured_run(cmd, timeout):
 def scale_part(args, outdir):
     exe = program(args.c_build, "smpi", "collbench")
     print("\n## SMPI at scale: 1 MiB per rank, one timed iteration, wall time and peak memory "
-          "(PSS of smpirun and its children, sampled every 0.5 s) per launch")
+          "(PSS of smpirun and its children, sampled every second) per launch")
     print("# allgather: the kit's algorithms; bcast native: SimGrid's copy of Open MPI's decision "
           "(smpi/coll-selector:ompi). THIN has 10 nodes (240 cores): THIN-like here means THIN's "
           "nodes and network with 22 or 43 nodes, one rank per core, not ranks stacked on cores")
