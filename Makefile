@@ -9,9 +9,10 @@ FLAVOUR   ?= openmpi
 ASSIGNMENT ?= lab2
 PORT      ?= 8888
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 JOBS      ?= 2
 
-.PHONY: help setup build demo test lab grade image clean
+.PHONY: help setup build demo test bench lab grade image clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,6 +32,9 @@ test: build ## run the whole test suite (real MPI, SMPI, SLURM, nbgrader, browse
 	echo "--- tests that time real runs against each other, alone:"; \
 	$(PY) -m pytest -rs -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	exit $$rc
+
+bench: build ## benchmark (not a test, ~15 min): the kit's allgathers vs MPI_Allgather and SimGrid, collbench vs OSU 7.4; BENCH_ARGS=--help
+	$(PY) bench/bench.py $(BENCH_ARGS)
 
 lab: build ## start JupyterLab on labs/ (PORT=8888)
 	$(VENV)/bin/jupyter lab --notebook-dir=labs --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)

@@ -255,18 +255,22 @@ static void print_row(const options *o, const row *r)
 
 /* ---- buffers, checking, timing ---- */
 
-static void *bench_alloc(size_t n, int shared)
+/* Real MPI: page-aligned and written, as OSU's buffers (send 1, receive 0); SMPI when not
+ * checking: shared (content-free) memory, never touched. */
+static void *bench_alloc(size_t n, int shared, int fill)
 {
 #ifdef SMPI_SHARED_MALLOC
     if (shared)
         return SMPI_SHARED_MALLOC(n > 0 ? n : 1);
 #endif
     (void)shared;
-    return calloc(n > 0 ? n : 1, 1);
+    return lab_touched_alloc(n, fill);
 }
 
 static void bench_free(void *p, int shared)
 {
+    if (p == NULL)
+        return;
 #ifdef SMPI_SHARED_FREE
     if (shared) {
         SMPI_SHARED_FREE(p);
@@ -395,14 +399,17 @@ static int bench(const options *o)
     int shared = !o->check;   /* SMPI only: shared (content-free) buffers when not checking */
     lab_shared_scratch = shared;
     size_t sbytes = (size_t)o->max_bytes, rbytes = ag ? (size_t)o->max_bytes * nprocs : (size_t)o->max_bytes;
-    void *sbuf = bench_alloc(sbytes, shared), *rbuf = bench_alloc(rbytes, shared);
+    void *sbuf = bench_alloc(sbytes, shared, 1), *rbuf = bench_alloc(rbytes, shared, 0);
     char *pbuf = o->probe_bytes > 0 ? calloc((size_t)o->probe_bytes, 1) : NULL;
     int maxiters = o->iters > o->iters_large ? o->iters : o->iters_large;
     double *times = malloc(sizeof(double) * (size_t)maxiters);
     double *tmax = rank == 0 ? malloc(sizeof(double) * (size_t)maxiters) : NULL;
-    int status = 0;
-
-    if (rank == 0)
+    int status = sbuf == NULL || rbuf == NULL || times == NULL || (rank == 0 && tmax == NULL);
+    MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (status)
+        fail_msg("cannot allocate the buffers (%zu bytes to send, %zu to receive per rank)",
+                 sbytes, rbytes);
+    else if (rank == 0)
         print_header(o);
     for (long bytes = o->min_bytes; bytes <= o->max_bytes && status == 0; bytes *= 2) {
         int count = (int)(bytes / o->dtsize), rc = MPI_SUCCESS;

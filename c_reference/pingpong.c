@@ -151,18 +151,20 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One round trip of `bytes`; rank 0 starts it. */
-static int round_trip(char *buf, int bytes)
+/* One round trip of `bytes`; rank 0 starts it. As osu_latency, each rank sends from one
+ * buffer and receives into another: sending what was just received would make the peer read
+ * cache lines this core had just written. */
+static int round_trip(const char *sbuf, char *rbuf, int bytes)
 {
     int rc;
     if (rank == 0) {
-        rc = MPI_Send(buf, bytes, MPI_CHAR, 1, PP_TAG, MPI_COMM_WORLD);
+        rc = MPI_Send(sbuf, bytes, MPI_CHAR, 1, PP_TAG, MPI_COMM_WORLD);
         if (rc == MPI_SUCCESS)
-            rc = MPI_Recv(buf, bytes, MPI_CHAR, 1, PP_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            rc = MPI_Recv(rbuf, bytes, MPI_CHAR, 1, PP_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
-        rc = MPI_Recv(buf, bytes, MPI_CHAR, 0, PP_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        rc = MPI_Recv(rbuf, bytes, MPI_CHAR, 0, PP_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS)
-            rc = MPI_Send(buf, bytes, MPI_CHAR, 0, PP_TAG, MPI_COMM_WORLD);
+            rc = MPI_Send(sbuf, bytes, MPI_CHAR, 0, PP_TAG, MPI_COMM_WORLD);
     }
     return rc;
 }
@@ -176,11 +178,13 @@ static int bench(const options *o)
         me.cpu = sched_getcpu();
     MPI_Gather(&me, (int)sizeof me, MPI_BYTE, where, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
 
-    char *buf = calloc((size_t)(o->max_bytes > 0 ? o->max_bytes : 1), 1);
+    /* written and page-aligned, as osu_latency's ('a' to send, 'b' to receive) */
+    char *sbuf = lab_touched_alloc((size_t)o->max_bytes, 'a');
+    char *rbuf = lab_touched_alloc((size_t)o->max_bytes, 'b');
     int maxiters = o->iters > o->iters_large ? o->iters : o->iters_large;
     double *half = malloc(sizeof(double) * (size_t)maxiters);
     int status = 0;
-    if (buf == NULL || half == NULL) {
+    if (sbuf == NULL || rbuf == NULL || half == NULL) {
         fail_msg("cannot allocate %ld bytes", o->max_bytes);
         status = 1;
     }
@@ -195,7 +199,7 @@ static int bench(const options *o)
         int rc = MPI_Barrier(MPI_COMM_WORLD);
         for (int i = 0; i < warmup + iters && rc == MPI_SUCCESS; i++) {
             double t0 = MPI_Wtime();
-            rc = round_trip(buf, (int)bytes);
+            rc = round_trip(sbuf, rbuf, (int)bytes);
             double t = MPI_Wtime() - t0;
             if (i >= warmup)
                 half[i - warmup] = t * 1e6 / 2.0;
@@ -224,7 +228,8 @@ static int bench(const options *o)
         }
     }
 done:
-    free(buf);
+    free(sbuf);
+    free(rbuf);
     free(half);
     return status;
 }

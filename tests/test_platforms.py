@@ -38,6 +38,30 @@ def test_unknown_name_lists_valid():
         platforms.platform_file("/nonexistent/p.xml")
 
 
+def test_thin_like_and_jupiter_like_sizes(tmp_path):
+    """More ranks than ORFEO's THIN or the seed's jupiter have cores: the same nodes, more of
+    them, one rank per core; a platform too large to list its routes is refused."""
+    info = platforms.platform_info("thin-like-43")
+    assert (info["nodes"], info["sockets"], info["cores_per_socket"], info["cores"]) == \
+        (43, 2, 12, 1032)
+    assert "THIN-like" in info["description"]
+    assert platforms.platform_info("jupiter-64x16")["cores"] == 1024
+    assert platforms.placement("jupiter-64x16", 1024)[-1] == "jupiter63-s0-c15"
+    xml = platforms.render_xml(platforms._spec("thin-like-3"))
+    assert xml == platforms.render_xml(platforms._spec("orfeo-thin-3")).replace(
+        platforms._spec("orfeo-thin-3").description, platforms._spec("thin-like-3").description)
+    with pytest.raises(UsageError, match="for more nodes of THIN's kind use thin-like-11"):
+        platforms.platform_file("orfeo-thin-11")
+    with pytest.raises(UsageError, match=r"'thin-like-46': 46 nodes, 1104 cores; valid: .*at "
+                                         r"most 1100 cores"):
+        platforms.platform_file("thin-like-46")
+    with pytest.raises(UsageError, match=r"jupiter-0x16.*N = 1..68"):
+        platforms.platform_file("jupiter-0x16")
+    with pytest.raises(UsageError, match=r"512 ranks do not fit .* 240 cores.*thin-like-22 or "
+                                         r"jupiter-32x16"):
+        platforms.write_hostfile("orfeo-thin-10", 512, "core", tmp_path / "h")
+
+
 def test_hostfile_mappings(tmp_path):
     core = platforms.placement("orfeo-thin", 26, "core")
     assert core[0] == "thin00-s0-c00" and core[11] == "thin00-s0-c11"

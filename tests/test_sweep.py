@@ -265,3 +265,48 @@ def test_cli_repetitions_print_medians_and_plot_draws_boxplots(built_flavour, tm
     r = _cli("sweep", "--algos", "ring", "--nprocs", "2", "-m", "32:32", "--iters", "2", "-q",
              "-o", tmp_path / "one.csv")
     assert "medians" not in r.stdout          # one repetition: nothing to summarise
+
+
+def test_sweep_refuses_a_point_that_does_not_fit(built_flavour, results_csv):
+    """The memory estimate refuses a sweep before any launch, naming the point (P, bytes),
+    the estimate and the limit; the same point with SMPI's folded buffers fits."""
+    built_flavour("smpi")
+    lau = launch.get_launcher("smpi", platform="orfeo-thin")
+    with pytest.raises(UsageError, match=r"will not fit in memory, not launched: allgather bruck "
+                                         r"at P = 48, 1048576 bytes per rank: about 5\.\d+ GiB "
+                                         r"\(48 ranks x \(1 MiB sent \+ 48 MiB received \+ 48 MiB "
+                                         r"temporary per rank\), real with --check.*the limit is "
+                                         r"1 GiB .*without --check"):
+        sweep.run_sweep(lau, results_csv, ["bruck", "ring"], [4, 48], "1M:1M", check=True,
+                        memory_limit=1 << 30, progress=False)
+    assert not results_csv.exists()
+    need, how = sweep.memory_estimate("smpi", "allgather", "bruck", 48, 1 << 20)
+    assert need < 1 << 30 and "folded" in how
+    need, how = sweep.memory_estimate("openmpi", "allgather", "ring", 4, 1 << 20)
+    assert need == 4 * (sweep.REAL_RANK_BYTES + 5 * (1 << 20)) and "4 ranks" in how
+
+
+@pytest.mark.smpi
+def test_cli_refuses_a_simulation_larger_than_the_machine(built_flavour, tmp_path):
+    """1,024 ranks of a checked 1 MiB allgather need a TiB of real buffers: exit 2, no launch."""
+    built_flavour("smpi")
+    r = _cli("sweep", "--flavour", "smpi", "--platform", "jupiter-64x16", "--nprocs", "1024",
+             "-m", "1M:1M", "--algos", "ring", "--check", "-o", tmp_path / "r.csv")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "will not fit in memory, not launched: allgather ring at P = 1024, 1048576 bytes" \
+        in r.stderr and "TiB" in r.stderr and "MemAvailable" in r.stderr
+    assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.smpi
+def test_smpi_sweep_of_512_ranks_at_1_mib(built_flavour, results_csv):
+    """A 1 MiB allgather on 512 simulated ranks completes: SMPI's folded buffers are one
+    mapping each (it aborted with 'Could not map folded virtual memory' past vm.max_map_count)."""
+    built_flavour("smpi")
+    lau = launch.get_launcher("smpi", platform="jupiter-32x16")
+    stats = sweep.run_sweep(lau, results_csv, ["bruck"], [512], "1M:1M", iters=1, warmup=0,
+                            progress=False, timeout=1800)
+    df = results.read_results(results_csv)
+    assert stats["launched"] == 1 and len(df) == 1
+    assert df["nprocs"].iloc[0] == 512 and df["maxrank_avg_us"].iloc[0] > 0

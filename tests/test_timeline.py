@@ -160,6 +160,26 @@ def test_openmpi_trace(built_flavour, algo, p):
 
 
 @pytest.mark.mpi
+def test_local_copies_are_copy_rows(built_flavour):
+    """A local copy is a `copy` row on the rank itself, never a message: the ring copies each
+    rank's block once; Bruck at P = 4 also places what its temporary buffer holds, and rank 1,
+    whose last run of blocks wraps past block 3, copies more than the others."""
+    built_flavour("openmpi")
+    ring = trace.run_traced("ring", 4, 2048, flavour="openmpi", reps=1, timeout=120)
+    copies = ring.calls[ring.calls["call"] == "copy"]
+    assert sorted(copies["rank"]) == [0, 1, 2, 3]
+    assert (copies["dst"] == copies["rank"]).all() and (copies["src"] == copies["rank"]).all()
+    assert (copies["sbytes"] == 2048).all() and copies["tag"].isna().all()
+    bruck = trace.run_traced("bruck", 4, 1024, flavour="openmpi", reps=1, timeout=120)
+    for tl in (ring, bruck):
+        sends = tl.calls[tl.calls["call"].isin(["Send", "Isend", "Sendrecv"])]
+        assert (sends["dst"] != sends["rank"]).all()         # no message to oneself
+    copied = bruck.calls[bruck.calls["call"] == "copy"].groupby("rank")["sbytes"].sum()
+    # own block into the buffer, blocks 1.. of the buffer into place, own block from sendbuf
+    assert copied.to_dict() == {0: 3 * 1024, 1: 5 * 1024, 2: 3 * 1024, 3: 3 * 1024}
+
+
+@pytest.mark.mpi
 def test_mpich_trace(built_flavour):
     built_flavour("mpich")
     measured = trace.run_traced("pairwise", 3, 1024, flavour="mpich", reps=1, timeout=120)

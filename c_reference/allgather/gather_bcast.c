@@ -1,14 +1,15 @@
 /* Algorithm: gather_bcast (the homework's first algorithm)
  * Steps:        2; every rank sends its block to root 0 (MPI_Isend, root posts p MPI_Irecv,
  *               MPI_Waitall), then root 0 sends the whole buffer to every other rank
- *               (p - 1 MPI_Isend, MPI_Waitall). Built only from MPI_Isend/MPI_Irecv/MPI_Wait*,
- *               including the root's own block (a non-blocking send to itself).
+ *               (p - 1 MPI_Isend, MPI_Waitall). Messages are only MPI_Isend/MPI_Irecv/MPI_Wait*;
+ *               the root's own block is a local copy (lab_local_copy), made while the other
+ *               blocks arrive.
  * Cost:         2(p-1)·α + ((p-1)/p)·n·β + (p-1)·n·β     n = bytes gathered on each process;
  *               the root's link serialises the p-1 messages of each phase. A network without
  *               per-message overhead overlaps the latencies of the messages posted together:
  *               2·α + ((p-1)/p)·n·β + (p-1)·n·β (SMPI on a single-port platform)
  * Restrictions: none (any p, any datatype, MPI_IN_PLACE, count 0); root is always rank 0
- * Memory:       no temporary buffer; 2p request handles at the root
+ * Memory:       no temporary buffer; 2(p-1) request handles at the root
  *
  *   p=4, gather:      1→0 B   2→0 C   3→0 D          rank0: ABCD
  *        broadcast:   0→1 ABCD   0→2 ABCD   0→3 ABCD   every rank: ABCD
@@ -35,26 +36,19 @@ int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype 
         goto fn_fail;
     }
 
-    /* What this rank contributes: its send buffer, or its block of recvbuf when in place. */
-    const void *mine = sendbuf;
-    int mycount = sendcount;
-    MPI_Datatype mytype = sendtype;
-    if (sendbuf == MPI_IN_PLACE) {
-        mine = lab_block(recvbuf, rank, recvcount, extent);
-        mycount = recvcount;
-        mytype = recvtype;
-    }
+    lab_contribution mine = lab_mine(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     rank, extent);
 
     /* Gather to the root. */
     if (rank == root) {
         for (int i = 0; i < p; i++) {
-            if (i == root && sendbuf == MPI_IN_PLACE)
+            if (i == root)
                 continue;
             CHECK(MPI_Irecv(lab_block(recvbuf, i, recvcount, extent), recvcount, recvtype, i,
                             LAB_TAG_GATHER, comm, &req[nreq++]));
         }
-        if (sendbuf != MPI_IN_PLACE)
-            CHECK(MPI_Isend(mine, mycount, mytype, root, LAB_TAG_GATHER, comm, &req[nreq++]));
+        CHECK(lab_copy_own_block(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                 comm));
         CHECK(MPI_Waitall(nreq, req, st));
         nreq = 0;
         /* Broadcast the whole buffer. */
@@ -66,7 +60,7 @@ int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype 
         }
         CHECK(MPI_Waitall(nreq, req, st));
     } else {
-        CHECK(MPI_Isend(mine, mycount, mytype, root, LAB_TAG_GATHER, comm, &req[0]));
+        CHECK(MPI_Isend(mine.buf, mine.count, mine.type, root, LAB_TAG_GATHER, comm, &req[0]));
         CHECK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
         CHECK(MPI_Irecv(recvbuf, p * recvcount, recvtype, root, LAB_TAG_BCAST, comm, &req[0]));
         CHECK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));

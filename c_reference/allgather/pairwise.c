@@ -6,6 +6,9 @@
  *               recursive doubling where a group's data is its main blocks plus the folded
  *               blocks of its members (a second MPI_Sendrecv per step); finally rank i < e
  *               sends the whole result back to rank q + i.
+ *               A rank's own block leaves from sendbuf (the fold, or step 0); its local copy
+ *               into recvbuf follows that first exchange (lab_local_copy, never a message),
+ *               and the extra ranks need none: the result they receive holds their block.
  * Cost:         log2(p)·α + ((p-1)/p)·n·β       n = bytes gathered on each process, p = 2^k
  *               any other p, with q = 2^L the largest power of two below p, e = p - q, f = ⌊log2 e⌋:
  *               (2L+2)·α + (q + p + 2^(f+1) - 1 + (L-1-f)·e)·(n/p)·β
@@ -29,7 +32,9 @@ int lab_allgather_pairwise(const void *sendbuf, int sendcount, MPI_Datatype send
     CHECK(MPI_Comm_rank(comm, &rank));
     CHECK(MPI_Comm_size(comm, &p));
     CHECK(MPI_Type_get_extent(recvtype, &lb, &extent));
-    CHECK(lab_copy_own_block(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+
+    lab_contribution mine = lab_mine(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     rank, extent);
 
     int q = 1;
     while (q * 2 <= p)
@@ -38,21 +43,25 @@ int lab_allgather_pairwise(const void *sendbuf, int sendcount, MPI_Datatype send
 
     /* Fold: the extra ranks hand their block to a partner in the power-of-two part. */
     if (rank >= q) {
-        CHECK(MPI_Send(lab_block(recvbuf, rank, recvcount, extent), recvcount, recvtype,
-                       rank - q, LAB_TAG_FOLD, comm));
+        CHECK(MPI_Send(mine.buf, mine.count, mine.type, rank - q, LAB_TAG_FOLD, comm));
     } else {
         if (rank < e)
             CHECK(MPI_Recv(lab_block(recvbuf, q + rank, recvcount, extent), recvcount, recvtype,
                            q + rank, LAB_TAG_FOLD, comm, MPI_STATUS_IGNORE));
 
-        /* Recursive doubling among ranks 0..q-1. */
+        /* Recursive doubling among ranks 0..q-1. Step 0 (dist 1) sends the own block. */
         for (int dist = 1; dist < q; dist *= 2) {
             int partner = rank ^ dist;
             int mybase = rank & ~(dist - 1), pbase = partner & ~(dist - 1);
-            CHECK(MPI_Sendrecv(lab_block(recvbuf, mybase, recvcount, extent), dist * recvcount,
-                               recvtype, partner, LAB_TAG_ALLGATHER,
-                               lab_block(recvbuf, pbase, recvcount, extent), dist * recvcount,
-                               recvtype, partner, LAB_TAG_ALLGATHER, comm, MPI_STATUS_IGNORE));
+            if (dist == 1)
+                CHECK(MPI_Sendrecv(mine.buf, mine.count, mine.type, partner, LAB_TAG_ALLGATHER,
+                                   lab_block(recvbuf, partner, recvcount, extent), recvcount,
+                                   recvtype, partner, LAB_TAG_ALLGATHER, comm, MPI_STATUS_IGNORE));
+            else
+                CHECK(MPI_Sendrecv(lab_block(recvbuf, mybase, recvcount, extent), dist * recvcount,
+                                   recvtype, partner, LAB_TAG_ALLGATHER,
+                                   lab_block(recvbuf, pbase, recvcount, extent), dist * recvcount,
+                                   recvtype, partner, LAB_TAG_ALLGATHER, comm, MPI_STATUS_IGNORE));
             if (e > 0) {
                 /* The folded blocks q+base .. q+min(base+dist, e)-1 of each group. */
                 int mycnt = (mybase < e) ? ((mybase + dist < e ? mybase + dist : e) - mybase) : 0;
@@ -63,7 +72,13 @@ int lab_allgather_pairwise(const void *sendbuf, int sendcount, MPI_Datatype send
                                    pcnt * recvcount, recvtype, partner, LAB_TAG_ALLGATHER, comm,
                                    MPI_STATUS_IGNORE));
             }
+            if (dist == 1)
+                CHECK(lab_copy_own_block(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                         recvtype, comm));
         }
+        if (q == 1)   /* p = 1: no exchange at all */
+            CHECK(lab_copy_own_block(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     comm));
     }
 
     /* Unfold: the extra ranks receive the complete result. */

@@ -1,6 +1,10 @@
 /* Algorithm: ring
  * Steps:        p - 1; in step k, rank r sends block (r - k) to r + 1 and receives block
- *               (r - k - 1) from r - 1 (indices mod p), with one MPI_Sendrecv
+ *               (r - k - 1) from r - 1 (indices mod p), with one MPI_Sendrecv. Step 0 sends
+ *               the rank's own block straight from sendbuf; the local copy of that block into
+ *               recvbuf comes after step 0 (lab_local_copy: a copy, never a message). Copying
+ *               first and sending the fresh copy made the neighbour read cache lines this
+ *               core had just written: 4.3x slower at p = 2, 64 KiB on Open MPI (DEVELOPING 2d).
  * Cost:         (p-1)·α + ((p-1)/p)·n·β      n = bytes gathered on each process (p blocks)
  * Restrictions: none (any p, any datatype, MPI_IN_PLACE, count 0)
  * Memory:       no temporary buffer
@@ -23,10 +27,17 @@ int lab_allgather_ring(const void *sendbuf, int sendcount, MPI_Datatype sendtype
     CHECK(MPI_Comm_rank(comm, &rank));
     CHECK(MPI_Comm_size(comm, &p));
     CHECK(MPI_Type_get_extent(recvtype, &lb, &extent));
-    CHECK(lab_copy_own_block(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+
+    lab_contribution mine = lab_mine(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                     rank, extent);
 
     int right = (rank + 1) % p, left = (rank - 1 + p) % p;
-    for (int k = 0; k < p - 1; k++) {
+    if (p > 1)   /* step 0: the own block, from the caller's buffer */
+        CHECK(MPI_Sendrecv(mine.buf, mine.count, mine.type, right, LAB_TAG_ALLGATHER,
+                           lab_block(recvbuf, left, recvcount, extent), recvcount, recvtype,
+                           left, LAB_TAG_ALLGATHER, comm, MPI_STATUS_IGNORE));
+    CHECK(lab_copy_own_block(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+    for (int k = 1; k < p - 1; k++) {
         int send_block = (rank - k + p) % p;
         int recv_block = (rank - k - 1 + 2 * p) % p;
         CHECK(MPI_Sendrecv(lab_block(recvbuf, send_block, recvcount, extent), recvcount, recvtype,

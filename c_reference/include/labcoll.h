@@ -49,10 +49,18 @@ void lab_allgather_valid_names(char *buf, size_t len);
 /* Print {"collective": "allgather", "algorithms": [...]} followed by a newline. */
 void lab_allgather_print_json(FILE *out);
 
-/* Non-zero: algorithms allocate their temporary buffers with SMPI_SHARED_MALLOC under SMPI
- * (contents are not kept: benchmarking only). collbench sets it when it does not --check,
- * so P=48 x 1 MiB Bruck fits in memory and runs fast. No effect on real MPI. */
+/* Non-zero: contents are not kept (benchmarking only). Under SMPI, algorithms allocate their
+ * temporary buffers with SMPI_SHARED_MALLOC and skip their local copies, which cost no
+ * simulated time there but real time: SMPI copies even between shared blocks, and the copies
+ * of a P = 512, 1 MiB Bruck were 256 GiB. collbench sets it when it does not --check, with
+ * shared buffers of its own. No effect on real MPI. */
 extern int lab_shared_scratch;
+
+/* The tracer's view of local copies: when set, every copy an algorithm makes on its own
+ * process (lab_local_copy) calls it with the copy's start and end (MPI_Wtime seconds) and
+ * its size in bytes. trace/labtrace.c sets it in MPI_Init to log a `copy` row; NULL otherwise. */
+typedef void (*lab_copy_observer)(double start, double end, long long bytes);
+extern lab_copy_observer lab_copy_hook;
 
 /* Where the last CHECK in algorithm code failed (for the driver's message). */
 extern const char *lab_error_file;

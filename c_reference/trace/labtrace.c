@@ -5,6 +5,11 @@
  * and MPI_Waitsome, logs each call (start, end, peer, bytes, tag) and calls the PMPI_ version.
  * Works with Open MPI, MPICH and SimGrid SMPI (whose MPI_ functions are weak symbols).
  *
+ * Local copies: the kit's algorithms copy on their own process through lab_local_copy
+ * (allgather/common.c), which calls lab_copy_hook when it is set. This library sets it in
+ * MPI_Init, so each copy is a `copy` row: dst and src are the rank itself, sbytes and rbytes
+ * the bytes copied, no tag. (A weak reference: a program without liblabcoll links too.)
+ *
  * What it cannot see: the library's own collectives (MPI_Bcast, MPI_Barrier, ...) use internal
  * point-to-point functions that never go through the PMPI layer. Trace algorithms written with
  * MPI point-to-point calls (c_reference/allgather, c_reference/bcast).
@@ -32,7 +37,8 @@
  * MPI_COMM_WORLD ranks; -1 is MPI_ANY_SOURCE/MPI_ANY_TAG, -2 MPI_PROC_NULL, empty = not used.
  * An MPI_Isend/MPI_Irecv row has its request number in `req` and, once a Wait* completed it,
  * the end time of that call in `done` (and, for a receive, the actual source, size and tag).
- * A Wait* row lists in `req` the requests it completed, separated by spaces.
+ * A Wait* row lists in `req` the requests it completed, separated by spaces. A `copy` row
+ * is a local copy (see above); an empty tag means the call has none.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +241,21 @@ static void clock_sync(double out[3])
     out[2] = got[1];
 }
 
+/* lab_copy_hook of liblabcoll (labcoll.h), if the program has it. */
+extern void (*lab_copy_hook)(double start, double end, long long bytes) __attribute__((weak));
+
+/* A local copy made by one of the kit's algorithms: a `copy` row. */
+static void record_copy(double start, double end, long long bytes)
+{
+    if (!enabled)
+        return;
+    event *e = new_event("copy", start, end);
+    if (e) {
+        e->dst = e->src = world_rank;
+        e->sbytes = e->rbytes = bytes;
+    }
+}
+
 static void start_tracing(void)
 {
     const char *m = getenv("LABTRACE_MAX_EVENTS");
@@ -242,6 +263,8 @@ static void start_tracing(void)
         max_events = atol(m);
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    if (&lab_copy_hook != NULL)
+        lab_copy_hook = record_copy;
     clock_sync(sync_init);
 }
 
@@ -280,13 +303,19 @@ static void write_log(void)
         const event *e = &events[i];
         fprintf(f, "%d,%s,%.9f,%.9f,", e->region, e->call, e->start, e->end);
         if (e->dst != -3)
-            fprintf(f, "%d,%lld,%d,", e->dst, e->sbytes, e->stag);
+            fprintf(f, "%d,%lld,", e->dst, e->sbytes);
         else
-            fputs(",,,", f);
+            fputs(",,", f);
+        if (e->stag != -3)
+            fprintf(f, "%d", e->stag);
+        fputc(',', f);
         if (e->src != -3)
-            fprintf(f, "%d,%lld,%d,", e->src, e->rbytes, e->rtag);
+            fprintf(f, "%d,%lld,", e->src, e->rbytes);
         else
-            fputs(",,,", f);
+            fputs(",,", f);
+        if (e->rtag != -3)
+            fprintf(f, "%d", e->rtag);
+        fputc(',', f);
         if (e->completed)
             fprintf(f, "%s,", e->completed);
         else if (e->req >= 0)
@@ -303,6 +332,8 @@ static void write_log(void)
 int MPI_Finalize(void)
 {
     clock_sync(sync_final);
+    if (&lab_copy_hook != NULL)
+        lab_copy_hook = NULL;
     write_log();
     for (long i = 0; i < nevents; i++)
         free(events[i].completed);

@@ -174,6 +174,14 @@ class MPICHLauncher(Launcher):
         return Command(argv, {})
 
 
+#: SMPI's folding of SMPI_SHARED_MALLOC (collbench's content-free buffers when it does not
+#: --check): every shared allocation maps one file in blocks of this size. SimGrid's default,
+#: 1 MiB, gives a 1 GiB receive buffer (P = 1,024 at 1 MiB per rank) 1,024 mappings per rank,
+#: and at P = 512 the run passed vm.max_map_count (65,530) and aborted ("Could not map folded
+#: virtual memory"). 16 GiB makes each allocation up to 16 GiB one mapping; the file is sparse.
+SMPI_SHARED_MALLOC_BLOCKSIZE = 1 << 34
+
+
 class SMPILauncher(Launcher):
     """SimGrid's ``smpirun`` on a platform file, with a hostfile written for the mapping."""
 
@@ -203,6 +211,7 @@ class SMPILauncher(Launcher):
         argv = [self.smpirun, "-np", str(nprocs), "-platform", str(xml), "-hostfile", str(hostfile),
                 f"--cfg=smpi/host-speed:{self.host_speed}",
                 "--cfg=smpi/simulate-computation:no",
+                f"--cfg=smpi/shared-malloc-blocksize:{SMPI_SHARED_MALLOC_BLOCKSIZE}",
                 "--cfg=smpi/display-timing:no"]
         argv += [f"--cfg=smpi/{c}:{n}" for c, n in sorted(self.coll.items())]
         argv += [c if c.startswith("--cfg=") else f"--cfg={c}" for c in self.cfg]

@@ -21,6 +21,92 @@ MPICH_MAX_NPROCS = 4
 #: Collectives with a root (collbench --root).
 ROOTED = ("bcast", "reduce")
 
+#: What a launch needs besides its message buffers, measured here (PSS, which counts SMPI's
+#: folded buffers once): an SMPI rank about 1.2 MiB (P = 512 and 1,024, 1 MiB allgather), the
+#: simulator itself and a 1,024-host platform 0.15 GiB; a real Open MPI or MPICH rank tens of
+#: MiB. Rounded up: the estimate is meant to refuse what cannot fit, not to be exact.
+SMPI_RANK_BYTES = 2 << 20
+SMPI_BASE_BYTES = 512 << 20
+REAL_RANK_BYTES = 64 << 20
+#: Launchers whose ranks run on this machine (srun's run on the cluster's nodes).
+LOCAL_LAUNCHERS = ("mpirun", "smpirun", "apptainer")
+
+
+def available_memory():
+    """Bytes this machine can give a launch now: ``MemAvailable`` of ``/proc/meminfo``
+    (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def memory_estimate(flavour, coll, algo, nprocs, nbytes, check=False):
+    """Bytes one collbench launch needs at its largest size, and how that was counted.
+
+    Each rank has a send buffer of ``nbytes``, a receive buffer (``nprocs`` blocks for
+    allgather, else ``nbytes``) and, for an allgather that may use one (Bruck, the library's
+    own), a temporary buffer of ``nprocs`` blocks. Under SMPI without ``check`` collbench's
+    buffers and the kit's temporary buffers are folded (SMPI_SHARED_MALLOC, content-free) and
+    only the simulator's own memory counts; with ``check`` every rank's buffers are real.
+
+    Returns
+    -------
+    (int, str)
+    """
+    recv = nprocs * nbytes if coll == "allgather" else nbytes
+    temp = nprocs * nbytes if coll == "allgather" and algo not in ("ring", "pairwise",
+                                                                    "gather_bcast") else 0
+    buffers = nbytes + recv + temp
+    parts = (f"{_gib(nbytes)} sent + {_gib(recv)} received"
+             + (f" + {_gib(temp)} temporary" if temp else "") + " per rank")
+    if flavour == "smpi":
+        base = SMPI_BASE_BYTES + nprocs * SMPI_RANK_BYTES
+        if not check:
+            return base, (f"the simulator: {_gib(SMPI_BASE_BYTES)} + {nprocs} ranks x "
+                          f"{_gib(SMPI_RANK_BYTES)}; buffers folded ({parts}, content-free)")
+        return base + nprocs * buffers, (f"{nprocs} ranks x ({parts}), real with --check, + "
+                                         f"the simulator {_gib(base)}")
+    return nprocs * (REAL_RANK_BYTES + buffers), (f"{nprocs} ranks x ({parts} + "
+                                                  f"{_gib(REAL_RANK_BYTES)} of MPI library)")
+
+
+def _gib(b):
+    """1.5 GiB, 512 MiB, 2.05 TiB: three significant digits in the largest binary unit."""
+    for unit, f in (("TiB", 2**40), ("GiB", 2**30)):
+        if b >= f:
+            return f"{b / f:.3g} {unit}"
+    return f"{b / 2**20:.3g} MiB"
+
+
+def check_memory(launcher, coll, points, nbytes, check=False, limit=None):
+    """Refuse (UsageError) the sweep if any (algorithm, nprocs) point will not fit in memory.
+
+    ``limit`` defaults to :func:`available_memory`; launches on a cluster (srun) are not
+    checked. The message names each point, its size, the estimate and the limit.
+    """
+    if launcher.name not in LOCAL_LAUNCHERS:
+        return
+    limit = available_memory() if limit is None else limit
+    if limit is None:
+        return
+    too_big = []
+    for algo, p in sorted(set(points), key=lambda x: (x[1], x[0])):
+        need, how = memory_estimate(launcher.flavour, coll, algo, p, nbytes, check)
+        if need > limit:
+            too_big.append(f"{coll} {algo} at P = {p}, {nbytes} bytes per rank: about "
+                           f"{_gib(need)} ({how})")
+    if too_big:
+        hint = " or run without --check (SMPI then folds the buffers)" if check and \
+            launcher.flavour == "smpi" else ""
+        raise UsageError(f"will not fit in memory, not launched: {'; '.join(too_big)}; the limit "
+                         f"is {_gib(limit)} (MemAvailable of this machine). Use fewer ranks or "
+                         f"smaller sizes{hint}")
+
 
 def parse_nprocs(text):
     """``"1,2,4"`` -> [1, 2, 4]; ranges ``"2..48:2"`` (step) and ``"1..4"`` are expanded.
@@ -87,8 +173,11 @@ def _point_keys(launcher, coll, algo, p, rep, sizes, mapping, datatype="char", r
 def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather", mapping="core",
               iters=None, warmup=None, iters_large=None, warmup_large=None, repetitions=1,
               check=False, timeout=600, progress=True, program=None, shuffle=False, seed=None,
-              probe=None, datatype=None, root=None):
+              probe=None, datatype=None, root=None, memory_limit=None):
     """Run a sweep and append its rows to ``output``; skip points already measured.
+
+    Before launching anything it refuses (``UsageError``) a sweep with a point that will not
+    fit in this machine's memory (:func:`check_memory`).
 
     Parameters
     ----------
@@ -121,6 +210,8 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
         collbench's ``--datatype`` (default char). Sizes must be multiples of its size.
     root : int, optional
         Root of bcast and reduce (default 0); other collectives have none.
+    memory_limit : int, optional
+        Bytes a launch may use (default: :func:`available_memory`).
 
     Returns
     -------
@@ -145,6 +236,7 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     key_opts = dict(datatype=datatype or "char", root=root or 0)
     todo = [pt for pt in points
             if not set(_point_keys(launcher, coll, *pt, size_list, mapping, **key_opts)) <= done]
+    check_memory(launcher, coll, [(a, p) for a, p, _ in todo], hi, check, memory_limit)
     stats = {"launched": 0, "skipped": len(points) - len(todo), "rows": 0, "order": []}
     bar = tqdm(todo, disable=not progress, unit="launch", file=sys.stderr, dynamic_ncols=True)
     for algo, p, rep in bar:

@@ -65,7 +65,8 @@ def read_trace(directory, region=None, drop_self=True):
         Which region (``MPI_Pcontrol`` level; the timeline program's repetition) to keep.
         Default: the region of median duration (region 0 if the program marked none).
     drop_self : bool
-        Leave out the calls whose only peer is the rank itself (the C code's local copies).
+        Leave out the point-to-point calls whose only peer is the rank itself (how logs written
+        before `copy` rows showed the C code's local copies). `copy` rows are always kept.
 
     Returns
     -------

@@ -1,8 +1,8 @@
 """Communication schedules of the kit's algorithms, and the α-β event model that times them.
 
 A schedule is, for every rank, the list of point-to-point calls that the C code in
-``c_reference/`` makes (same peers, sizes, tags and order; the local copies that the C code
-does with a send-receive to itself are left out). :func:`simulate` plays the schedules against
+``c_reference/`` makes (same peers, sizes, tags and order; the C code's local copies, `copy`
+rows in a trace, are not messages and are left out). :func:`simulate` plays the schedules against
 the α-β (Hockney) model:
 
 * a message moves once its send and its receive are both posted (the receiver is ready) and,

@@ -35,6 +35,7 @@ from mpilab.model import schedules
 
 #: Colours of the calls in the drawings.
 CALL_COLOURS = {"Send": "tab:blue", "Recv": "tab:orange", "Sendrecv": "tab:purple",
+                "copy": "tab:green",
                 "Wait": "tab:gray", "Waitall": "tab:gray", "Waitany": "tab:gray",
                 "Waitsome": "tab:gray", "Isend": "tab:blue", "Irecv": "tab:orange"}
 POINT_TO_POINT = ("Send", "Recv", "Sendrecv", "Isend", "Irecv")
@@ -204,7 +205,7 @@ def plot_timeline(tl, ax=None, arrows=True, max_arrows=2000, legend=True):
     """Draw a timeline: one row per rank (rank 0 on top), a bar per call, an arrow per message.
 
     Blocking calls and waits are bars from start to end (``Sendrecv`` purple, ``Send`` blue,
-    ``Recv`` orange, waits grey); posting ``MPI_Isend``/``MPI_Irecv`` is a tick; each message is
+    ``Recv`` orange, waits grey, local copies green); posting ``MPI_Isend``/``MPI_Irecv`` is a tick; each message is
     an arrow from where its send was posted to where its receive completed.
 
     Returns

@@ -29,6 +29,12 @@ Shipped names: ``orfeo-thin`` (2 nodes), ``orfeo-thin-N`` (N = 2..10 nodes), ``o
 ``orfeo-fat``, ``jupiter-32x16``. Files are generated from Python and cached under
 ``mpilab/data/platforms`` (shipped) or the user cache directory (the others).
 
+For more ranks than these machines have cores (one rank per core): ``thin-like-N`` is THIN's
+node and network with N nodes (ORFEO's THIN itself has 10), ``jupiter-Nx16`` jupiter with N
+nodes of 16 cores (the seed's has 32), e.g. ``thin-like-43`` or ``jupiter-64x16`` for 1,024
+ranks. A platform has at most :data:`MAX_HOSTS` hosts: the file lists a route for every pair
+of hosts (1,024 hosts: 141 MB, parsed in 6 s).
+
 Calibrating to your own cluster
 -------------------------------
 :func:`calibrate` writes a platform of a shipped shape whose simulated ping-pong has *your*
@@ -127,6 +133,12 @@ _FIXED = {
 }
 _SHIPPED = ("orfeo-thin", "orfeo-epyc", "orfeo-fat")
 _THIN_RE = re.compile(r"^orfeo-thin-(\d+)$")
+_THIN_LIKE_RE = re.compile(r"^thin-like-(\d+)$")
+_JUPITER_RE = re.compile(r"^jupiter-(\d+)x16$")
+#: The most hosts (cores) a generated platform has: its file lists a route for every pair.
+MAX_HOSTS = 1100
+#: The families of names with a node count, for messages.
+FAMILIES = ("thin-like-<N> (THIN's nodes, N = 1..45)", "jupiter-<N>x16 (N = 1..68)")
 
 
 def list_platforms():
@@ -203,9 +215,27 @@ def _spec(name):
     if m:
         n = int(m.group(1))
         if not 2 <= n <= 10:
-            raise UsageError(f"platform {name!r}: THIN has 2..10 nodes, not {n}")
+            raise UsageError(f"platform {name!r}: THIN has 2..10 nodes, not {n}; for more "
+                             f"nodes of THIN's kind use thin-like-{n}")
         return _thin(n)
-    raise one_of("platform", name, list_platforms() + ["<path to a SimGrid .xml file>"])
+    for regex, family in ((_THIN_LIKE_RE, FAMILIES[0]), (_JUPITER_RE, FAMILIES[1])):
+        m = regex.match(name)
+        if not m:
+            continue
+        n = int(m.group(1))
+        if regex is _THIN_LIKE_RE:
+            spec = dataclasses.replace(_thin(n), description=f"THIN-like, {n} nodes of 2 x 12 "
+                                       "cores with THIN's links (ORFEO's THIN has 10 nodes)")
+        else:
+            spec = dataclasses.replace(_FIXED["jupiter-32x16"], nodes=n, description=(
+                f"jupiter-like, {n} nodes x 16 cores, InfiniBand ~1.3 us (the seed's has 32)"))
+        if n < 1 or len(spec.hosts) > MAX_HOSTS:
+            raise UsageError(f"platform {name!r}: {n} nodes, {len(spec.hosts)} cores; valid: "
+                             f"{family}, at most {MAX_HOSTS} cores (the file has a route for "
+                             "every pair of hosts)")
+        return spec
+    raise one_of("platform", name, list_platforms() + list(FAMILIES)
+                 + ["<path to a SimGrid .xml file>"])
 
 
 def _bw(x):
@@ -402,7 +432,9 @@ def placement(name_or_path, nprocs, mapping="core"):
     if nprocs > info["cores"]:
         raise UsageError(f"{nprocs} ranks do not fit on platform {info['name']!r}, which has "
                          f"{info['cores']} cores (one rank per core); use at most {info['cores']} "
-                         f"or a larger platform")
+                         f"or a larger platform, e.g. thin-like-{-(-nprocs // 24)} or "
+                         f"jupiter-{-(-nprocs // 16)}x16 (SimGrid would stack the extra ranks on "
+                         "cores that share one port: another machine, not this one loaded)")
     # group hosts: node -> socket -> [hosts]
     tree = {}
     for h, n, so in info["layout"]:

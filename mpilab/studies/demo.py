@@ -1,6 +1,11 @@
 """``mpilab demo``: the allgather experiment of seed 002 (gather+broadcast vs pairwise exchange),
 run for real on Open MPI and MPICH at P = 1, 2 and simulated on the ORFEO THIN platform
 (2 nodes x 2 sockets x 12 cores) at P = 2..48, with plots and the seed's speed-up for comparison.
+
+A real point is a sample of a machine that may be busy: it is launched several times (in a
+shuffled order, so that a burst of load does not fall on one algorithm), and the printed table
+gives the median with an interval and flags a point whose repetitions disagree. A simulated
+point is deterministic: one launch.
 """
 
 import shutil
@@ -12,6 +17,7 @@ import pandas as pd
 from mpilab.core import results
 from mpilab.core.errors import ToolMissing
 from mpilab.measure import collbench, launch, sweep
+from mpilab.model import stats
 from mpilab.studies import plots
 
 ALGOS = ["gather_bcast", "pairwise", "ring", "bruck", "native"]
@@ -19,33 +25,52 @@ SEED_GB_P16_1M_S = 6.03e-2   # seed 002, gather+broadcast, P=16, 1 MiB
 SEED_PW_P16_1M_S = 8.32e-3   # seed 002, pairwise exchange, P=16, 1 MiB
 PLATFORM = "orfeo-thin"
 
-#: (launcher, nprocs, sizes, iterations: iters, warmup, iters_large, warmup_large)
-#: SMPI is deterministic (simulated time), so two timed iterations suffice; real runs are noisy.
+#: (launcher, nprocs, sizes, iterations: iters, warmup, iters_large, warmup_large, repetitions)
+#: SMPI is deterministic (simulated time): two timed iterations and one launch suffice. Real
+#: runs are noisy: five launches give the median and [min, max], a 94 % interval for it.
 FULL = [
-    ("openmpi", [1, 2], "32:1M", (200, 20, 20, 3)),
-    ("mpich", [1, 2], "32:1M", (200, 20, 20, 3)),
-    ("smpi", [2, 4, 8, 16, 32, 48], "32:1M", (2, 1, 2, 1)),
+    ("openmpi", [1, 2], "32:1M", (200, 20, 20, 3), 5),
+    ("mpich", [1, 2], "32:1M", (200, 20, 20, 3), 5),
+    ("smpi", [2, 4, 8, 16, 32, 48], "32:1M", (2, 1, 2, 1), 1),
 ]
 QUICK = [
-    ("openmpi", [1, 2], "32:4K", (20, 2, 5, 1)),
-    ("mpich", [2], "32:4K", (20, 2, 5, 1)),
-    ("smpi", [2, 4], "32:4K", (2, 1, 2, 1)),
+    ("openmpi", [1, 2], "32:4K", (20, 2, 5, 1), 2),
+    ("mpich", [2], "32:4K", (20, 2, 5, 1), 2),
+    ("smpi", [2, 4], "32:4K", (2, 1, 2, 1), 1),
 ]
+#: A real point whose interval is wider than this fraction of its median is flagged: its
+#: launches disagree (a busy machine), so its median is not a measurement to compare.
+SPREAD_FLAG = 0.5
 
 
 def plan(quick=False):
-    """The demo's sweeps: a list of (flavour, nprocs, sizes, iteration settings)."""
+    """The demo's sweeps: a list of (flavour, nprocs, sizes, iteration settings, repetitions)."""
     return QUICK if quick else FULL
 
 
-def speedup_table(df, nbytes=1 << 20):
-    """Rows (flavour, platform, P, algorithm -> latency in µs at ``nbytes``) as a DataFrame
-    with one column per algorithm and a ``gb/pw`` column (gather_bcast / pairwise)."""
+def point_statistics(df, nbytes=1 << 20):
+    """Per (flavour, platform, P, algorithm) at ``nbytes``: the number of launches ``n``,
+    ``median_us`` and the order-statistic interval ``ci_low_us``..``ci_high_us`` of
+    ``maxrank_avg_us`` over the repetitions, and ``flagged`` when the interval is wider than
+    :data:`SPREAD_FLAG` times the median."""
     sel = df[df["bytes"] == nbytes]
     if sel.empty:
-        return sel
-    t = sel.pivot_table(index=["flavour", "platform", "nprocs"], columns="algorithm",
-                        values="maxrank_avg_us", aggfunc="mean")
+        return pd.DataFrame(columns=["flavour", "platform", "nprocs", "algorithm", "n",
+                                     "median_us", "ci_low_us", "ci_high_us", "flagged"])
+    t = stats.summarize(sel, by=["flavour", "platform", "nprocs", "algorithm"], method="order")
+    t["flagged"] = (t["ci_high_us"] - t["ci_low_us"]) > SPREAD_FLAG * t["median_us"]
+    return t
+
+
+def speedup_table(df, nbytes=1 << 20):
+    """Rows (flavour, platform, P, algorithm -> median latency in µs at ``nbytes`` over the
+    repetitions) as a DataFrame with one column per algorithm and a ``gb/pw`` column
+    (gather_bcast / pairwise)."""
+    t = point_statistics(df, nbytes)
+    if t.empty:
+        return t
+    t = t.pivot_table(index=["flavour", "platform", "nprocs"], columns="algorithm",
+                      values="median_us", aggfunc="first")
     if {"gather_bcast", "pairwise"} <= set(t.columns):
         t["gb/pw"] = t["gather_bcast"] / t["pairwise"]
     return t
@@ -66,7 +91,7 @@ def run_demo(outdir="results/demo", quick=False, progress=True, timeout=900, ech
     outdir.mkdir(parents=True, exist_ok=True)
     csv = outdir / "results.csv"
     skipped = []
-    for flavour, nprocs, sizes, (it, wu, itl, wul) in plan(quick):
+    for flavour, nprocs, sizes, (it, wu, itl, wul), reps in plan(quick):
         opts = {"platform": PLATFORM} if flavour == "smpi" else {}
         lau = launch.get_launcher(flavour, **opts)
         prog_ok = shutil.which(lau.command("x", [], 1).argv[0]) if flavour != "smpi" else shutil.which("smpirun")
@@ -79,25 +104,52 @@ def run_demo(outdir="results/demo", quick=False, progress=True, timeout=900, ech
             skipped.append(str(e))
             continue
         echo(f"{flavour:8} P={','.join(map(str, nprocs))} sizes {sizes}: iterations {it} "
-             f"(warm-up {wu}) up to 8 KiB, {itl} (warm-up {wul}) above")
+             f"(warm-up {wu}) up to 8 KiB, {itl} (warm-up {wul}) above, {reps} launch(es) each")
         sweep.run_sweep(lau, csv, ALGOS, nprocs, sizes, iters=it, warmup=wu, iters_large=itl,
-                        warmup_large=wul, timeout=timeout, progress=progress)
+                        warmup_large=wul, repetitions=reps, shuffle=reps > 1, seed=0,
+                        timeout=timeout, progress=progress)
     df = results.read_results(csv)
     pngs = plots.plot_all(df, outdir) if not df.empty else []
     nbytes = 4096 if quick else 1 << 20
     table = speedup_table(df, nbytes)
+    points = point_statistics(df, nbytes)
     wall = time.monotonic() - t0
-    return {"results": csv, "pngs": pngs, "table": table, "bytes": nbytes, "wall_s": wall,
-            "skipped": skipped}
+    return {"results": csv, "pngs": pngs, "table": table, "points": points, "bytes": nbytes,
+            "wall_s": wall, "skipped": skipped}
+
+
+def _cell(row):
+    """``167`` for one launch, ``167 [160, 190]`` for several, ``!`` when flagged."""
+    if row.n < 2:
+        return f"{row.median_us:.2f}"
+    return (f"{row.median_us:.2f} [{row.ci_low_us:.4g}, {row.ci_high_us:.4g}]"
+            + (" !" if row.flagged else ""))
 
 
 def format_summary(out):
-    """The printed summary: latency table (µs), the P=16 speed-up next to the seed's, wall time."""
+    """The printed summary: latency table (µs; real points with their interval and flag), the
+    P=16 speed-up next to the seed's, wall time."""
     lines = [f"allgather, slowest-rank latency in µs at {out['bytes']} bytes per process:"]
-    t = out["table"]
+    t, points = out["table"], out.get("points")
     if len(t):
-        with pd.option_context("display.width", 160, "display.max_columns", 20):
-            lines.append(t.round(2).to_string())
+        shown = t.round(2)
+        if points is not None and len(points):
+            cells = {(r.flavour, r.platform, r.nprocs, r.algorithm): _cell(r)
+                     for r in points.itertuples()}
+            shown = shown.astype(object)
+            for idx in shown.index:
+                for algo in shown.columns:
+                    if (*idx, algo) in cells:
+                        shown.loc[idx, algo] = cells[(*idx, algo)]
+        with pd.option_context("display.width", 200, "display.max_columns", 20):
+            lines.append(shown.to_string())
+        if points is not None and (points["n"] > 1).any():
+            n = int(points["n"].max())
+            flagged = points[points["flagged"]]
+            lines.append(f"real points: median of {n} launches [lowest, highest] (an interval "
+                         f"for the median); ! = interval wider than {SPREAD_FLAG:.0%} of the "
+                         f"median: the launches disagree (a busy machine), rerun before comparing"
+                         + (f" ({len(flagged)} flagged)" if len(flagged) else ""))
         key = [i for i in t.index if i[0] == "smpi" and i[2] == 16]
         if key and "gb/pw" in t.columns and out["bytes"] == 1 << 20:
             ours = t.loc[key[0], "gb/pw"]
