@@ -1,52 +1,36 @@
-"""SimGrid platforms of the kit: ORFEO-like partitions and the 'jupiter' cluster.
+"""SimGrid platforms of the kit: ORFEO-like partitions, the 'jupiter' cluster and Bunyip.
 
 Every core is its own SimGrid host, so a platform models three distances:
 
 * two cores on one socket talk over the socket's link (``core`` mapping neighbours),
 * two cores on different sockets of a node talk over the inter-socket link,
-* two cores on different nodes go through both nodes' network cards and the
-  100 Gb/s switch.
+* two cores on different nodes go through both nodes' network cards and the switch.
 
-The ORFEO numbers come from the point-to-point model measured on THIN (FACTS.md):
-latency 1.1736 µs on one socket, 4.3637 µs across sockets, 1.6064 µs across nodes; slope
-0.0001 µs/byte inside a node (10 GB/s) and 0.0002 µs/byte between nodes (5 GB/s for one pair
-of ranks, out of the 100 Gb/s link). SMPI's size-dependent correction factors are switched
-off in the file (``smpi/bw-factor`` and ``smpi/lat-factor`` are 1) so that a ping-pong of
-``n`` bytes costs exactly ``latency + n / bandwidth``.
+The numbers are physical parameters, each with its source (:mod:`mpilab.simulate.clusters`;
+``docs/CALIBRATION.md``): per distance the one-way time of a small message and the time per
+byte, SMPI's per-message overheads (``smpi/os``, ``smpi/or``, ``smpi/ois``) and eager limit
+(``smpi/send-is-detached-thresh``), a node's network card and a socket's memory bandwidth.
+:func:`spec_of` turns them into links (a distance's link latency is its one-way time less the
+overheads and SimGrid's 16-byte envelope) and :func:`render_xml` writes every parameter and its
+source into the file. SMPI's size-dependent correction factors are switched off in the file
+(``smpi/bw-factor`` and ``smpi/lat-factor`` are 1).
 
 Every core has its own full-duplex port (a SPLITDUPLEX link of ``bw_port``, zero latency) on
 every route: what a rank sends at the same time shares its outgoing side, what it receives
 shares its incoming side. Without it a root could feed fifteen 16 MiB messages at full speed
 each, and a linear broadcast would cost no more than one message. The socket and node links
-themselves are FATPIPE (they carry the latency; memory bandwidth is not the subject of the
-labs). Between nodes a message crosses its node's network card, the switch and the other
-node's card: each card is a full-duplex link of ``bw_switch`` (100 Gb/s on THIN) shared by
-all the flows of that node in that direction, and the switch hop is a FATPIPE of ``bw_nic``,
-the most one pair of ranks gets (5 GB/s measured on THIN). A single ping-pong sees exactly the
-calibrated latency and the smallest bandwidth on its route.
+are FATPIPE (they carry the latency); each socket's memory, when its bandwidth is known, is a
+SHARED link that every message from or to that socket's cores crosses (concurrent copies share
+it). Between nodes a message crosses its node's network card, the switch and the other node's
+card: each card is a full-duplex link of ``bw_switch`` (100 Gb/s on THIN) shared by all the
+flows of that node in that direction, and the switch hop is a FATPIPE of ``bw_nic``, the most
+one pair of ranks gets.
 
 Shipped names: ``orfeo-thin`` (2 nodes), ``orfeo-thin-N`` (N = 2..10 nodes), ``orfeo-epyc``,
-``orfeo-fat``, ``jupiter-32x16``. Files are generated from Python and cached under
-``mpilab/data/platforms`` (shipped) or the user cache directory (the others).
-
-Calibrating to your own cluster
--------------------------------
-:func:`calibrate` writes a platform of a shipped shape whose simulated ping-pong has *your*
-first-segment intercept and slope per mapping:
-
-1. Measure the ping-pong on your cluster for each distance, e.g. inside a 2-node allocation
-   ``mpilab pingpong --flavour openmpi --mapping core,socket,node -o mine.csv`` (rows say
-   ``NOT a node mapping`` when the allocation cannot give one), or run OSU's ``osu_latency``
-   per mapping and ``mpilab import-osu lat_core.txt lat_socket.txt lat_node.txt -o mine.csv``.
-2. ``mpilab calibrate mine.csv --base orfeo-thin -o mine.xml --check`` (or
-   ``calibrate("mine.csv", base="orfeo-thin", path="mine.xml")``): fits each mapping with the
-   kit's segmented fit, sets the links, and ``--check`` simulates the ping-pong on the new file
-   and prints target vs simulated intercept and slope. Instead of raw rows you may give the
-   table itself: ``--table core=1.17,0.0001 socket=4.36,0.0001 node=1.61,0.0002``.
-3. Simulate on it: ``mpilab sweep --flavour smpi --platform mine.xml ...``.
-
-Only the first segment is reproduced (the simulated curve is one line per mapping), and SMPI
-adds about 0.01 µs to every simulated one-way time. :func:`check_calibration` measures both.
+``orfeo-fat``, ``jupiter-32x16``, ``bunyip-8``. Files are generated from Python and cached under
+``mpilab/data/platforms`` (shipped) or the user cache directory (the others). To calibrate a
+platform of these shapes to your own cluster see :mod:`mpilab.simulate.calibration` and
+``mpilab calibrate``.
 
 Contention-free α-β platforms
 -----------------------------
