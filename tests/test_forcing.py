@@ -72,7 +72,8 @@ def test_scatter_allgather_falls_back_below_one_element_per_rank():
     ("openmpi", "allgather", "recursive_doubling", 8, 1024, 1, None),
     ("openmpi", "allgather", "neighbor", 5, 1024, 1, "lib:ring"),
     ("smpi", "allreduce", "ring", 7, 16, 4, "default"),
-    ("smpi", "allgather", "neighbor", 7, 8, 1, "lib:ring"),
+    ("smpi", "allgather", "neighbor", 7, 8, 1,
+     "SimGrid's allgather ring (each rank's block sent straight to every other rank, not lib:ring)"),
     ("mpich", "bcast", "scatter_allgather", 4, 1, 1, None),   # MPICH scatters empty blocks
 ])
 def test_fallback_rules(flavour, coll, name, nprocs, nbytes, ts, runs):

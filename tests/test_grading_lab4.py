@@ -106,15 +106,18 @@ def smpi_traces(built_flavour):
 
 @pytest.mark.smpi
 def test_model_options(smpi_traces):
-    grading.check_model_options(dict(ports="shared", eager_bytes=65536), smpi_traces, hidden=True)
+    grading.check_model_options(dict(ports="shared", eager_bytes=4096), smpi_traces, hidden=True)
     with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 1024 B: with \{'ports': 1\} the model ends"):
         grading.check_model_options(dict(ports=1), smpi_traces)
     with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 1024 B: with \{'ports': None, 'eager"):
-        grading.check_model_options(dict(ports=None, eager_bytes=65536), smpi_traces)
-    eager_40k = dict(ports="shared", eager_bytes=40000)
-    grading.check_model_options(eager_40k, smpi_traces)                  # the visible runs pass ...
-    with pytest.raises(AssertionError, match="binomial, P = 16, 65535 B"):  # ... the hidden do not
-        grading.check_model_options(eager_40k, smpi_traces, hidden=True)
+        grading.check_model_options(dict(ports=None, eager_bytes=4096), smpi_traces)
+    with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 1024 B: with \{'ports': 'shared', 'eager_bytes': 40000\}"):
+        grading.check_model_options(dict(ports="shared", eager_bytes=40000), smpi_traces)   # 8 KiB bcast
+    for wrong, hidden_run in ((2048, "binomial, P = 16, 4000 B"), (8192, "ring, P = 13, 6000 B")):
+        eager = dict(ports="shared", eager_bytes=wrong)
+        grading.check_model_options(eager, smpi_traces)                  # the visible runs pass ...
+        with pytest.raises(AssertionError, match=hidden_run):             # ... the hidden do not
+            grading.check_model_options(eager, smpi_traces, hidden=True)
     with pytest.raises(AssertionError, match="give a dict with the keys ports and eager_bytes"):
         grading.check_model_options(dict(port=None), smpi_traces)
     with pytest.raises(AssertionError, match="bad ports 0"):
@@ -161,7 +164,7 @@ def test_calibrated_platform(tmp_path):
             path=tmp_path / "one.xml")
     grading.check_calibrated_platform(mine, pp)
     grading.check_calibrated_platform(one, pp)
-    with pytest.raises(AssertionError, match=r"core link costs 1.174 us \+ 0.0001 us/B; a fit of your ping-pong gives 0\.29"):
+    with pytest.raises(AssertionError, match=r"core link costs 1.174 us \+ 9.265e-05 us/B; a fit of your ping-pong gives 0\.29"):
         grading.check_calibrated_platform("orfeo-thin", pp)
     with pytest.raises(AssertionError, match="cannot read the platform 'nosuch.xml'"):
         grading.check_calibrated_platform("nosuch.xml", pp)

@@ -10,6 +10,7 @@ from mpilab.core import results, units
 from mpilab.measure import driver, launch, pingpong
 from mpilab.measure.driver import BenchOptions
 from mpilab.model import p2p
+from mpilab.simulate import clusters
 from mpilab.core.errors import UsageError
 from mpilab.core.vocabulary import MAPPINGS
 
@@ -155,9 +156,9 @@ def test_measure_resumes_and_fit(built_flavour, tmp_path):
     table = p2p.fit(out)
     first = p2p.first_segment(table)
     assert set(first) == {"core", "socket", "node"}
-    # the platform's links: core 1.1736 us + 1e-4 us/B, node 0.5+0.6064+0.5 us + 2e-4 us/B
-    assert first["core"][0] == pytest.approx(1.1736, abs=0.02)
-    assert first["node"][1] == pytest.approx(2e-4, rel=1e-3)
+    # the calibrated platform (mpilab.simulate.clusters): core 1.1736 us one way, node 1.32e-4 us/B
+    assert first["core"][0] == pytest.approx(clusters.THIN_PINGPONG_FIT["core"][0], abs=0.02)
+    assert first["node"][1] == pytest.approx(clusters.THIN_PINGPONG_FIT["node"][1], rel=1e-3)
     # the fit's quality: an exact two-piece platform leaves tiny residuals
     assert (table["r2_fit"] > 0.99).all()
     for f in p2p.fits(out).values():

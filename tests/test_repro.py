@@ -80,8 +80,8 @@ def test_quick_study_resumes_and_compares(tmp_path):
     assert (repro.spread(df)["rel_spread"] == 0).all()
     # a 1 MB reduction costs far more than an 8 B one, and more ranks cost more
     s = repro.summary(df).set_index(["collective", "algorithm", "bytes", "nprocs"])["median_us"]
-    assert s[("allreduce", "default", 1_000_000, 16)] > 50 * s[("allreduce", "default", 8, 16)]
-    assert s[("reduce", "default", 8, 32)] > s[("reduce", "default", 8, 16)]
+    assert s[("allreduce", "default", 1_000_000, 16)] > 10 * s[("allreduce", "default", 8, 16)]
+    assert s[("allreduce", "default", 8, 32)] > s[("allreduce", "default", 8, 16)]
     # resume: nothing is launched again
     before = out.read_text()
     t0 = time.monotonic()

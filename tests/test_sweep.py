@@ -229,13 +229,13 @@ def test_cli_sweep_bad_options(built_flavour, tmp_path, args, message):
 @pytest.mark.smpi
 def test_cli_smpi_selector_decides_the_default(built_flavour, tmp_path):
     """--smpi-selector reaches smpirun: SimGrid's copy of Open MPI's rules and of MPICH's pick
-    different bcasts for 1 KiB on 8 ranks of THIN, so the simulated times differ."""
+    different bcasts for 64 KiB on 8 ranks of THIN, so the simulated times differ."""
     built_flavour("smpi")
     times = {}
     for sel in ("ompi", "mpich"):
         out = tmp_path / f"{sel}.csv"
         r = _cli("sweep", "--flavour", "smpi", "--coll", "bcast", "--algos", "default", "--nprocs", "8",
-                 "-m", "1K:1K", "--iters", "2", "--smpi-selector", sel, "-q", "-o", out)
+                 "-m", "64K:64K", "--iters", "2", "--smpi-selector", sel, "-q", "-o", out)
         assert r.returncode == 0, r.stderr
         df = results.read_results(out)
         assert df["command"].str.contains(f"--cfg=smpi/coll-selector:{sel}").all()

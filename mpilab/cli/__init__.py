@@ -29,7 +29,9 @@ SUBCOMMANDS = {
     "image": ("mpilab.cli.image", "check the Apptainer images' definition files"),
     "pingpong": ("mpilab.cli.pingpong", "two-rank ping-pong (half round trip) per mapping into a results CSV"),
     "calibrate": ("mpilab.cli.calibrate",
-                  "write a SimGrid platform that reproduces your ping-pong (alpha, beta per mapping)"),
+                  "write a SimGrid platform from your ping-pong and at most one collective curve"),
+    "validate": ("mpilab.cli.validate",
+                 "the shipped simulated clusters against the seeds' own measurements"),
     "timeline": ("mpilab.cli.timeline", "predicted vs measured timing diagram of one run of an algorithm"),
 }
 

@@ -595,9 +595,10 @@ def check_pingpong_fit(alpha_us, beta_us_per_byte, bandwidth_GBps, pingpong_df, 
 #: α (µs) and β (µs/B) under which lab 4's schedule checks time the students' schedules.
 SCHEDULE_ALPHA, SCHEDULE_BETA = 1.5, 0.001
 #: Extra SMPI runs (algorithm, P, bytes) of the hidden test of :func:`check_model_options`:
-#: sizes on both sides of SMPI's 64 KiB eager limit, and P that cross THIN's sockets.
-HIDDEN_TRACES = (("pairwise", 5, 32768), ("binomial", 16, 65535), ("gather_bcast", 6, 65536),
-                 ("ring", 13, 8192))
+#: sizes on both sides of THIN's 4 KiB eager limit (Open MPI's shared-memory one), and P that
+#: cross THIN's sockets.
+HIDDEN_TRACES = (("pairwise", 5, 32768), ("binomial", 16, 4000), ("gather_bcast", 6, 65536),
+                 ("ring", 13, 6000))
 
 
 def check_bcast_schedule(build, name="basic_linear", hidden=False, nbytes=1000):

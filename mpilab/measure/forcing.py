@@ -183,7 +183,8 @@ FALLBACKS = (
              _smpi_segmented_ring),
     Fallback("smpi", "allgather", "neighbor", "P is odd",
              _SG + "allgather/allgather-ompi-neighborexchange.cpp",
-             lambda c, p, ts, seg: "lib:ring" if p % 2 else None),
+             lambda c, p, ts, seg: ("SimGrid's allgather ring (each rank's block sent straight to "
+                                    "every other rank, not lib:ring)") if p % 2 else None),
 )
 
 

@@ -21,7 +21,7 @@ from mpilab.core import process
 from mpilab.core.errors import LaunchError, one_of, ToolMissing, UsageError
 from mpilab.core.vocabulary import (COMPILERS, LAUNCHERS, MAPPINGS, MPICH_PLACEMENT, OPENMPI_BIND,
     OPENMPI_ROOT_ENV, REAL_FLAVOURS, SRUN_MPI, SRUN_MPI_PLUGINS, srun_placement)
-from mpilab.simulate import platforms
+from mpilab.simulate import platforms, routes
 
 
 
@@ -181,9 +181,22 @@ class MPICHLauncher(Launcher):
 #: virtual memory"). 16 GiB makes each allocation up to 16 GiB one mapping; the file is sparse.
 SMPI_SHARED_MALLOC_BLOCKSIZE = 1 << 34
 
+#: SimGrid's barrier for SMPI runs without a selector on platforms with per-message overheads
+#: (see :class:`SMPILauncher`).
+OVERHEAD_BARRIER = "ompi"
+
 
 class SMPILauncher(Launcher):
-    """SimGrid's ``smpirun`` on a platform file, with a hostfile written for the mapping."""
+    """SimGrid's ``smpirun`` on a platform file, with a hostfile written for the mapping.
+
+    On a platform with per-message overheads (``smpi/os``, ``smpi/ois``: the kit's calibrated
+    ones), unless a collective selector or a barrier is given (``cfg``, ``coll``), the barrier is
+    Open MPI's (``smpi/barrier:ompi``, SimGrid's copy of its rules): SimGrid's own default barrier
+    is linear, and its root then releases the ranks one overhead apart, (P - 1)·o from the first
+    to the last (25 µs at P = 48 on THIN), which a benchmark that times each rank from its
+    barrier would count into every small collective. Without overheads (the α-β platforms) the
+    linear barrier releases every rank at once and stays.
+    """
 
     name = "smpirun"
     flavour = "smpi"
@@ -214,7 +227,13 @@ class SMPILauncher(Launcher):
                 f"--cfg=smpi/shared-malloc-blocksize:{SMPI_SHARED_MALLOC_BLOCKSIZE}",
                 "--cfg=smpi/display-timing:no"]
         argv += [f"--cfg=smpi/{c}:{n}" for c, n in sorted(self.coll.items())]
-        argv += [c if c.startswith("--cfg=") else f"--cfg={c}" for c in self.cfg]
+        cfg = [c if c.startswith("--cfg=") else f"--cfg={c}" for c in self.cfg]
+        argv += cfg
+        if not any(c.startswith(("--cfg=smpi/barrier:", "--cfg=smpi/coll-selector:")) for c in cfg) \
+                and "barrier" not in self.coll:
+            o = routes.overheads(xml)
+            if o["o_send"] > 0 or o["o_isend"] > 0:
+                argv.append(f"--cfg=smpi/barrier:{OVERHEAD_BARRIER}")
         argv += [str(program), *map(str, args)]
         return Command(argv, {})
 

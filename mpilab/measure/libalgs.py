@@ -123,8 +123,10 @@ TABLE = {
         ("linear", 1, None, "GB", "gather to 0 then broadcast"),
         ("lib:bruck", 2, "brucks", "bruck", "Bruck's log(p) rounds (the library's; 'bruck' is the kit's)"),
         ("recursive_doubling", 3, "recursive_doubling", "rdb", "recursive doubling (MPICH: p power of two)"),
-        ("lib:ring", 4, "ring", "ring",
-         "ring (the library's; 'ring' is the kit's; SMPI's sends each block directly)"),
+        ("lib:ring", 4, "ring", "NTSLR",
+         "ring: each block passes from neighbour to neighbour (the library's; 'ring' is the kit's; "
+         "on SMPI SimGrid's NTSLR, because SimGrid's 'ring' sends each block straight to its "
+         "destination)"),
         ("neighbor", 5, None, "ompi_neighborexchange", "neighbour exchange (even p)"),
         ("two_proc", 6, None, None, "two processes only"),
     ]),

@@ -2,7 +2,8 @@
 
 A schedule is, for every rank, the list of point-to-point calls that the C code in
 ``c_reference/`` makes (same peers, sizes, tags and order; the C code's local copies, `copy`
-rows in a trace, are not messages and are left out). :func:`simulate` plays the schedules against
+rows in a trace, are not messages and are left out, but gather+broadcast's root posts a real
+``MPI_Isend`` to itself, which is kept). :func:`simulate` plays the schedules against
 the α-β (Hockney) model:
 
 * a message moves once its send and its receive are both posted (the receiver is ready) and,
@@ -163,7 +164,8 @@ def _gather_bcast(p, n, root):
     progs = [Program(r) for r in range(p)]
     for r, prog in enumerate(progs):
         if r == root:
-            prog.wait(*[prog.irecv(i, n, TAGS["gather"]) for i in range(p) if i != root])
+            reqs = [prog.irecv(i, n, TAGS["gather"]) for i in range(p)]
+            prog.wait(*reqs, prog.isend(root, n, TAGS["gather"]))
             prog.wait(*[prog.isend(i, p * n, TAGS["bcast"]) for i in range(p) if i != root])
         else:
             prog.wait(prog.isend(root, n, TAGS["gather"]))
@@ -264,15 +266,18 @@ class _Ports:
 
 
 class _Fluid:
-    """Messages sharing the ranks' ports: each pays its latency, then moves at a weighted
-    max-min fair share of its sender's outgoing and its receiver's incoming port, capped by its
-    own route (SimGrid's bandwidth sharing, as SMPI simulates it)."""
+    """Messages sharing resources: each pays its latency, then moves at a weighted max-min fair
+    share of every shared resource on its way (by default its sender's outgoing and its
+    receiver's incoming port), capped by its own route (SimGrid's bandwidth sharing, as SMPI
+    simulates it)."""
 
-    def __init__(self, port_beta):
+    def __init__(self, port_beta, resources=None):
         self.capacity = math.inf if port_beta <= 0 else 1.0 / port_beta
+        self.resources = resources or (lambda src, dst: [(("out", src), self.capacity),
+                                                         (("in", dst), self.capacity)])
         self.now = 0.0
-        self.waiting = []       # (latency end, seq, message, cap): not moving bytes yet
-        self.active = {}        # seq -> [message, remaining bytes, cap, rate]
+        self.waiting = []       # (latency end, seq, message, cap, weight): not moving bytes yet
+        self.active = {}        # seq -> [message, remaining bytes, cap, rate, weight, resources]
         self.seq = itertools.count()
 
     def busy(self):
@@ -284,7 +289,8 @@ class _Fluid:
 
     def next_event(self):
         t = self.waiting[0][0] if self.waiting else math.inf
-        for _, left, _, rate, _ in self.active.values():
+        for flow in self.active.values():
+            left, rate = flow[1], flow[3]
             t = min(t, self.now + (left / rate if rate < math.inf else 0.0))
         return t
 
@@ -302,19 +308,20 @@ class _Fluid:
             if msg["bytes"] <= 0:
                 arrived.append((msg, t))
             else:
-                self.active[key] = [msg, float(msg["bytes"]), cap, 0.0, weight]
+                res = list(self.resources(msg["src"], msg["dst"]))
+                self.active[key] = [msg, float(msg["bytes"]), cap, 0.0, weight, res]
         self._share()
         return arrived
 
     def _share(self):
-        """Weighted max-min rates (progressive filling): on a shared port a flow of weight w
-        gets level / w; each flow is also capped by its own route."""
+        """Weighted max-min rates (progressive filling): on a shared resource a flow of weight
+        w gets level / w; each flow is also capped by its own route."""
         left = {}
         users = defaultdict(set)
         for key, flow in self.active.items():
-            for port in (("out", flow[0]["src"]), ("in", flow[0]["dst"])):
-                left[port] = self.capacity
-                users[port].add(key)
+            for res, cap in flow[5]:
+                left[res] = cap
+                users[res].add(key)
         todo = set(self.active)
         while todo:
             inv = {k: 1.0 / self.active[k][4] for k in todo}
@@ -329,13 +336,14 @@ class _Fluid:
             for k in fixed:
                 rate = level * inv[k]
                 self.active[k][3] = rate
-                for port in (("out", self.active[k][0]["src"]), ("in", self.active[k][0]["dst"])):
-                    left[port] -= rate
+                for res, _ in self.active[k][5]:
+                    left[res] -= rate
             todo -= fixed
 
 
 def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_beta=None,
-             weight=None):
+             weight=None, resources=None, o_send=0.0, o_recv=0.0, o_isend=None,
+             o_send_per_byte=0.0, o_recv_per_byte=0.0, self_beta=0.0):
     """Time every call of every rank's program with the α-β model (see the module docstring).
 
     Parameters
@@ -357,6 +365,24 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
         shared port a message of weight w moves at ``level / w`` (default: all equal). SimGrid
         gives a route the penalty latency + 8775 B · Σ 1/bandwidth of its links
         (:func:`mpilab.simulate.routes.route_weight`): long round trips get less, as under TCP.
+    resources : callable, optional
+        With ``ports="shared"``: ``resources(src, dst)``, the shared resources a message
+        crosses as ``(key, bytes per µs)`` pairs (default: the sender's outgoing port and the
+        receiver's incoming port, of ``1 / port_beta`` each). An SMPI platform's shared links
+        (ports, memory, network cards) come from
+        :func:`mpilab.simulate.routes.platform_model`.
+    o_send, o_isend, o_recv : float
+        Per-message overheads in µs (LogP's o; SMPI's ``smpi/os``, ``smpi/ois``, ``smpi/or``):
+        a rank is busy ``o_isend`` before an ``MPI_Isend`` (or the send half of an
+        ``MPI_Sendrecv``) leaves, ``o_send`` before a blocking eager ``MPI_Send`` leaves, and
+        ``o_recv`` after each eager message it receives, when its wait sees it complete (one
+        after the other, in the order they arrived). Messages of ``eager_bytes`` or more pay
+        no ``o_send`` and no ``o_recv``, as in SMPI. ``o_isend`` defaults to ``o_send``.
+    o_send_per_byte, o_recv_per_byte : float
+        µs per byte added to ``o_send``/``o_isend`` and ``o_recv``.
+    self_beta : float
+        µs per byte of a message a rank sends to itself (0: instantaneous; SMPI moves it over
+        its loopback link, 10 GB/s and no latency by default).
     eager_bytes : int
         Sends of fewer bytes complete as soon as they are posted (0: every send waits for
         its message to arrive, the model of :mod:`mpilab.model.costs`).
@@ -366,8 +392,9 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
     Returns
     -------
     (pandas.DataFrame, pandas.DataFrame)
-        The calls (:data:`CALL_COLUMNS`) and the messages (:data:`MESSAGE_COLUMNS` plus
-        ``start_us`` and ``arrive_us``: when the transfer started and when it arrived).
+        The calls (:data:`CALL_COLUMNS`) and the messages between two ranks
+        (:data:`MESSAGE_COLUMNS` plus ``start_us`` and ``arrive_us``: when the transfer started
+        and when it arrived).
 
     Raises
     ------
@@ -385,7 +412,19 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
     if shared and port_beta is None:
         port_beta = (beta_fn(0, 0) if not callable(beta) else
                      min([beta_fn(a, b) for a in range(p) for b in range(p) if a != b] or [0.0]))
-    fluid = _Fluid(port_beta) if shared else None
+    fluid = _Fluid(port_beta, resources) if shared else None
+    o_isend = o_send if o_isend is None else o_isend
+    for name, v in (("o_send", o_send), ("o_isend", o_isend), ("o_recv", o_recv),
+                    ("o_send_per_byte", o_send_per_byte), ("o_recv_per_byte", o_recv_per_byte)):
+        if not float(v) >= 0:
+            raise UsageError(f"bad {name} {v!r}; valid: a number >= 0")
+
+    def send_overhead(nbytes, isend):
+        if isend:
+            return o_isend + o_send_per_byte * nbytes
+        return o_send + o_send_per_byte * nbytes if nbytes < eager_bytes else 0.0
+
+    recv_bytes = [dict() for _ in range(p)]     # rank -> receive request -> bytes received
     weight_fn = weight if weight is not None else (lambda src, dst: 1.0)
     done = [dict() for _ in range(p)]           # rank -> request -> completion time (None: not yet)
     waiting = defaultdict(deque)                # (src, dst, tag) -> posted sends or receives
@@ -407,7 +446,9 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
 
     def arrived(msg, arrive):
         msg.update(arrive_us=arrive, recv_us=arrive)
-        complete(msg["dst"], msg.pop("recv_req"), arrive)
+        req = msg.pop("recv_req")
+        recv_bytes[msg["dst"]][req] = msg["bytes"]
+        complete(msg["dst"], req, arrive)
         if done[msg["src"]][msg["send_req"]] is None:
             complete(msg["src"], msg["send_req"], arrive)
 
@@ -419,7 +460,7 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
             fluid.add(msg, t + alpha_fn(src, dst), beta_fn(src, dst), weight_fn(src, dst))
             return
         if src == dst:
-            start = arrive = t
+            start, arrive = t, t + msg["bytes"] * self_beta
         else:
             start = max(t, out_ports.earliest(src), in_ports.earliest(dst))
             arrive = start + alpha_fn(src, dst) + msg["bytes"] * beta_fn(src, dst)
@@ -456,20 +497,38 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
         if any(x is None for x in times):
             return
         del blocked[r]
-        end = max([t0] + times)
+        end = t0
+        for when, q in sorted(zip(times, reqs)):
+            end = max(end, when)
+            nb = recv_bytes[r].pop(q, None)
+            if nb is not None and nb < eager_bytes:
+                end += o_recv + o_recv_per_byte * nb
         row["end_us"] = end
         heapq.heappush(heap, (end, r))
+
+    sleeping = {}                               # rank -> (call row, when its overhead began)
 
     def run(r, t):
         ops = programs[r].ops
         while pc[r] < len(ops):
             op = ops[pc[r]]
+            o = 0.0
+            if op.dst is not None and op.call in ("Isend", "Send", "Sendrecv"):
+                o = send_overhead(op.sbytes, op.call != "Send")
+            if r in sleeping:                    # back from the overhead: post now
+                row, _ = sleeping.pop(r)
+            else:
+                row = dict(rank=r, call=op.call, start_us=t, end_us=t, dst=op.dst,
+                           sbytes=op.sbytes if op.dst is not None else None, src=op.src,
+                           rbytes=op.rbytes if op.src is not None else None, tag=op.tag)
+                calls.append(row)
+                if o > 0:                        # the rank is busy o, then its message leaves
+                    sleeping[r] = (row, t)
+                    heapq.heappush(heap, (t + o, r))
+                    return
             pc[r] += 1
-            row = dict(rank=r, call=op.call, start_us=t, end_us=t, dst=op.dst,
-                       sbytes=op.sbytes if op.dst is not None else None, src=op.src,
-                       rbytes=op.rbytes if op.src is not None else None, tag=op.tag)
-            calls.append(row)
             if op.call == "Isend":
+                row["end_us"] = t
                 post("send", r, t, op.req, op.dst, op.sbytes, op.tag)
                 continue
             if op.call == "Irecv":
@@ -502,6 +561,9 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
         for r, (_, reqs, row) in sorted(blocked.items()):
             waits.append(f"rank {r} in {row['call']} (src {row['src']}, dst {row['dst']})")
         raise UsageError("the schedule deadlocks: " + "; ".join(waits))
+    # a rank's messages to itself cost time (its overheads, the loopback) but are no arrows:
+    # the tracer of real runs has none either
+    messages = [m for m in messages if m["src"] != m["dst"]]
     for msg in messages:
         msg.pop("send_req", None)
         msg.pop("recv_req", None)

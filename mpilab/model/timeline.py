@@ -85,7 +85,7 @@ class Timeline:
 # --- predicted --------------------------------------------------------------------------------
 
 def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root=0,
-            start_us=None, port_beta=None, weight=None):
+            start_us=None, port_beta=None, weight=None, **platform):
     """The α-β model's timeline of one run of ``algorithm``.
 
     Parameters
@@ -111,6 +111,10 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
     port_beta, weight
         How a shared port is shared (see :func:`mpilab.model.schedules.simulate`);
         :func:`platform_model` gives them for an SMPI platform.
+    **platform
+        ``resources`` and the per-message overheads ``o_send``, ``o_isend``, ``o_recv``,
+        ``o_send_per_byte``, ``o_recv_per_byte`` (see :func:`mpilab.model.schedules.simulate`);
+        :func:`mpilab.simulate.routes.platform_model` gives them for an SMPI platform.
 
     Returns
     -------
@@ -118,13 +122,13 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
     """
     tl = simulate_programs(schedules.schedule(algorithm, nprocs, nbytes, root), alpha, beta,
                            ports=ports, eager_bytes=eager_bytes, start_us=start_us,
-                           port_beta=port_beta, weight=weight)
+                           port_beta=port_beta, weight=weight, **platform)
     tl.meta.update(algorithm=algorithm, bytes=int(nbytes))
     return tl
 
 
 def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None,
-                      port_beta=None, weight=None, label="predicted"):
+                      port_beta=None, weight=None, label="predicted", **platform):
     """The α-β model's timeline of any schedule (a list of :class:`mpilab.model.schedules.Program`).
 
     Parameters are those of :func:`predict`; ``label`` starts the timeline's title.
@@ -135,7 +139,7 @@ def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=No
     """
     calls, messages = schedules.simulate(programs, alpha, beta, ports=ports,
                                          eager_bytes=eager_bytes, start_us=start_us,
-                                         port_beta=port_beta, weight=weight)
+                                         port_beta=port_beta, weight=weight, **platform)
     if callable(alpha) or callable(beta):
         what = "alpha, beta per pair of ranks"
     else:

@@ -1,33 +1,36 @@
-"""SimGrid platforms of the kit: ORFEO-like partitions and the 'jupiter' cluster.
+"""SimGrid platforms of the kit: ORFEO-like partitions, the 'jupiter' cluster and Bunyip.
 
 Every core is its own SimGrid host, so a platform models three distances:
 
 * two cores on one socket talk over the socket's link (``core`` mapping neighbours),
 * two cores on different sockets of a node talk over the inter-socket link,
-* two cores on different nodes go through both nodes' network cards and the
-  100 Gb/s switch.
+* two cores on different nodes go through both nodes' network cards and the switch.
 
-The ORFEO numbers come from the point-to-point model measured on THIN (FACTS.md):
-latency 1.1736 µs on one socket, 4.3637 µs across sockets, 1.6064 µs across nodes; slope
-0.0001 µs/byte inside a node (10 GB/s) and 0.0002 µs/byte between nodes (5 GB/s for one pair
-of ranks, out of the 100 Gb/s link). SMPI's size-dependent correction factors are switched
-off in the file (``smpi/bw-factor`` and ``smpi/lat-factor`` are 1) so that a ping-pong of
-``n`` bytes costs exactly ``latency + n / bandwidth``.
+The numbers are physical parameters, each with its source (:mod:`mpilab.simulate.clusters`;
+``docs/CALIBRATION.md``): per distance the one-way time of a small message and the time per
+byte, SMPI's per-message overheads (``smpi/os``, ``smpi/or``, ``smpi/ois``) and eager limit
+(``smpi/send-is-detached-thresh``), a node's network card and a socket's memory bandwidth.
+:func:`spec_of` turns them into links (a distance's link latency is its one-way time less the
+overheads and SimGrid's 16-byte envelope) and :func:`render_xml` writes every parameter and its
+source into the file. SMPI's size-dependent correction factors are switched off in the file
+(``smpi/bw-factor`` and ``smpi/lat-factor`` are 1).
 
 Every core has its own full-duplex port (a SPLITDUPLEX link of ``bw_port``, zero latency) on
 every route: what a rank sends at the same time shares its outgoing side, what it receives
 shares its incoming side. Without it a root could feed fifteen 16 MiB messages at full speed
 each, and a linear broadcast would cost no more than one message. The socket and node links
-themselves are FATPIPE (they carry the latency; memory bandwidth is not the subject of the
-labs). Between nodes a message crosses its node's network card, the switch and the other
-node's card: each card is a full-duplex link of ``bw_switch`` (100 Gb/s on THIN) shared by
-all the flows of that node in that direction, and the switch hop is a FATPIPE of ``bw_nic``,
-the most one pair of ranks gets (5 GB/s measured on THIN). A single ping-pong sees exactly the
-calibrated latency and the smallest bandwidth on its route.
+are FATPIPE (they carry the latency); each socket's memory, when its bandwidth is known, is a
+SHARED link that every message from or to that socket's cores crosses (concurrent copies share
+it). Between nodes a message crosses its node's network card, the switch and the other node's
+card: each card is a full-duplex link of ``bw_switch`` (100 Gb/s on THIN) shared by all the
+flows of that node in that direction, and the switch hop is a FATPIPE of ``bw_nic``, the most
+one pair of ranks gets.
 
 Shipped names: ``orfeo-thin`` (2 nodes), ``orfeo-thin-N`` (N = 2..10 nodes), ``orfeo-epyc``,
-``orfeo-fat``, ``jupiter-32x16``. Files are generated from Python and cached under
-``mpilab/data/platforms`` (shipped) or the user cache directory (the others).
+``orfeo-fat``, ``jupiter-32x16``, ``bunyip-8``. Files are generated from Python and cached under
+``mpilab/data/platforms`` (shipped) or the user cache directory (the others). To calibrate a
+platform of these shapes to your own cluster see :mod:`mpilab.simulate.calibration` and
+``mpilab calibrate``.
 
 For more ranks than these machines have cores (one rank per core): ``thin-like-N`` is THIN's
 node and network with N nodes (ORFEO's THIN itself has 10), ``jupiter-Nx16`` jupiter with N
@@ -78,13 +81,26 @@ from pathlib import Path
 from mpilab.core import paths
 from mpilab.core.errors import one_of, UsageError
 from mpilab.core.vocabulary import MAPPINGS
+from mpilab.simulate import clusters
 
 DATA_DIR = paths.DATA_DIR / "platforms"
 
 
 @dataclass(frozen=True)
 class Spec:
-    """Shape and link parameters of one platform (latencies in µs, bandwidths in bytes/µs)."""
+    """Shape and link parameters of one platform (latencies in µs, bandwidths in bytes/µs).
+
+    ``lat_socket``/``bw_socket``: the link between two cores of one socket; ``lat_node``/
+    ``bw_node``: between two sockets of a node; ``lat_nic`` and ``bw_switch``: each node's network
+    card (its latency, and the bandwidth all the node's flows share in each direction);
+    ``lat_switch`` and ``bw_nic``: the switch hop (the most one pair of ranks gets between nodes);
+    ``bw_port``: what one core injects, and separately absorbs; ``bw_mem``: what one socket's
+    memory copies for all its cores together (None: not modelled); ``o_send``, ``o_recv``,
+    ``o_isend`` (µs) and their ``*_per_byte`` slopes (µs/B): SMPI's per-message overheads
+    (``smpi/os``, ``smpi/or``, ``smpi/ois``) below ``eager_bytes``
+    (``smpi/send-is-detached-thresh``). ``sources``: ``(parameter, value, unit, source)`` rows
+    written into the file.
+    """
 
     prefix: str
     nodes: int
@@ -99,8 +115,16 @@ class Spec:
     lat_switch: float = 0.6064
     bw_switch: float = 12.5e3          # a node's full-duplex network link, 100 Gb/s
     bw_port: float = 1.0e4             # what one core can inject (and, separately, absorb)
+    bw_mem: float | None = None        # what one socket's memory copies, all its cores together
+    o_send: float = 0.0
+    o_recv: float = 0.0
+    o_isend: float = 0.0
+    o_send_per_byte: float = 0.0
+    o_recv_per_byte: float = 0.0
+    eager_bytes: int = 65536
     speed: str = "1Gf"
     description: str = ""
+    sources: tuple = ()
 
     @property
     def hosts(self):
@@ -113,25 +137,86 @@ def host_name(prefix, node, socket, core):
     return f"{prefix}{node:02d}-s{socket}-c{core:02d}"
 
 
-def _thin(nodes):
-    return Spec("thin", nodes, 2, 12, description=f"ORFEO THIN, {nodes} nodes of 2 x Xeon Gold 6126 "
-                                                  "(2 sockets x 12 cores), 100 Gb/s")
+#: SimGrid's envelope: SMPI sends ``size + 16`` bytes for a message of ``size``.
+ENVELOPE_BYTES = 16
 
 
-_FIXED = {
-    "orfeo-thin": _thin(2),
-    "orfeo-epyc": Spec("epyc", 1, 2, 64, description="ORFEO EPYC, 1 node of 2 x AMD EPYC 7H12 "
-                                                     "(2 sockets x 64 cores)"),
-    "orfeo-fat": Spec("fat", 1, 4, 18, description="ORFEO FAT, 1 node of 4 x Xeon Gold 6154 "
-                                                   "(4 sockets x 18 cores)"),
-    # jupiter: 32 nodes x 16 cores on InfiniBand, ~1.3 µs between nodes (seed 001). The seed
-    # does not say how a node's 16 cores sit on sockets, so a node is one socket here: core and
-    # socket mappings are the same distance on jupiter (pingpong flags a socket run as such).
-    "jupiter-32x16": Spec("jupiter", 32, 1, 16, lat_socket=0.5, bw_socket=5.0e3,
-                          lat_nic=0.35, bw_nic=2.5e3, lat_switch=0.6, bw_switch=4.0e3,
-                          description="jupiter, 32 nodes x 16 cores, InfiniBand ~1.3 us"),
-}
-_SHIPPED = ("orfeo-thin", "orfeo-epyc", "orfeo-fat")
+def spec_of(params, prefix):
+    """The SimGrid links of a cluster given as physical parameters (:mod:`mpilab.simulate.clusters`).
+
+    A class's link latency is its one-way time less the two overheads and the envelope's bytes;
+    the node class's latency is split between the two cards (a quarter each) and the switch
+    (half): one message only sees the sum.
+
+    Raises
+    ------
+    UsageError
+        When the overheads leave a negative link latency.
+    """
+    v = {k: p.value for k, p in params.items()}
+    o = v["o_send"] + v["o_recv"]
+    lat = {}
+    for cls in ("core", "socket", "node"):
+        lat[cls] = v[f"one_way_{cls}"] - o - ENVELOPE_BYTES * v[f"beta_{cls}"]
+        if lat[cls] < -1e-6:
+            raise UsageError(f"{cls}: one-way time {v[f'one_way_{cls}']:g} us is smaller than the "
+                             f"overheads o_send + o_recv = {o:g} us plus the envelope; valid: "
+                             f"overheads at most the smallest one-way time")
+        lat[cls] = max(lat[cls], 0.0)
+    rows = tuple((k, p.value, p.unit, f"{p.kind}: {p.source}") for k, p in params.items()
+                 if k != "label")
+    return Spec(prefix, v["nodes"], v["sockets"], v["cores_per_socket"],
+                lat_socket=lat["core"], bw_socket=1.0 / v["beta_core"],
+                lat_node=lat["socket"], bw_node=1.0 / v["beta_socket"],
+                lat_nic=lat["node"] / 4, bw_nic=1.0 / v["beta_node"],
+                lat_switch=lat["node"] / 2, bw_switch=v["card_bw"], bw_port=v["port_bw"],
+                bw_mem=v["mem_bw"], o_send=v["o_send"], o_recv=v["o_recv"], o_isend=v["o_isend"],
+                o_send_per_byte=v.get("o_send_per_byte", 0.0),
+                o_recv_per_byte=v.get("o_recv_per_byte", 0.0), eager_bytes=int(v["eager_bytes"]),
+                description=v["label"], sources=rows)
+
+
+_CLUSTERS = {"orfeo-thin": ("thin", "thin"), "orfeo-epyc": ("epyc", "epyc"),
+             "orfeo-fat": ("fat", "fat"), "jupiter-32x16": ("jupiter", "jupiter"),
+             "bunyip-8": ("bunyip", "bunyip")}
+_SHIPPED = ("orfeo-thin", "orfeo-epyc", "orfeo-fat", "bunyip-8")
+
+
+def cluster_params(name):
+    """``(parameters, host prefix)`` of a shipped platform (:mod:`mpilab.simulate.clusters`)."""
+    name = str(name)
+    if name in _CLUSTERS:
+        cluster, prefix = _CLUSTERS[name]
+        return clusters.cluster(cluster), prefix
+    m = _THIN_RE.match(name)
+    if m:
+        n = int(m.group(1))
+        if not 2 <= n <= 10:
+            raise UsageError(f"platform {name!r}: THIN has 2..10 nodes, not {n}; for more "
+                             f"nodes of THIN's kind use thin-like-{n}")
+        return clusters.thin(n), "thin"
+    for regex, family in ((_THIN_LIKE_RE, FAMILIES[0]), (_JUPITER_RE, FAMILIES[1])):
+        m = regex.match(name)
+        if not m:
+            continue
+        n = int(m.group(1))
+        if n < 1:
+            raise UsageError(f"platform {name!r}: {n} nodes; valid: {family}")
+        if regex is _THIN_LIKE_RE:
+            params, prefix = clusters.thin(n), "thin"
+            label = (f"THIN-like, {n} nodes of 2 x 12 cores with THIN's links (ORFEO's THIN has "
+                     "10 nodes)")
+        else:
+            params, prefix = clusters.jupiter(), "jupiter"
+            label = f"jupiter-like, {n} nodes x 16 cores, InfiniBand ~1.3 us (the seed's has 32)"
+        params = dict(params, label=clusters.Param(label, "", "assumption", "name"),
+                      nodes=clusters.Param(n, "", "assumption", f"{name}: a scale-out of the "
+                                           "cluster's node, not a machine that exists"))
+        return params, prefix
+    raise one_of("platform", name, list_platforms() + list(FAMILIES)
+                 + ["<path to a SimGrid .xml file>"])
+
+
 _THIN_RE = re.compile(r"^orfeo-thin-(\d+)$")
 _THIN_LIKE_RE = re.compile(r"^thin-like-(\d+)$")
 _JUPITER_RE = re.compile(r"^jupiter-(\d+)x16$")
@@ -148,7 +233,7 @@ def list_platforms():
     -------
     list of str
     """
-    return sorted(_FIXED) + [f"orfeo-thin-{n}" for n in range(2, 11)]
+    return sorted(_CLUSTERS) + [f"orfeo-thin-{n}" for n in range(2, 11)]
 
 
 def variant(base, label, **changes):
@@ -199,78 +284,104 @@ def variant(base, label, **changes):
 
 def _write(spec, path):
     """Write ``spec``'s XML to ``path`` atomically (readers never see half a file)."""
+    return _write_text(render_xml(spec), path)
+
+
+def _write_text(text, path):
+    """Write ``text`` to ``path`` atomically; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(render_xml(spec))
+    tmp.write_text(text)
     tmp.replace(path)
     return path
 
 
 def _spec(name):
-    name = str(name)
-    if name in _FIXED:
-        return _FIXED[name]
-    m = _THIN_RE.match(name)
-    if m:
-        n = int(m.group(1))
-        if not 2 <= n <= 10:
-            raise UsageError(f"platform {name!r}: THIN has 2..10 nodes, not {n}; for more "
-                             f"nodes of THIN's kind use thin-like-{n}")
-        return _thin(n)
-    for regex, family in ((_THIN_LIKE_RE, FAMILIES[0]), (_JUPITER_RE, FAMILIES[1])):
-        m = regex.match(name)
-        if not m:
-            continue
-        n = int(m.group(1))
-        if regex is _THIN_LIKE_RE:
-            spec = dataclasses.replace(_thin(n), description=f"THIN-like, {n} nodes of 2 x 12 "
-                                       "cores with THIN's links (ORFEO's THIN has 10 nodes)")
-        else:
-            spec = dataclasses.replace(_FIXED["jupiter-32x16"], nodes=n, description=(
-                f"jupiter-like, {n} nodes x 16 cores, InfiniBand ~1.3 us (the seed's has 32)"))
-        if n < 1 or len(spec.hosts) > MAX_HOSTS:
-            raise UsageError(f"platform {name!r}: {n} nodes, {len(spec.hosts)} cores; valid: "
-                             f"{family}, at most {MAX_HOSTS} cores (the file has a route for "
-                             "every pair of hosts)")
-        return spec
-    raise one_of("platform", name, list_platforms() + list(FAMILIES)
-                 + ["<path to a SimGrid .xml file>"])
+    params, prefix = cluster_params(name)
+    spec = spec_of(params, prefix)
+    if len(spec.hosts) > MAX_HOSTS:
+        raise UsageError(f"platform {name!r}: {spec.nodes} nodes, {len(spec.hosts)} cores; valid: "
+                         f"{', '.join(FAMILIES)}, at most {MAX_HOSTS} cores (the file has a route "
+                         "for every pair of hosts)")
+    return spec
 
 
 def _bw(x):
-    return f"{x * 1e6:.6g}Bps"   # bytes/µs -> bytes/s
+    return f"{x * 1e6:.9g}Bps"   # bytes/µs -> bytes/s
 
 
 def _lat(x):
-    return f"{x:.6g}us"
+    return f"{x:.9g}us"
 
 
-def _xml_head(description, config=()):
-    """Opening lines of a platform file: SMPI's size-dependent factors off (1), no cross-traffic."""
+def _xml_head(description, config=(), sources=()):
+    """Opening lines of a platform file: SMPI's size-dependent factors off (1), no cross-traffic,
+    ``config`` properties, and one comment line per ``(parameter, value, unit, source)``."""
     props = [("smpi/bw-factor", "0:1.0"), ("smpi/lat-factor", "0:1.0"),
              ("network/crosstraffic", "0"), *config]
+    notes = []
+    if sources:
+        notes.append("<!-- parameters, each with its source (mpilab.simulate.clusters):")
+        for name, value, unit, source in sources:
+            shown = "not modelled" if value is None else (f"{value:.6g}" if isinstance(value, float) else value)
+            notes.append(f"     {name} = {shown} {unit}: {source}".replace("--", "-").rstrip())
+        notes.append("-->")
     return (['<?xml version="1.0"?>',
              '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
              '<platform version="4.1">',
-             f'<!-- {description}; generated by mpilab.simulate.platforms -->',
+             f'<!-- {str(description).replace("--", "-")}; generated by mpilab.simulate.platforms -->',
+             *notes,
              '<config>']
             + [f'  <prop id="{k}" value="{v}"/>' for k, v in props]
             + ['</config>', '<zone id="world" routing="Full">'])
 
 
-def render_xml(spec):
+def _overhead(offset_us, per_byte_us):
+    """An ``smpi/os``-style value: from size 0, ``offset`` seconds plus ``slope`` seconds per byte."""
+    return f"0:{offset_us * 1e-6:.9g}:{per_byte_us * 1e-6:.9g}"
+
+
+def smpi_config(spec):
+    """The SMPI properties of a platform: its overheads and eager threshold."""
+    return [("smpi/os", _overhead(spec.o_send, spec.o_send_per_byte)),
+            ("smpi/ois", _overhead(spec.o_isend, spec.o_send_per_byte)),
+            ("smpi/or", _overhead(spec.o_recv, spec.o_recv_per_byte)),
+            ("smpi/send-is-detached-thresh", str(int(spec.eager_bytes)))]
+
+
+def render_xml(spec, link_attrs=None, config=(), link_latency=None):
     """SimGrid 3.32 platform XML (a Full-routing zone, one host per core) for ``spec``.
+
+    Routes: two cores of one socket cross the socket's link; two sockets of a node cross the
+    node's inter-socket link; two nodes cross both cards and the switch. Every route starts at
+    the sender's port and ends at the receiver's, and crosses the memory of the sender's and
+    the receiver's socket when ``spec.bw_mem`` is set.
 
     Parameters
     ----------
     spec : Spec
+    link_attrs : dict, optional
+        Extra attributes per link id (e.g. ``{"switch": 'bandwidth_file="x.txt"'}``).
+    link_latency : dict, optional
+        Latency (µs) per link id, replacing the spec's.
+    config : sequence of (str, str)
+        Extra ``<config>`` properties.
 
     Returns
     -------
     str
     """
-    out = _xml_head(spec.description)
+    link_attrs = link_attrs or {}
+    link_latency = link_latency or {}
+
+    def link(lid, bw, lat, policy):
+        lat = link_latency.get(lid, lat)
+        extra = f" {link_attrs[lid]}" if lid in link_attrs else ""
+        return (f'  <link id="{lid}" bandwidth="{_bw(bw)}" latency="{_lat(lat)}" '
+                f'sharing_policy="{policy}"{extra}/>')
+
+    out = _xml_head(spec.description, [*smpi_config(spec), *config], spec.sources)
     hosts = []
     for n in range(spec.nodes):
         for s in range(spec.sockets):
@@ -278,19 +389,16 @@ def render_xml(spec):
                 h = host_name(spec.prefix, n, s, c)
                 hosts.append((h, n, s))
                 out.append(f'  <host id="{h}" speed="{spec.speed}" core="1"/>')
-                out.append(f'  <link id="port-{h}" bandwidth="{_bw(spec.bw_port)}" latency="0us" '
-                           f'sharing_policy="SPLITDUPLEX"/>')
+                out.append(link(f"port-{h}", spec.bw_port, 0, "SPLITDUPLEX"))
     for n in range(spec.nodes):
         for s in range(spec.sockets):
-            out.append(f'  <link id="sock{n}.{s}" bandwidth="{_bw(spec.bw_socket)}" '
-                       f'latency="{_lat(spec.lat_socket)}" sharing_policy="FATPIPE"/>')
-        out.append(f'  <link id="node{n}" bandwidth="{_bw(spec.bw_node)}" '
-                   f'latency="{_lat(spec.lat_node)}" sharing_policy="FATPIPE"/>')
-        out.append(f'  <link id="nic{n}" bandwidth="{_bw(spec.bw_switch)}" '
-                   f'latency="{_lat(spec.lat_nic)}" sharing_policy="SPLITDUPLEX"/>')
+            out.append(link(f"sock{n}.{s}", spec.bw_socket, spec.lat_socket, "FATPIPE"))
+            if spec.bw_mem:
+                out.append(link(f"mem{n}.{s}", spec.bw_mem, 0, "SHARED"))
+        out.append(link(f"node{n}", spec.bw_node, spec.lat_node, "FATPIPE"))
+        out.append(link(f"nic{n}", spec.bw_switch, spec.lat_nic, "SPLITDUPLEX"))
     if spec.nodes > 1:
-        out.append(f'  <link id="switch" bandwidth="{_bw(spec.bw_nic)}" '
-                   f'latency="{_lat(spec.lat_switch)}" sharing_policy="FATPIPE"/>')
+        out.append(link("switch", spec.bw_nic, spec.lat_switch, "FATPIPE"))
     for i, (a, na, sa) in enumerate(hosts):
         for b, nb, sb in hosts[i + 1:]:
             if na != nb:
@@ -299,6 +407,9 @@ def render_xml(spec):
                 links = [(f"node{na}", None)]
             else:
                 links = [(f"sock{na}.{sa}", None)]
+            if spec.bw_mem:
+                mems = [(f"mem{na}.{sa}", None)] + ([(f"mem{nb}.{sb}", None)] if (na, sa) != (nb, sb) else [])
+                links = [mems[0], *links, *mems[1:]]
             # the reverse route (b -> a) is the same list reversed with UP and DOWN swapped
             ctn = (f'<link_ctn id="port-{a}" direction="UP"/>'
                    + "".join(f'<link_ctn id="{x}"/>' if d is None else f'<link_ctn id="{x}" direction="{d}"/>'
@@ -316,7 +427,9 @@ def _cache_dir():
 
 def _generator_key():
     """A short hash of this module's source: a cached platform written by other code is not reused."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(Path(clusters.__file__).read_bytes())
+    return h.hexdigest()[:12]
 
 
 def platform_file(name_or_path):
@@ -565,7 +678,7 @@ def generate_shipped(directory=DATA_DIR):
     paths = []
     for name in _SHIPPED:
         p = directory / f"{name}.xml"
-        p.write_text(render_xml(_FIXED[name]))
+        p.write_text(render_xml(_spec(name)))
         paths.append(p)
     return paths
 

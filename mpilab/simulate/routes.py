@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from mpilab.core.errors import UsageError
-from mpilab.simulate.platforms import placement, platform_file
+from mpilab.simulate.platforms import ENVELOPE_BYTES, placement, platform_file
 
 _TIME_UNITS = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3, "ps": 1e-6, "m": 60e6, "h": 3600e6}
 _RATE_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
@@ -32,35 +32,89 @@ def _bytes_per_us(text):
                      "(k, M, G, T, Ki, Mi, Gi prefixes)")
 
 
+_FLIP = {"UP": "DOWN", "DOWN": "UP", None: None}
+
+
 def _routes(path):
-    """Links ``{id: (latency us, bytes/us)}`` and routes ``{(src, dst): [link ids]}`` of a file."""
+    """Links ``{id: (latency us, bytes/us, sharing policy)}``, routes ``{(src, dst): [(link id,
+    direction)]}`` and the ``<config>`` properties of a file."""
     key = (str(path), os.path.getmtime(path))
     if key not in _ROUTES_CACHE:
-        links, routes = {}, {}
+        links, routes, props = {}, {}, {}
         for el in ET.parse(path).iter():
             if el.tag == "link":
                 links[el.get("id")] = (_latency_us(el.get("latency", "0s")),
-                                       _bytes_per_us(el.get("bandwidth")))
+                                       _bytes_per_us(el.get("bandwidth")),
+                                       el.get("sharing_policy", "SHARED").upper())
             elif el.tag == "route":
-                ids = [c.get("id") for c in el if c.tag == "link_ctn"]
+                ids = [(c.get("id"), c.get("direction")) for c in el if c.tag == "link_ctn"]
                 routes[(el.get("src"), el.get("dst"))] = ids
                 if el.get("symmetrical", "YES").upper() != "NO":
-                    routes.setdefault((el.get("dst"), el.get("src")), ids[::-1])
-        _ROUTES_CACHE[key] = (links, routes)
+                    routes.setdefault((el.get("dst"), el.get("src")),
+                                      [(i, _FLIP[d]) for i, d in ids[::-1]])
+            elif el.tag == "prop" and el.get("id", "").startswith(("smpi/", "network/")):
+                props[el.get("id")] = el.get("value", "")
+        _ROUTES_CACHE[key] = (links, routes, props)
     return _ROUTES_CACHE[key]
+
+
+def _factor(text, name):
+    """Offset (µs) and slope (µs/B) of an ``smpi/os``-style value's first chunk ``size:offset:slope``."""
+    first = (text or "0:0:0").split(";")[0].split(":")
+    try:
+        offset = float(first[1]) * 1e6 if len(first) > 1 else 0.0
+        slope = float(first[2]) * 1e6 if len(first) > 2 else 0.0
+    except ValueError:
+        raise UsageError(f"cannot read {name} = {text!r}; valid: size:offset:slope in seconds") from None
+    return offset, slope
+
+
+def overheads(name_or_path):
+    """SMPI's per-message overheads of a platform file, read from its ``<config>``.
+
+    Returns
+    -------
+    dict
+        ``o_send``, ``o_isend``, ``o_recv`` (µs), ``o_send_per_byte``, ``o_recv_per_byte``
+        (µs/B) and ``eager_bytes`` (``smpi/send-is-detached-thresh``, SimGrid's 65536 when the
+        file does not say).
+    """
+    _, _, props = _routes(platform_file(name_or_path))
+    os_, os_b = _factor(props.get("smpi/os"), "smpi/os")
+    ois, _ = _factor(props.get("smpi/ois"), "smpi/ois")
+    or_, or_b = _factor(props.get("smpi/or"), "smpi/or")
+    return dict(o_send=os_, o_isend=ois, o_recv=or_, o_send_per_byte=os_b, o_recv_per_byte=or_b,
+                eager_bytes=int(props.get("smpi/send-is-detached-thresh", 65536)))
+
+
+def _route(name_or_path, src_host, dst_host):
+    links, routes, _ = _routes(platform_file(name_or_path))
+    ids = routes.get((src_host, dst_host))
+    if not ids:
+        raise UsageError(f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
+                         f"{dst_host!r} listed host to host; give alpha and beta yourself")
+    return links, ids
 
 
 _ROUTES_CACHE = {}
 #: SimGrid's default ``network/weight-S`` (bytes): the bandwidth part of a flow's sharing penalty.
 WEIGHT_S = 8775.0
+#: SimGrid 3.32 (network_cm02.cpp, comm_action_set_variable) gives a flow whose route has no
+#: latency the sharing penalty 1 (second), whatever its bandwidth terms.
+ZERO_LATENCY_PENALTY_US = 1e6
+#: SimGrid's ``network/loopback-bw`` (bytes/s): a message from a host to itself.
+LOOPBACK_BYTES_PER_S = 10e9
 
 
 def route_cost(name_or_path, src_host, dst_host):
-    """Latency α (µs) and time per byte β (µs/B) of one message between two hosts.
+    """Latency α (µs) and time per byte β (µs/B) of one eager message between two hosts.
 
-    The route's link latencies add up and its slowest link sets the bandwidth, which is what
-    SMPI charges a single message on the kit's platforms (size factors are 1 in the files).
-    Works for any platform file whose routes are listed host to host (the kit's files are).
+    What SMPI charges a single message below the eager threshold on the kit's platforms (size
+    factors are 1 in the files): the sender's overhead, the route's link latencies, SimGrid's
+    16-byte envelope at the route's slowest link, and the receiver's overhead make α, the
+    one-way time of a zero-byte message (what a ping-pong's intercept measures); the slowest
+    link sets β. Works for any platform file whose routes are listed host to host (the kit's
+    files are).
 
     Parameters
     ----------
@@ -81,20 +135,42 @@ def route_cost(name_or_path, src_host, dst_host):
     """
     if src_host == dst_host:
         return 0.0, 0.0
-    links, routes = _routes(platform_file(name_or_path))
-    ids = routes.get((src_host, dst_host))
-    if not ids:
-        raise UsageError(f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
-                         f"{dst_host!r} listed host to host; give alpha and beta yourself")
-    return sum(links[i][0] for i in ids), 1.0 / min(links[i][1] for i in ids)
+    lat, beta = link_cost(name_or_path, src_host, dst_host)
+    o = overheads(name_or_path)
+    return o["o_send"] + lat + ENVELOPE_BYTES * beta + o["o_recv"], beta
+
+
+def link_cost(name_or_path, src_host, dst_host):
+    """The links' part of :func:`route_cost`: the sum of their latencies (µs) and the slowest
+    one's time per byte (µs/B), without the overheads and the envelope."""
+    if src_host == dst_host:
+        return 0.0, 0.0
+    links, ids = _route(name_or_path, src_host, dst_host)
+    return sum(links[i][0] for i, _ in ids), 1.0 / min(links[i][1] for i, _ in ids)
+
+
+def route_resources(name_or_path, src_host, dst_host):
+    """The shared resources of a route: ``[(key, bytes per µs)]`` for each SHARED link and each
+    direction of a SPLITDUPLEX link on it (FATPIPE links only cap each flow)."""
+    if src_host == dst_host:
+        return []
+    links, ids = _route(name_or_path, src_host, dst_host)
+    out = []
+    for i, d in ids:
+        policy = links[i][2]
+        if policy == "FATPIPE":
+            continue
+        out.append(((i, d if policy == "SPLITDUPLEX" else None), links[i][1]))
+    return out
 
 
 def route_weight(name_or_path, src_host, dst_host):
     """SimGrid's sharing penalty of the route between two hosts, in µs.
 
     Flows that share a link get bandwidth in inverse proportion to their penalty: the route's
-    latency plus :data:`WEIGHT_S` bytes over the bandwidth of each of its links (SimGrid's
-    model of TCP, which favours short round trips). :mod:`mpilab.model.schedules` uses it to share
+    latency plus :data:`WEIGHT_S` bytes (the file's ``network/weight-S``) over the bandwidth of
+    each of its links (SimGrid's model of TCP, which favours short round trips); a route without
+    latency gets :data:`ZERO_LATENCY_PENALTY_US`, as SimGrid does. :mod:`mpilab.model.schedules` uses it to share
     a rank's port the way SMPI does.
 
     Returns
@@ -103,12 +179,12 @@ def route_weight(name_or_path, src_host, dst_host):
     """
     if src_host == dst_host:
         return 1.0
-    links, routes = _routes(platform_file(name_or_path))
-    ids = routes.get((src_host, dst_host))
-    if not ids:
-        raise UsageError(f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
-                         f"{dst_host!r} listed host to host")
-    return sum(links[i][0] + WEIGHT_S / links[i][1] for i in ids)
+    links, ids = _route(name_or_path, src_host, dst_host)
+    _, _, props = _routes(platform_file(name_or_path))
+    weight_s = float(props.get("network/weight-S", WEIGHT_S))
+    if sum(links[i][0] for i, _ in ids) <= 0:
+        return ZERO_LATENCY_PENALTY_US
+    return sum(links[i][0] + weight_s / links[i][1] for i, _ in ids) or 1.0
 
 
 def platform_model(platform, nprocs, mapping="core"):
@@ -117,17 +193,21 @@ def platform_model(platform, nprocs, mapping="core"):
     Returns
     -------
     dict
-        ``alpha(src, dst)`` in µs and ``beta(src, dst)`` in µs/B of each pair's route
-        (:func:`route_cost`); ``port_beta``, the time per byte of a rank's
-        port (the fastest route's β), and ``weight(src, dst)``, SimGrid's sharing penalty
-        (:func:`route_weight`) — both used only with ``ports="shared"``.
+        ``alpha(src, dst)`` in µs (the links' latencies and the envelope: the overheads are
+        separate) and ``beta(src, dst)`` in µs/B of each pair's route; ``port_beta``, the time
+        per byte of a rank's port (the fastest route's β), ``weight(src, dst)``, SimGrid's
+        sharing penalty (:func:`route_weight`), and ``resources(src, dst)``, the shared links
+        on the way (:func:`route_resources`): used with ``ports="shared"``; and the platform's
+        overheads ``o_send``, ``o_isend``, ``o_recv``, ``o_send_per_byte``, ``o_recv_per_byte``
+        (:func:`overheads`).
     """
     hosts = placement(platform, nprocs, mapping)
-    cost, weights = {}, {}
+    cost, weights, shared = {}, {}, {}
 
     def pair(a, b):
         if (a, b) not in cost:
-            cost[(a, b)] = route_cost(platform, hosts[a], hosts[b])
+            lat, beta = link_cost(platform, hosts[a], hosts[b])
+            cost[(a, b)] = (lat + ENVELOPE_BYTES * beta, beta)
         return cost[(a, b)]
 
     def weight(a, b):
@@ -135,6 +215,67 @@ def platform_model(platform, nprocs, mapping="core"):
             weights[(a, b)] = route_weight(platform, hosts[a], hosts[b])
         return weights[(a, b)]
 
+    def resources(a, b):
+        if (a, b) not in shared:
+            shared[(a, b)] = route_resources(platform, hosts[a], hosts[b])
+        return shared[(a, b)]
+
     betas = [pair(a, b)[1] for a in range(nprocs) for b in range(nprocs) if a != b]
+    o = overheads(platform)
+    o.pop("eager_bytes")
+    _, _, props = _routes(platform_file(platform))
+    loopback = float(props.get("network/loopback-bw", LOOPBACK_BYTES_PER_S)) / 1e6
     return dict(alpha=lambda a, b: pair(a, b)[0], beta=lambda a, b: pair(a, b)[1],
-                port_beta=min(betas) if betas else 0.0, weight=weight)
+                port_beta=min(betas) if betas else 0.0, weight=weight, resources=resources,
+                self_beta=1.0 / loopback, **o)
+
+
+#: Message patterns of SimGrid's own allgathers that the kit's schedules do not cover.
+PATTERNS = ("smpi-ring", "smpi-default")
+
+
+def pattern_messages(pattern, nprocs, nbytes):
+    """``(src, dst, bytes)`` of one SimGrid allgather: ``smpi-ring`` (SimGrid 3.32's
+    ``allgather__ring``, which Open MPI's rules pick for large messages under the ``ompi``
+    selector: in step i every rank sends its own block to rank + i) or ``smpi-default``
+    (``allgather__default``: every rank sends its block to every other rank at once)."""
+    if pattern == "smpi-ring":
+        return [(r, (r + i) % nprocs, nbytes) for i in range(1, nprocs) for r in range(nprocs)]
+    if pattern == "smpi-default":
+        return [(r, d, nbytes) for r in range(nprocs) for d in range(nprocs) if d != r]
+    raise UsageError(f"unknown pattern {pattern!r}; valid: {', '.join(PATTERNS)}")
+
+
+def link_traffic(platform, messages, nprocs, mapping="core"):
+    """Bytes each shared link of a platform carries for a list of messages.
+
+    Parameters
+    ----------
+    platform : str or Path
+    messages : iterable of (src rank, dst rank, bytes)
+        E.g. :func:`pattern_messages`, or a schedule's sends
+        (``[(p.rank, op.dst, op.sbytes) for p in schedule(...) for op in p.ops if op.dst is not None]``).
+    nprocs : int
+    mapping : {'core', 'socket', 'node'}
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``link``, ``direction``, ``bytes``, ``messages`` and ``seconds_at_capacity`` (the
+        least time the link needs for its bytes), busiest first.
+    """
+    import pandas as pd
+
+    hosts = placement(platform, nprocs, mapping)
+    load, count, cap = {}, {}, {}
+    for src, dst, nbytes in messages:
+        if src == dst or not nbytes:
+            continue
+        for key, bw in route_resources(platform, hosts[src], hosts[dst]):
+            load[key] = load.get(key, 0) + nbytes
+            count[key] = count.get(key, 0) + 1
+            cap[key] = bw
+    rows = [dict(link=k[0], direction=k[1] or "", bytes=v, messages=count[k],
+                 seconds_at_capacity=v / cap[k] * 1e-6) for k, v in load.items()]
+    df = pd.DataFrame(rows, columns=["link", "direction", "bytes", "messages", "seconds_at_capacity"])
+    return df.sort_values("seconds_at_capacity", ascending=False).reset_index(drop=True)

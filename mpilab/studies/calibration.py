@@ -1,10 +1,223 @@
-"""Checking a calibrated platform: simulate its ping-pong per mapping against the target."""
-import pandas as pd
+"""Calibration that needs the simulator: fit one parameter to a collective curve, check a ping-pong.
 
+A ping-pong gives each class's one-way time and time per byte
+(:func:`mpilab.simulate.calibration.fit_pingpong`); it cannot split the one-way time between the
+link's latency and the per-message overheads, nor say what a rank it never measured costs.
+:func:`fit_to_curve` fits one such parameter to *one* collective curve by simulating the curve
+on trial platforms; :func:`calibrate_thin` and :func:`calibrate_jupiter` rebuild the shipped
+platforms from the seeds that way (the numbers frozen in :mod:`mpilab.simulate.clusters`).
+"""
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize_scalar
+
+from mpilab.core.errors import UsageError, one_of
 from mpilab.core.vocabulary import MAPPINGS
-from mpilab.measure import pingpong
-from mpilab.model import p2p
-from mpilab.simulate.calibration import _first_segments
+from mpilab.measure import forcing, launch, pingpong
+from mpilab.simulate import calibration, clusters
+from mpilab.simulate.clusters import Param
+from mpilab.simulate.platforms import cluster_params
+from mpilab.studies import reference
+
+METRICS = ("maxrank_avg_us", "avg_us")
+
+
+def simulate_curve(platform, collective, algorithm, nprocs, nbytes=1024, mapping="core",
+                   selector="ompi", timeout=600):
+    """Simulate one library algorithm at one size over process counts.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The results rows (one per P), with ``avg_us`` and ``maxrank_avg_us``.
+    """
+    cfg = [f"smpi/coll-selector:{selector}"] if selector else []
+    lau = launch.get_launcher("smpi", platform=str(platform), cfg=cfg)
+    rows = []
+    for p in nprocs:
+        rows += forcing.measure(lau, collective, algorithm, int(p), sizes=f"{nbytes}:{nbytes}",
+                                mapping=mapping, iters=1, warmup=1, timeout=timeout)
+    return pd.DataFrame(rows)
+
+
+def curve_error(simulated, reference_us, metric="maxrank_avg_us"):
+    """Mean squared log ratio of a simulated curve to reference values (one per row)."""
+    r = np.log(simulated[metric].to_numpy(float) / np.asarray(reference_us, float))
+    return float(np.mean(r ** 2)), float(np.mean(r))
+
+
+def fit_to_curve(params, apply, bounds, curve, *, prefix, mapping="core", metric="maxrank_avg_us",
+                 selector="ompi", workdir=None, xatol=1e-3, echo=None):
+    """Fit one parameter so that a simulated collective curve matches a measured one.
+
+    Parameters
+    ----------
+    params : dict
+        A cluster's parameters (:mod:`mpilab.simulate.clusters`).
+    apply : callable
+        ``apply(params, x) -> params`` with the parameter set to ``x``.
+    bounds : (float, float)
+        Where ``x`` may go (what the ping-pong allows).
+    curve : dict
+        ``collective``, ``algorithm``, ``bytes``, ``nprocs`` (list) and ``reference_us`` (list).
+    prefix : str
+        Host prefix of the platform.
+    metric : {'maxrank_avg_us', 'avg_us'}
+        Which simulated time to compare: the slowest rank's or the average over ranks.
+
+    Returns
+    -------
+    dict
+        ``value``, ``at_bound`` (the best value is a bound: the curve wants more than the
+        ping-pong allows), ``error`` (mean squared log ratio), ``mean_log_ratio``, ``evaluations``
+        and ``table`` (the curve at the best value: nprocs, reference, simulated, ratio).
+    """
+    if metric not in METRICS:
+        raise one_of("metric", metric, METRICS)
+    work = Path(workdir or tempfile.mkdtemp(prefix="mpilab-fit-"))
+    seen = {}
+
+    def evaluate(x):
+        key = round(float(x), 9)
+        if key not in seen:
+            xml = calibration.write_platform(apply(params, float(x)), work / f"trial-{len(seen)}.xml",
+                                             prefix=prefix)
+            sim = simulate_curve(xml, curve["collective"], curve["algorithm"], curve["nprocs"],
+                                 curve["bytes"], mapping=mapping, selector=selector)
+            seen[key] = (sim, *curve_error(sim, curve["reference_us"], metric))
+            if echo:
+                echo(f"  x = {x:.6g}: mean log ratio {seen[key][2]:+.3f}")
+        return seen[key]
+
+    lo, hi = bounds
+    res = minimize_scalar(lambda x: evaluate(x)[1], bounds=(lo, hi), method="bounded",
+                          options=dict(xatol=xatol))
+    best = min(seen, key=lambda k: seen[k][1])
+    # the cost is monotone in these parameters: if the best is next to a bound, try the bound
+    for edge in (lo, hi):
+        if abs(best - edge) <= 2 * xatol:
+            if evaluate(edge)[1] <= seen[best][1]:
+                best = round(float(edge), 9)
+    sim, err, mlr = seen[best]
+    table = pd.DataFrame({"nprocs": list(curve["nprocs"]),
+                          "reference_us": list(curve["reference_us"]),
+                          "simulated_us": sim[metric].to_numpy(float)})
+    table["ratio"] = table["simulated_us"] / table["reference_us"]
+    return dict(value=best, at_bound=bool(min(abs(best - lo), abs(best - hi)) <= 2 * xatol),
+                error=err, mean_log_ratio=mlr, evaluations=len(seen) + res.nfev * 0, table=table)
+
+
+#: Seed 000's curve that identifies the overheads: a linear broadcast's root pays o_send once
+#: per message while the latencies of its messages overlap.
+THIN_FIT_CURVE = ("bcast", "basic_linear")
+#: Process counts of the fit (the seed's range, every fourth).
+THIN_FIT_NPROCS = (8, 16, 24, 32, 40, 48)
+#: How the seed's ranks were placed: ``mpirun -np P`` without options maps by socket for P > 2
+#: (Open MPI's orte rmaps_base_map_job.c, 1.8 .. 4.1).
+SEED000_MAPPING = "socket"
+
+
+def seed000_curve(collective, algorithm, nprocs=THIN_FIT_NPROCS):
+    """A curve of seed 000's tables at 1 KiB: dict for :func:`fit_to_curve`."""
+    ref = reference.predict(collective, algorithm, list(nprocs))
+    return dict(collective=collective, algorithm=algorithm, bytes=reference.REPORT_BYTES,
+                nprocs=list(nprocs), reference_us=list(np.atleast_1d(ref)))
+
+
+def curve_from_results(results_df, collective, algorithm, nbytes, metric="maxrank_avg_us"):
+    """A curve for :func:`fit_to_curve` from measured results rows (one collective, algorithm
+    and size, several process counts; the median over repetitions)."""
+    d = results_df[(results_df["collective"] == collective) & (results_df["algorithm"] == algorithm)
+                   & (results_df["bytes"].astype(int) == int(nbytes))]
+    if metric not in d.columns or d[metric].isna().all():
+        metric = "avg_us"
+    d = d.assign(v=pd.to_numeric(d[metric], errors="coerce")).dropna(subset=["v"])
+    if d["nprocs"].nunique() < 2:
+        raise UsageError(f"the curve needs {collective} {algorithm} at {nbytes} B for two or more "
+                         f"process counts; found {sorted(d['nprocs'].unique())}")
+    g = d.groupby("nprocs")["v"].median()
+    return dict(collective=collective, algorithm=algorithm, bytes=int(nbytes),
+                nprocs=[int(p) for p in g.index], reference_us=list(g.to_numpy(float)))
+
+
+def calibrate(pingpong_measured, curve=None, base="orfeo-thin", path=None, mapping="core",
+              metric="maxrank_avg_us", beta="first", segments=2, name=None, source=None,
+              echo=None, workdir=None):
+    """A platform from a ping-pong and at most one collective curve.
+
+    The ping-pong gives each class's one-way time and β (:func:`mpilab.simulate.calibration.
+    fit_pingpong`); the curve, when given, the per-message overhead o = o_send = o_recv =
+    o_isend (:func:`fit_to_curve`, within what the ping-pong allows). Without a curve the
+    overheads keep the base's values (bounded by the new one-way times).
+
+    Returns
+    -------
+    (Path, dict)
+        The platform file and a report: ``pingpong`` (the fit table), ``overhead`` (µs),
+        ``curve_fit`` (:func:`fit_to_curve`'s result or None), ``params``.
+    """
+    params, prefix, pp, _ = calibration.prepare(pingpong_measured, base, segments, beta, name, source)
+    fit = None
+    if curve is not None:
+        def apply(p, o):
+            return calibration.with_overhead(
+                p, o, f"fit to {curve['collective']} {curve['algorithm']} at {curve['bytes']} B, "
+                      f"P = {min(curve['nprocs'])}..{max(curve['nprocs'])} ({metric}, {mapping} mapping)")
+        fit = fit_to_curve(params, apply, (0.0, calibration.overhead_bound(params)), curve,
+                           prefix=prefix, mapping=mapping, metric=metric, workdir=workdir,
+                           echo=echo)
+        params = apply(params, fit["value"])
+    out = calibration.write_platform(params, path or (calibration._cache_dir() / f"calibrated-{base}.xml"),
+                                     prefix=prefix)
+    return out, dict(pingpong=pp, overhead=params["o_send"].value, curve_fit=fit, params=params)
+
+
+def calibrate_thin(echo=None, workdir=None, path=None):
+    """Rebuild ORFEO THIN's parameters from seed 000: its ping-pong table, then the overheads
+    fitted to its bcast basic_linear curve (slowest rank, the seed's socket placement).
+
+    Returns
+    -------
+    (Path, dict)
+        As :func:`calibrate`.
+    """
+    return calibrate(reference.orfeo_report("pingpong"), seed000_curve(*THIN_FIT_CURVE),
+                     base="orfeo-thin", path=path, mapping=SEED000_MAPPING, beta="fit",
+                     source=f"{clusters.SEED000}, point-to-point table", echo=echo,
+                     workdir=workdir)
+
+
+def calibrate_jupiter(echo=None, workdir=None):
+    """Rebuild jupiter's core one-way time from seed 001's figure 10 at P = 16 (one node).
+
+    Returns
+    -------
+    (dict, dict)
+        The parameters and :func:`fit_to_curve`'s result.
+    """
+    base, prefix = cluster_params("jupiter-32x16")
+    fig = reference.seed_table("001-figures")
+    row = fig[(fig["figure"] == 10) & (fig["algorithm"] == "default") & (fig["nprocs"] == 16)]
+    curve = dict(collective="reduce", algorithm="default", bytes=128, nprocs=[16],
+                 reference_us=[float(row["seconds"].iloc[0]) * 1e6])
+    lo = (2 * base["o_send"].value + calibration.MIN_LINK_LATENCY_US
+          + calibration.ENVELOPE_BYTES * base["beta_core"].value)
+
+    def apply(p, x):
+        new = dict(p)
+        for c in ("core", "socket"):
+            new[f"one_way_{c}"] = Param(float(x), "us", "fit", "fit to seed 001's figure 10")
+        return new
+
+    # P = 16 fits in one node: the trials simulate one node of jupiter (same links)
+    one_node = dict(base, nodes=Param(1, "", "assumption", "one node for the fit"))
+    fit = fit_to_curve(one_node, apply, (lo, base["one_way_node"].value), curve, prefix=prefix,
+                       mapping="core", workdir=workdir, xatol=1e-3, echo=echo,
+                       metric="maxrank_avg_us")
+    return apply(base, fit["value"]), fit
 
 
 def check_calibration(platform, target, sizes="0:4M", segments=2, **run_opts):
@@ -13,9 +226,10 @@ def check_calibration(platform, target, sizes="0:4M", segments=2, **run_opts):
     Parameters
     ----------
     platform : str or Path
-        Platform name or XML file (e.g. what :func:`calibrate` wrote).
+        Platform name or XML file (e.g. what :func:`mpilab.simulate.calibration.calibrate` wrote).
     target : dict or pandas.DataFrame or path
-        What the platform should reproduce (any input of :func:`calibrate`).
+        What the platform should reproduce (any input of
+        :func:`mpilab.simulate.calibration.fit_pingpong`).
     sizes : str
         Ping-pong sizes (default 0 B..4 MiB).
     segments : int
@@ -29,18 +243,50 @@ def check_calibration(platform, target, sizes="0:4M", segments=2, **run_opts):
         One row per mapping: ``mapping``, ``target_intercept``, ``simulated_intercept``,
         ``intercept_error_pct``, ``target_slope``, ``simulated_slope``, ``slope_error_pct``.
     """
-    want = _first_segments(target, segments)
+    want = calibration.fit_pingpong(target, segments).set_index("mapping")
     opts = dict(iters=5, warmup=1, iters_large=2, warmup_large=1)
     opts.update(run_opts)
     rows = []
     for m in MAPPINGS:
-        if m not in want:
+        if m not in want.index:
             continue
         df = pingpong.run("smpi", m, platform=platform, sizes=sizes, **opts)
-        ic, sl = p2p.first_segment(p2p.fit(df, segments=segments))[m]
-        t_ic, t_sl = want[m]
+        got = calibration.fit_pingpong(df, segments).set_index("mapping").loc[m]
+        t_ic, t_sl = want.loc[m, "one_way_us"], want.loc[m, "beta_us_per_byte"]
+        ic, sl = got["intercept_us"], got["beta_us_per_byte"]
         rows.append(dict(mapping=m, target_intercept=t_ic, simulated_intercept=ic,
                          intercept_error_pct=100 * (ic - t_ic) / t_ic if t_ic else float("nan"),
                          target_slope=t_sl, simulated_slope=sl,
                          slope_error_pct=100 * (sl - t_sl) / t_sl))
     return pd.DataFrame(rows)
+
+
+def pingpong_table(platform, table="pingpong", sizes=(1, 1024, 65536, 1 << 20), mappings=MAPPINGS):
+    """Seed 000's ping-pong table against the simulated ping-pong at a few sizes.
+
+    Returns
+    -------
+    pandas.DataFrame
+        mapping, bytes, seed_us, simulated_us, ratio.
+    """
+    rows = []
+    for m in mappings:
+        df = pingpong.run("smpi", m, platform=platform, sizes=f"{min(sizes)}:{max(sizes)}",
+                          iters=2, warmup=1, iters_large=2, warmup_large=1)
+        got = df.set_index("bytes")["avg_us"].astype(float)
+        for b in sizes:
+            seed = float(reference.predict("pingpong", m, b))
+            sim = float(got.loc[b])
+            rows.append(dict(mapping=m, bytes=b, seed_us=seed, simulated_us=sim, ratio=sim / seed))
+    return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":   # python -m mpilab.studies.calibration: refit the shipped numbers
+    xml, rep = calibrate_thin(echo=print)
+    print(rep["pingpong"].to_string(index=False))
+    fit = rep["curve_fit"]
+    print("THIN overhead:", fit["value"], "at bound" if fit["at_bound"] else "")
+    print(fit["table"].to_string(index=False))
+    jp, jfit = calibrate_jupiter(echo=print)
+    print("jupiter one-way core:", jfit["value"], "at bound" if jfit["at_bound"] else "")
+    print(jfit["table"].to_string(index=False))

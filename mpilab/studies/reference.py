@@ -54,7 +54,7 @@ def orfeo_report(table):
         raise one_of("report table", table, TABLES)
     path = importlib.resources.files("mpilab") / "data" / "reference" / "orfeo_thin_report.csv"
     with importlib.resources.as_file(path) as p:
-        df = pd.read_csv(p)
+        df = pd.read_csv(p, comment="#")
     df = df[df["table"] == table].drop(columns="table").reset_index(drop=True)
     name = "mapping" if table == "pingpong" else "algorithm"
     df = df.rename(columns={"name": name})
@@ -108,3 +108,40 @@ def ranking(collective, nprocs=REPORT_NPROCS):
     df = pd.DataFrame(rows).sort_values("mean_us").reset_index(drop=True)
     df["rank"] = np.arange(1, len(df) + 1)
     return df
+
+
+# ---- the other seeds' numbers, each in a data file that names its source -------------------
+
+#: The seeds' reference files under ``mpilab/data/reference``, each opening with ``# source:``
+#: lines naming the seed file and the table or sentence the numbers come from.
+SEED_FILES = {"000": "orfeo_thin_report.csv", "001-figures": "seed001_figures.csv",
+              "001-measured": "seed001_measured.csv", "002": "seed002_allgather.csv",
+              "003": "seed003_selection.csv", "004": "seed004_bunyip.csv"}
+
+
+def seed_table(key):
+    """One seed's reference numbers (:data:`SEED_FILES`) as a DataFrame."""
+    if key not in SEED_FILES:
+        raise one_of("seed table", key, sorted(SEED_FILES))
+    path = importlib.resources.files("mpilab") / "data" / "reference" / SEED_FILES[key]
+    with importlib.resources.as_file(path) as p:
+        return pd.read_csv(p, comment="#")
+
+
+def seed_source(key):
+    """The ``# source:`` lines of a seed's reference file, as one paragraph."""
+    if key not in SEED_FILES:
+        raise one_of("seed table", key, sorted(SEED_FILES))
+    path = importlib.resources.files("mpilab") / "data" / "reference" / SEED_FILES[key]
+    lines = [ln[1:].strip() for ln in path.read_text().splitlines() if ln.startswith("#")]
+    return " ".join(lines).removeprefix("source: ")
+
+
+def allgather_002(algorithm, nprocs, nbytes):
+    """Seed 002's measured allgather time in µs (``gather_bcast`` or ``pairwise``)."""
+    t = seed_table("002")
+    hit = t[(t["algorithm"] == algorithm) & (t["nprocs"] == nprocs) & (t["bytes"] == nbytes)]
+    if hit.empty:
+        raise one_of("seed 002 point (algorithm, P, bytes)", (algorithm, nprocs, nbytes),
+                     sorted(set(zip(t["algorithm"], t["nprocs"], t["bytes"]))))
+    return float(hit["seconds"].iloc[0]) * 1e6
