@@ -11,7 +11,7 @@ PORT      ?= 8888
 PYTEST_ARGS ?=
 JOBS      ?= 2
 
-.PHONY: help setup build demo test lab grade image clean
+.PHONY: help setup build demo test lab grade image student-release clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,7 +36,11 @@ lab: build ## start JupyterLab on labs/ (PORT=8888)
 	$(VENV)/bin/jupyter lab --notebook-dir=labs --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 grade: build ## autograde grader/submitted/ for ASSIGNMENT=lab2 and export grades
+	@[ -x scripts/grade.sh ] || { echo "make grade is the instructor's: this is the student's side of the kit (no grader)"; exit 2; }
 	scripts/grade.sh $(ASSIGNMENT)
+
+student-release: setup ## write the student's side of the kit (no answers) to dist/student
+	$(PY) -m mpilab.grade.release dist/student
 
 image: ## build the Apptainer image FLAVOUR=openmpi|mpich (needs apptainer)
 	scripts/build-image.sh $(FLAVOUR)
