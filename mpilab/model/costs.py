@@ -110,8 +110,8 @@ def header_form(collective, name, exact=False):
     Returns
     -------
     str
-        E.g. ``header_form("allgather", "ring")`` gives ``'(p - 1)·α + (p - 1)·N·β/p'``
-        followed by what N (or n) is.
+        The cost, followed by what N (or n) is: for an allgather, N = p·n replaces n (the
+        bytes gathered on each process, as the C headers count them).
     """
     e = entry(collective, name)
     expr = e.exact if exact and e.exact is not None else e.expr
