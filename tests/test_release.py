@@ -176,13 +176,34 @@ def _solution_c_files():
 
 
 def _code_lines(text):
-    """Lines of C that say something (not braces, comments, declarations of the skeleton)."""
-    out = set()
+    """The statements of a C file, one per line, whitespace normalised (comments and braces out)."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    out = []
     for line in text.splitlines():
         s = re.sub(r"\s+", " ", line.split("//")[0]).strip()
-        if len(s) >= 30 and not s.startswith(("/*", "*", "#include", "int student_", "return")):
-            out.add(s)
+        if len(s) >= 8 and s not in ("{", "}", "fn_exit:", "fn_fail:"):
+            out.append(s)
     return out
+
+
+def _longest_common_run(a, b):
+    """The longest run of consecutive lines of ``a`` that also stands, in order, in ``b``."""
+    best, prev = 0, {}
+    where = {}
+    for j, line in enumerate(b):
+        where.setdefault(line, []).append(j)
+    for line in a:
+        cur = {}
+        for j in where.get(line, ()):
+            cur[j] = prev.get(j - 1, 0) + 1
+            best = max(best, cur[j])
+        prev = cur
+    return best
+
+
+#: Consecutive statements a student file may share with a solution, once the prologue every
+#: algorithm shares (statements found in two student files or more) is left out.
+SHARED_RUN = 3
 
 
 def test_no_solution_c_code_in_the_tree(tree, built_tree):
@@ -191,12 +212,20 @@ def test_no_solution_c_code_in_the_tree(tree, built_tree):
     key_rows = (ROOT / "solutions" / "c_reference" / "registry_rows.h").read_text()
     for fn in set(re.findall(r"\b(lab_\w+)\(", key_rows)):
         assert f" T {fn}" not in nm, f"{fn} is built into the student tree's liblabcoll.a"
-    corpus = "\n".join(re.sub(r"\s+", " ", t) for _, t in _texts(dest))
-    for f in _solution_c_files():
-        lines = _code_lines(f.read_text())
-        shared = [s for s in lines if s in corpus]
-        assert len(shared) <= max(2, len(lines) // 10), \
-            f"{f.relative_to(ROOT)}: {len(shared)} of its {len(lines)} code lines are in the student tree: {shared[:3]}"
+    student = {p: _code_lines(p.read_text()) for p in dest.rglob("*") if p.suffix in (".c", ".h")}
+    files_with = {}
+    for p, lines in student.items():
+        for s in set(lines):
+            files_with[s] = files_with.get(s, 0) + 1
+    common = {s for s, k in files_with.items() if k >= 2}
+    solutions = _solution_c_files()
+    assert solutions
+    for f in solutions:
+        lines = [s for s in _code_lines(f.read_text()) if s not in common]
+        for p, other in student.items():
+            run = _longest_common_run(lines, other)
+            assert run <= SHARED_RUN, \
+                f"{f.relative_to(ROOT)} and {p.relative_to(dest)} share {run} consecutive statements"
 
 
 # ---- solution cells and hidden cases -------------------------------------------------------------
