@@ -1,7 +1,9 @@
 """Checks of a latency plot, read as data (:func:`mpilab.grade.answers.encode_figure`).
 
 One case per thing a reader needs: each axis's scale, each axis's label and its unit, a
-legend, and one line per algorithm that is the student's own measurements.
+legend, and one line per algorithm that is the student's own measurements. The axes and labels
+count only when at least one line shows the data: a figure's description is computed in the
+student's kernel, so an empty figure whose axes claim to be logarithmic earns nothing.
 """
 import numpy as np
 
@@ -79,6 +81,10 @@ def latency_plot_cases(fig, table, x="bytes", y="avg_us", by="algorithm", log="x
         ok = len(xs) == len(sub) and np.allclose(xs[order], sub.index.to_numpy(float)) \
             and np.allclose(ys[order], sub.to_numpy(float), rtol=1e-6)
         out.append(Case(title, ok, f"it does not show your table's {y} against {x} for {name}"))
+    if not any(c.passed for c in out if c.name.startswith("the line ")):
+        # axes and labels count only on a plot of the data: an empty figure earns nothing
+        return [Case("the plot shows your data", False, f"no line of the plot is your table's {y} "
+                     f"against {x} for one {by}; the axes and labels count once the lines are there")]
     return out
 
 
