@@ -11,7 +11,7 @@ PORT      ?= 8888
 PYTEST_ARGS ?=
 JOBS      ?= 2
 
-.PHONY: help setup build demo test lab grade image student-release clean
+.PHONY: help setup build demo test lab grade image student-release instructor-guide clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -41,6 +41,10 @@ grade: build ## autograde grader/submitted/ for ASSIGNMENT=lab2 and export grade
 
 student-release: setup ## write the student's side of the kit (no answers) to dist/student
 	$(PY) -m mpilab.grade.release dist/student
+
+instructor-guide: build ## run every solution notebook and write a guide per lab (dist/instructor-guide)
+	@$(PY) -c "import mpilab_key" 2>/dev/null || { echo "make instructor-guide needs the answer key (solutions/): it is the instructor's"; exit 2; }
+	$(PY) -m mpilab_key.guide --out dist/instructor-guide $(if $(LABS),--labs $(LABS),)
 
 image: ## build the Apptainer image FLAVOUR=openmpi|mpich (needs apptainer)
 	scripts/build-image.sh $(FLAVOUR)

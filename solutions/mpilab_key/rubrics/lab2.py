@@ -28,3 +28,33 @@ RUBRIC = {
     "plot_check": plots.LatencyPlotVerdict("fig", "at4", x="bytes", y="maxrank_avg_us"),
     "plot_p_check": plots.LatencyPlotVerdict("fig_p", "at16k", x="nprocs", y="maxrank_avg_us"),
 }
+
+#: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
+GUIDE = {
+    "time": "4 to 6 hours for a typical MSc student; the C part takes most of it",
+    "sections": [("1. The reference algorithms: read them, draw their schedules at p = 8", "45 min"),
+                 ("2. Cost expressions", "45 min to 1 h"),
+                 ("3. Ring and Bruck in C (first compile errors, a deadlock, MPI_IN_PLACE)", "2 to 3 h"),
+                 ("4. Benchmark and plots", "30 min"),
+                 ("5. Model against measurement", "45 min")],
+    "quotes": {
+        "fastest algorithm at P = 48, 16 KiB per process (simulated THIN)":
+            "at16k[at16k.nprocs == 48].sort_values('maxrank_avg_us').iloc[0]['algorithm']",
+        "its time there (us)": "round(at16k[at16k.nprocs == 48]['maxrank_avg_us'].min(), 1)",
+        "Bruck at P = 48, 16 KiB (us)":
+            "round(float(at16k[(at16k.nprocs == 48) & (at16k.algorithm == 'bruck')]['maxrank_avg_us'].iloc[0]), 1)",
+        "fastest at P = 4, 4 bytes per process (real, this machine)":
+            "at4[at4.bytes == 4].sort_values('maxrank_avg_us').iloc[0]['algorithm']",
+    },
+    "wrong": {
+        "cost_ring": [("p messages instead of p - 1", {"cost_ring": costs.p * (costs.alpha + costs.n * costs.beta)}),
+                      ("the whole gathered buffer on every step",
+                       {"cost_ring": (costs.p - 1) * (costs.alpha + costs.p * costs.n * costs.beta)})],
+        "cost_bruck": [("log2 p without the ceiling (wrong for p not a power of two)",
+                        {"cost_bruck": costs.LOG2 * costs.alpha + (costs.p - 1) * costs.n * costs.beta})],
+        "ring_correct": [("every rank sends first with blocking MPI_Send: a deadlock",
+                          {"ring.c": "tests/data/grading/ring_deadlock.c"})],
+        "bruck_correct": [("a buffer overrun in the final rotation: a crash",
+                           {"bruck.c": "tests/data/grading/bruck_segfault.c"})],
+    },
+}
