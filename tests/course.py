@@ -94,7 +94,7 @@ class Course:
             for name, text in (extra or {}).items():
                 z.writestr(name, text)
 
-    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=1200, student_timeout=None, name=None):
+    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=3600, student_timeout=None, name=None):
         """Run ``scripts/grade.sh lab`` on the course; return (score table, seconds).
 
         ``student_timeout`` sets MPILAB_STUDENT_TIMEOUT (grade.sh's default otherwise). The output

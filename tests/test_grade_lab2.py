@@ -86,4 +86,3 @@ def test_grade_eight_submissions(tmp_path):
     assert "its β term: bytes on the critical path: the β coefficient differs at p = 1, n = 1 bytes: " \
         "yours is 1, expected 0" in wrong and "0.5 of 1 points" in wrong
     assert "KernelRestarted" in course.feedback("ignores_sigint", "lab2")
-    assert elapsed < 900, f"the batch took {elapsed:.0f} s"

@@ -41,4 +41,3 @@ def test_grade_three_submissions(tmp_path, built_flavour):
     assert_scores(table, EXPECTED)
     feedback = course.feedback("wrong_metric", "lab5")
     assert "of the decision table is" in feedback and "r = " in feedback
-    assert elapsed < 600, f"the batch took {elapsed:.0f} s"

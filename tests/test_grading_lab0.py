@@ -127,5 +127,5 @@ def test_engines_refuse_bad_counts_and_the_other_mpi():
     other = {"openmpi": "mpich", "mpich": "openmpi"}[engines.mpi4py_flavour()]
     with pytest.raises(ValueError, match="mpi4py here runs on .* use flavour="):
         engines.mpi_cluster(n=2, flavour=other)
-    with pytest.raises(ValueError, match="unknown flavour 'smpi' for MPI engines; valid: openmpi, mpich"):
+    with pytest.raises(ValueError, match="unknown flavour for MPI engines 'smpi'; valid: mpich, openmpi"):
         engines.mpi_cluster(n=2, flavour="smpi")

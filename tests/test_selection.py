@@ -295,4 +295,4 @@ def test_open_mpi_consults_the_file_before_a_forced_algorithm(built_flavour, tmp
     done, err = _allgather_with_rules(rules_path, 3, {"OMPI_MCA_coll_tuned_allgather_algorithm": "4"})
     assert done == [] and "failed at size 256 bytes" in err
     forced, evidence = forcing.verify("openmpi", "allgather", "lib:ring", err)
-    assert forced == "no" and "rules_path file" in evidence
+    assert forced == "no" and "rules file" in evidence
