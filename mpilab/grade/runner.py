@@ -15,6 +15,7 @@ import io
 import os
 import re
 import shutil
+import time
 import warnings
 from dataclasses import dataclass
 
@@ -204,7 +205,7 @@ def parse_cases(stdout):
     return out
 
 
-def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None, args=()):
+def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None, args=(), progress=None):
     """Run a case harness for every run and return one :class:`Case` per (run, kind).
 
     A kind passes when every case the harness ran of it passed (every count); its message is
@@ -230,12 +231,16 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
         Per-case limit on real MPI (default: a third of ``timeout``, at least 3 s).
     args : sequence of str
         Extra harness arguments.
+    progress : callable, optional
+        Called with a line before and after each launch (the notebook's checks print them, so a
+        long wait shows which run it is and how long it has taken).
 
     Returns
     -------
     list of Case
     """
     case_timeout = case_timeout or max(3.0, timeout / 3)
+    say = progress or (lambda line: None)
     out, hung_first = [], []
     for run in runs:
         run_kinds = list(run.kinds or kinds)
@@ -250,7 +255,10 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
             extra = ["--kinds", ",".join(left)]
             if run.flavour != "smpi":
                 extra += ["--case-timeout", f"{case_timeout:.0f}"]
+            say(f"running {run.label} ({', '.join(left)}) ...")
+            started = time.monotonic()
             res = execute(work, argv(work, exe, [*args, *extra], run), run, timeout=timeout)
+            say(f"  {run.label}: {time.monotonic() - started:.1f} s")
             by_kind = {}
             for kind, detail, status, msg in parse_cases(res.stdout):
                 by_kind.setdefault(kind, []).append((detail, status, msg))
@@ -354,6 +362,8 @@ BENCH_ITERS = {"openmpi": (20, 5), "smpi": (2, 1)}
 #: The allgather harness and the function each lab-2 skeleton defines.
 ALLGATHER_HARNESS = "check_student.c"
 STUDENT_FUNCTIONS = {"ring": "student_allgather_ring", "bruck": "student_allgather_bruck"}
+#: The allgather harness's kinds of case, in the order it runs them.
+ALLGATHER_KINDS = ("int", "char", "double", "in-place", "sub-communicator")
 
 
 def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
@@ -416,6 +426,15 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
             warnings.warn(f"{algorithm} left out: {exc}")
             continue
         try:
+            # a wrong algorithm's time means nothing: check it first (every kind, at the
+            # smallest P above 1 that is timed)
+            run = Run(flavour, min([q for q in nprocs if q > 1] or nprocs), platform if flavour == "smpi" else None,
+                      mapping)
+            wrong = [c for c in run_cases(work, "check_student", [run], ALLGATHER_KINDS, timeout) if not c.passed]
+            if wrong:
+                warnings.warn(f"{algorithm} left out: it is not right yet, so its time would mean nothing "
+                              f"({wrong[0].name}: {wrong[0].message})")
+                continue
             for p in nprocs:
                 run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
                 for args in modes:

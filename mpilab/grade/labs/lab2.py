@@ -20,7 +20,7 @@ def _cost(name):
 
 
 def _c(c_file, algorithm):
-    return Cell((), lambda: ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS))
+    return Cell((), lambda: ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS, progress=print))
 
 
 CELLS = {
