@@ -10,6 +10,7 @@ directory holding only the files it needs and under :mod:`mpilab.grade.sandbox`'
 * :func:`run_c` compiles and runs one program and returns its output (lab 0's hello cells);
 * :func:`benchmark_c` times students' allgathers next to ``MPI_Allgather`` (lab 2).
 """
+import datetime as dt
 import importlib.resources
 import io
 import os
@@ -410,8 +411,9 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
     pandas.DataFrame
         Columns algorithm, nprocs, bytes (per rank), maxrank_avg_us (the slowest rank's average
         over the timed calls, as the results table's column of that name); SMPI's times are
-        simulated. An algorithm that fails to
-        build or run is left out with a warning saying why.
+        simulated; ``date``, when the launch that measured the row started (UTC). An algorithm
+        that fails to build, fails its correctness check or fails to run is left out with a
+        warning saying why.
     """
     if flavour not in BENCH_ITERS:
         raise one_of("flavour for benchmark_c", flavour, BENCH_ITERS)
@@ -438,11 +440,12 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
             for p in nprocs:
                 run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
                 for args in modes:
+                    when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
                     res = execute(work, argv(work, exe, args, run), run, timeout)
                     if not res.ok:
                         warnings.warn(f"{algorithm} left out: timing it with P = {p}: {res.failure()}")
                         break
-                    frames.append(pd.read_csv(io.StringIO(res.stdout)))
+                    frames.append(pd.read_csv(io.StringIO(res.stdout)).assign(date=when))
                 else:
                     continue
                 break
@@ -453,4 +456,5 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
     df = pd.concat(frames, ignore_index=True)
     keep = list(c_files) + ["native"] + (["gather_bcast", "pairwise"] if reference else [])
     df = df[df["algorithm"].isin(keep)]
-    return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False)["maxrank_avg_us"].mean()
+    return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False).agg(
+        maxrank_avg_us=("maxrank_avg_us", "mean"), date=("date", "min"))
