@@ -251,7 +251,7 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
                          f"{hung_first[0]} and P = {hung_first[1]}", hidden=run.hidden) for k in run_kinds]
             continue
         left, tries = list(run_kinds), 0
-        while left and tries < 3:
+        while left and tries < 2:
             tries += 1
             extra = ["--kinds", ",".join(left)]
             if run.flavour != "smpi":
