@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 JOBS      ?= 2
 
-.PHONY: help setup build demo test bench lab grade image clean
+.PHONY: help setup build demo test bench lab grade image student-release instructor-guide clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,7 +40,15 @@ lab: build ## start JupyterLab on labs/ (PORT=8888)
 	$(VENV)/bin/jupyter lab --notebook-dir=labs --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 grade: build ## autograde grader/submitted/ for ASSIGNMENT=lab2 and export grades
+	@[ -x scripts/grade.sh ] || { echo "make grade is the instructor's: this is the student's side of the kit (no grader)"; exit 2; }
 	scripts/grade.sh $(ASSIGNMENT)
+
+student-release: setup ## write the student's side of the kit (no answers) to dist/student
+	$(PY) -m mpilab.grade.release dist/student
+
+instructor-guide: build ## run every solution notebook and write a guide per lab (dist/instructor-guide)
+	@$(PY) -c "import mpilab_key" 2>/dev/null || { echo "make instructor-guide needs the answer key (solutions/): it is the instructor's"; exit 2; }
+	$(PY) -m mpilab_key.guide --out dist/instructor-guide $(if $(LABS),--labs $(LABS),)
 
 image: ## build the Apptainer image FLAVOUR=openmpi|mpich (needs apptainer)
 	scripts/build-image.sh $(FLAVOUR)

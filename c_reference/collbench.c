@@ -70,9 +70,9 @@ static void usage(FILE *out)
             "  --list [--json]   list the allgather algorithms\n\nalgorithms:\n",
             valid);
     for (int i = 0; i < lab_allgather_registry_size; i++)
-        fprintf(out, "  %-13s %s\n                cost: %s\n                restrictions: %s\n",
+        fprintf(out, "  %-13s %s\n                restrictions: %s\n",
                 lab_allgather_registry[i].name, lab_allgather_registry[i].description,
-                lab_allgather_registry[i].cost, lab_allgather_registry[i].restrictions);
+                lab_allgather_registry[i].restrictions);
     fprintf(out, "  %-13s the MPI library's own call\n", "native");
 }
 

@@ -1,4 +1,4 @@
-/* registry.c — the one table of allgather algorithms.
+/* registry.c — the one table of allgather algorithms (costs: mpilab.model.costs).
  *
  * It drives collbench's --list, --list --json, --help and the "unknown algorithm" error,
  * the correctness sweep, and (through registry.json) the Python side. Compiled with
@@ -15,6 +15,13 @@
 #define LAB_FN(f) f
 #endif
 
+/* The instructor's algorithms (ring, Bruck: lab 2's tasks) live in the answer key,
+ * solutions/c_reference/; the Makefile builds them in when that folder is there, and this file
+ * then includes their rows (LAB_KEY_ROWS, from solutions/c_reference/registry_rows.h). */
+#ifdef LAB_KEY_REGISTRY
+#include LAB_KEY_REGISTRY
+#endif
+
 /* Test-only rows: tests/test_c_reference.py compiles this file with
  * -DLAB_TEST_ALGORITHMS='"tests/broken_allgather.h"' into a collbench of its own, to see
  * collbench's failure paths fire for real. The shipped build never defines it. */
@@ -23,22 +30,15 @@
 #endif
 
 const lab_algorithm lab_allgather_registry[] = {
-    {"bruck", LAB_FN(lab_allgather_bruck),
-     "Bruck: ceil(log2 p) steps of MPI_Sendrecv to r-2^k, blocks rotated, final rotation",
-     "ceil(log2(p))*alpha + ((p-1)/p)*n*beta",
-     "none (any p, any datatype, MPI_IN_PLACE); temporary buffer of n bytes"},
     {"gather_bcast", LAB_FN(lab_allgather_gather_bcast),
      "gather to rank 0 then broadcast, from MPI_Isend/MPI_Irecv/MPI_Wait* only (the homework's first algorithm)",
-     "2*(p-1)*alpha + ((p-1)/p)*n*beta + (p-1)*n*beta",
      "none (any p, any datatype, MPI_IN_PLACE)"},
     {"pairwise", LAB_FN(lab_allgather_pairwise),
      "pairwise exchange / recursive doubling with MPI_Sendrecv, data doubling each step (the homework's second algorithm)",
-     "log2(p)*alpha + ((p-1)/p)*n*beta",
-     "cost for p a power of two; other p fold the extra ranks in and out: (2L+2) alpha + (q+p+2^(f+1)-1+(L-1-f)e)(n/p) beta with q = 2^L <= p, e = p-q, f = floor(log2 e) (pairwise.c)"},
-    {"ring", LAB_FN(lab_allgather_ring),
-     "ring: p-1 steps of MPI_Sendrecv with the neighbours, one block per step",
-     "(p-1)*alpha + ((p-1)/p)*n*beta",
-     "none (any p, any datatype, MPI_IN_PLACE)"},
+     "none (any p: other p fold the extra ranks in and out, see pairwise.c)"},
+#ifdef LAB_KEY_ROWS
+    LAB_KEY_ROWS
+#endif
 #ifdef LAB_TEST_ROWS
     LAB_TEST_ROWS
 #endif
@@ -91,8 +91,6 @@ void lab_allgather_print_json(FILE *out)
         print_json_string(out, a->name);
         fprintf(out, ", \"description\": ");
         print_json_string(out, a->description);
-        fprintf(out, ", \"cost\": ");
-        print_json_string(out, a->cost);
         fprintf(out, ", \"restrictions\": ");
         print_json_string(out, a->restrictions);
         fputc('}', out);

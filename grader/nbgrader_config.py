@@ -24,9 +24,17 @@ c.ExecutePreprocessor.startup_timeout = 120
 # LimitOutput then keeps at most 500 lines of a cell's output and 60 lines of a traceback.
 from nbgrader.converters.autograde import Autograde  # noqa: E402
 
-c.Autograde.autograde_preprocessors = [
-    "mpilab.grade.autograde.GuardedExecute" if pp.__name__ == "Execute" else pp
-    for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
+#
+# The points come from the trusted grader, not from the notebook: mpilab.grade.verdicts.
+# TrustedVerdicts, just before SaveAutoGrades, replaces every test cell's outputs with the verdict
+# of a fresh grader process (mpilab.grade.judge) on the answers the cell handed in and on the
+# submitted files, with the hidden cases of the answer key (solutions/mpilab_key).
+_steps = []
+for pp in Autograde.class_traits()["autograde_preprocessors"].default():
+    if pp.__name__ == "SaveAutoGrades":
+        _steps.append("mpilab.grade.verdicts.TrustedVerdicts")
+    _steps.append("mpilab.grade.autograde.GuardedExecute" if pp.__name__ == "Execute" else pp)
+c.Autograde.autograde_preprocessors = _steps
 c.LimitOutput.max_lines = 500
 c.LimitOutput.max_traceback = 60
 

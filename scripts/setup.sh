@@ -54,7 +54,7 @@ setup_system() {
 setup_venv() {
     local stamp="$VENV/.mpilab-installed"
     local want
-    want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
+    want="$(cat "$ROOT/pyproject.toml" "$ROOT"/solutions/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         say "python environment: up to date ($VENV)"
         return 0
@@ -68,6 +68,11 @@ setup_venv() {
     # mpi4py is compiled against the default mpicc (Open MPI through Debian's alternatives).
     MPICC="$(command -v mpicc.openmpi || command -v mpicc || true)" \
         "$VENV/bin/python" -m pip install -q -e "$ROOT[test,lab]"
+    # the answer key (costs, rubrics, hidden cases): only in an instructor's checkout
+    if [ -f "$ROOT/solutions/pyproject.toml" ]; then
+        say "installing the answer key (solutions/mpilab_key): this is an instructor's checkout"
+        "$VENV/bin/python" -m pip install -q --no-deps -e "$ROOT/solutions"
+    fi
     echo "$want" > "$stamp"
 }
 

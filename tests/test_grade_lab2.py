@@ -13,23 +13,32 @@ SOL = ROOT / "solutions" / "lab2"
 
 #: Autograded points per cell of lab 2 (schedules and discussion are graded by hand: 0 here).
 FULL = {"cost_gather_bcast": 1, "cost_pairwise": 1, "cost_ring": 1, "cost_bruck": 2, "ring_correct": 3,
-        "bruck_correct": 3, "plot_check": 2, "plot_p_check": 2, "schedules": 0, "discussion": 0}
+        "bruck_correct": 3, "plot_check": 2, "plot_p_check": 2, "prediction_check": 1, "schedules": 0,
+        "reflection": 0, "discussion": 0}
 ZERO = dict.fromkeys(FULL, 0)
+#: Per kind of case of a C check: Open MPI P = 1 (4 kinds: in-place is trivial at P = 1),
+#: P = 2..8 (7 x 5 kinds), 3 simulated runs (3 x 5 kinds); a code right only at P = 1 keeps
+#: 4 of these 54 cases: 3 x 4 / 54 = 0.22 points.
+ONLY_P1 = 0.22
 EXPECTED = {
     "solution": FULL,
     "untouched": ZERO,
-    "wrong_cost": {**FULL, "cost_ring": 0},
-    "ring_deadlock": {**FULL, "ring_correct": 0},
-    "bruck_segfault": {**FULL, "bruck_correct": 0},
-    "wrong_plot": {**FULL, "plot_check": 0},
-    "loops_forever": {**FULL, "cost_gather_bcast": 0, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0},
+    # the α term is right, the β term is not: half of the cell
+    "wrong_cost": {**FULL, "cost_ring": 0.5},
+    "ring_deadlock": {**FULL, "ring_correct": ONLY_P1},
+    "bruck_segfault": {**FULL, "bruck_correct": ONLY_P1},
+    # 10 cases: two log axes missing, bruck's line missing; labels, legend, 4 lines right
+    "wrong_plot": {**FULL, "plot_check": 1.4},
+    # the costs never exist, so neither does the prediction made from them
+    "loops_forever": {**FULL, "cost_gather_bcast": 0, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0,
+                      "prediction_check": 0},
     # its kernel is restarted after the plot cell's time limit: the cells below lack its variables
-    "ignores_sigint": {**FULL, "plot_check": 0, "plot_p_check": 0},
+    "ignores_sigint": {**FULL, "plot_check": 0, "plot_p_check": 0, "prediction_check": 0},
 }
 
 
 def _edit_cost(gid, src):
-    return src.replace("cost_ring = (p - 1) * alpha + (p - 1) * n * beta", "cost_ring = p * (alpha + n * beta)") \
+    return src.replace("cost_ring = (p - 1) * alpha + (p - 1) * n * beta", "cost_ring = (p - 1) * alpha + p * n * beta") \
         if gid == "costs" else src
 
 
@@ -72,9 +81,13 @@ def test_grade_eight_submissions(tmp_path):
     assert_scores(table, EXPECTED)
     assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert (course.root / "grades-lab2.csv").exists()
-    assert table.loc["solution", "max"] == 15 + 5   # 15 autograded, 5 by hand
-    assert "a deadlock? check the order of sends and receives" in course.feedback("ring_deadlock", "lab2")
-    assert "bruck allgather with P = 2: rank 1 crashed: signal 11 (SIGSEGV)" in course.feedback("bruck_segfault", "lab2")
-    assert "the allgather ring cost differs at p = 1, n = 1 bytes (alpha = 1.5 us, beta = 0.001 us/B): yours " \
-        "gives 1.501 us, expected 0 us" in course.feedback("wrong_cost", "lab2")
+    assert table.loc["solution", "max"] == 16 + 7   # 16 autograded, 7 by hand
+    dead = course.feedback("ring_deadlock", "lab2")
+    assert "Open MPI, P = 2, int: count=1: no result after 3 s — a deadlock? check the order of sends and " \
+        "receives" in dead and "Open MPI, P = 2, char, double, in-place, sub-communicator: not run: the int " \
+        "case hung" in dead
+    assert "Open MPI, P = 2, int: rank 1 crashed: signal 11 (SIGSEGV)" in course.feedback("bruck_segfault", "lab2")
+    wrong = course.feedback("wrong_cost", "lab2")
+    assert "its β term: bytes on the critical path: the β coefficient differs at p = 1, n = 1 bytes: " \
+        "yours is 1, expected 0" in wrong and "0.5 of 1 points" in wrong
     assert "KernelRestarted" in course.feedback("ignores_sigint", "lab2")

@@ -9,11 +9,8 @@
  *               A rank's own block leaves from sendbuf (the fold, or step 0); its local copy
  *               into recvbuf follows that first exchange (lab_local_copy, never a message),
  *               and the extra ranks need none: the result they receive holds their block.
- * Cost:         log2(p)·α + ((p-1)/p)·n·β       n = bytes gathered on each process, p = 2^k
- *               any other p, with q = 2^L the largest power of two below p, e = p - q, f = ⌊log2 e⌋:
- *               (2L+2)·α + (q + p + 2^(f+1) - 1 + (L-1-f)·e)·(n/p)·β
- *               that is: fold α + (n/p)·β; L steps of 2α + (2^k + min(e, 2^k))·(n/p)·β (rank 0's
- *               pair carries the most folded blocks: min(e, 2^k)); unfold α + n·β
+ * Cost:         lab 2 asks you to derive it for p a power of two; the answer key has it, and
+ *               the cost of the folding for other p (mpilab costs, in an instructor's checkout)
  * Restrictions: none (any p, any datatype, MPI_IN_PLACE, count 0)
  * Memory:       no temporary buffer
  *

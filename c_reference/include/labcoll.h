@@ -13,10 +13,6 @@ int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype 
                                void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
 int lab_allgather_pairwise(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
-int lab_allgather_ring(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                       void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
-int lab_allgather_bruck(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                        void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
 
 /* Broadcasts built from point-to-point calls (MPI_Bcast's signature), so a PMPI tracer sees
  * every message (c_reference/trace/). Not in the allgather registry. */
@@ -35,7 +31,6 @@ typedef struct {
     const char *name;
     lab_allgather_fn fn;
     const char *description;
-    const char *cost;          /* α-β cost, n = bytes gathered on each process */
     const char *restrictions;
 } lab_algorithm;
 

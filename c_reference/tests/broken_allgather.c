@@ -7,7 +7,7 @@ int lab_allgather_test_wrong_data(const void *sendbuf, int sendcount, MPI_Dataty
                                   MPI_Comm comm)
 {
     int rank, size, tsize;
-    int rc = lab_allgather_ring(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    int rc = lab_allgather_pairwise(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     if (rc != MPI_SUCCESS)
         return rc;
     MPI_Comm_rank(comm, &rank);
@@ -24,7 +24,7 @@ int lab_allgather_test_fail_late(const void *sendbuf, int sendcount, MPI_Datatyp
 {
     static int calls = 0;
     int rank;
-    int rc = lab_allgather_ring(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    int rc = lab_allgather_pairwise(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MPI_Comm_rank(comm, &rank);
     if (rc == MPI_SUCCESS && rank == 1 && ++calls >= 5)
         return MPI_ERR_OTHER;

@@ -1,8 +1,10 @@
-"""``mpilab list``: the algorithms collbench registers (the one source of truth, in C)."""
+"""``mpilab list``: the algorithms collbench registers, with their cost where this installation
+knows it (:func:`mpilab.model.costs.table`: the answer key's, on the instructor's side)."""
 
 import json
 
 from mpilab.measure import collbench
+from mpilab.model import costs
 from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS
 
 
@@ -12,8 +14,11 @@ def _cmd(args):
         print(json.dumps({"collective": args.coll, "algorithms": algos}, indent=2))
         return 0
     width = max(len(a["name"]) for a in algos + [{"name": "native"}])
+    known = costs.table()
     for a in algos:
-        print(f"{a['name']:<{width}}  {a['cost']}")
+        cost = costs.header_form(args.coll, a["name"]) if (args.coll, a["name"]) in known else \
+            "cost: not in this installation (the labs ask you to derive it)"
+        print(f"{a['name']:<{width}}  {cost}")
         print(f"{'':<{width}}  {a['description']}")
         print(f"{'':<{width}}  restrictions: {a['restrictions']}")
     print(f"{'native':<{width}}  the MPI library's own {args.coll}")

@@ -122,10 +122,10 @@ class SandboxResult:
             m = pattern.search(text)
             if m:
                 rank, sig = int(m.group(1)), int(m.group(2))
-                return rank, f"signal {sig} ({_signal_name(sig)})"
+                return rank, f"signal {sig} ({signal_name(sig)})"
         if self.returncode is not None and self.returncode < 0:
             sig = -self.returncode
-            return None, f"signal {sig} ({_signal_name(sig)})"
+            return None, f"signal {sig} ({signal_name(sig)})"
         return None
 
     def failure(self):
@@ -145,7 +145,8 @@ class SandboxResult:
         return f"exit status {self.returncode}: " + " | ".join(last)
 
 
-def _signal_name(sig):
+def signal_name(sig):
+    """The name of a signal number, e.g. 11 -> "SIGSEGV"."""
     try:
         return signal.Signals(sig).name
     except ValueError:

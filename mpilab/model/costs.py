@@ -27,12 +27,14 @@ per-message overhead overlaps those α.
 Examples
 --------
 >>> from mpilab.model import costs
->>> costs.cost("allgather", "ring")
-(alpha + beta*n)*(p - 1)
->>> costs.check_expression("(p-1)*(alpha+n*beta)", "allgather", "ring").equal
+>>> costs.register("allgather", "mine", "3*(p-1)*alpha + 2*n*beta").domain
+'any p'
+>>> costs.check_expression("2*n*beta + 3*(p-1)*alpha", "allgather", "mine").equal
 True
->>> costs.TABLE["allgather", "pairwise"].domain
-'p power of two'
+
+Which costs the table holds depends on the installation: the costs of the kit's and the
+libraries' algorithms answer the labs' questions and come from the answer key (the instructor's
+side, :mod:`mpilab.core.key`); a student's own go in with :func:`register`.
 """
 from __future__ import annotations
 
@@ -47,21 +49,26 @@ import sympy
 from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application,
     parse_expr, standard_transformations)
 
+from mpilab.core import key
 from mpilab.core.errors import one_of, UsageError
 
 p, n, alpha, beta, s = sympy.symbols("p n alpha beta s", positive=True)
 SYMBOLS = {"p": p, "n": n, "alpha": alpha, "beta": beta, "s": s}
-_L = sympy.ceiling(sympy.log(p, 2))          # rounds of a binomial / Bruck schedule
-_F = sympy.floor(sympy.log(p, 2))
-_LOG2 = sympy.log(p, 2)                       # exact for p a power of two
-_NSEG = sympy.ceiling(n / s)                 # number of segments of a pipelined algorithm
-_SEG = sympy.Min(n, s)                       # bytes of one segment (the whole buffer if n < s)
-# Open MPI's chain: 4 chains (coll_tuned_<coll>_algorithm_chain_fanout = 4); the root serves
-# the 4 chain heads one after another, the last chain then takes ceil((p-1)/4) - 1 more hops.
-_CHAIN = sympy.Max(0, sympy.Min(4, p - 1) + sympy.ceiling((p - 1) / 4) - 1)
-
-_PER_RANK = "n = bytes contributed by each rank (each rank ends with p*n bytes)"
-_BUF = "n = bytes of the buffer"
+#: Rounds of a binomial tree or of Bruck's algorithm, ⌈log2 p⌉.
+ROUNDS = sympy.ceiling(sympy.log(p, 2))
+#: ⌊log2 p⌋.
+FLOOR_LOG2 = sympy.floor(sympy.log(p, 2))
+#: log2 p, exact for p a power of two.
+LOG2 = sympy.log(p, 2)
+#: Segments of a pipelined algorithm of segment size s.
+SEGMENTS = sympy.ceiling(n / s)
+#: Bytes of one segment (the whole buffer if n < s).
+SEGMENT_BYTES = sympy.Min(n, s)
+#: What n means in an allgather's cost, and in the other collectives'.
+PER_RANK = "n = bytes contributed by each rank (each rank ends with p*n bytes)"
+BUFFER = "n = bytes of the buffer"
+#: The domain of algorithms whose plain form holds for p a power of two.
+POW2 = "p power of two"
 
 #: Domains of the table: name -> predicate on an integer p.
 DOMAINS = {
@@ -72,26 +79,8 @@ DOMAINS = {
 }
 
 
-def _pairwise_any_p():
-    """The kit's pairwise exchange for every p (c_reference/allgather/pairwise.c).
-
-    With q = 2^L the largest power of two <= p and e = p - q extra ranks: fold (α + nβ: rank
-    q + i sends its block to rank i), L steps among the q ranks, each a Sendrecv of 2^k blocks
-    (α + 2^k·nβ) and a second Sendrecv of the group's folded blocks (α + min(e, 2^k)·nβ on
-    rank 0's pair, the busiest), then unfold (α + p·nβ: rank i sends the whole result to
-    q + i). Σ_{k<L} min(e, 2^k) = 2^(f+1) - 1 + (L-1-f)·e with f = ⌊log2 e⌋.
-    """
-    L = _F
-    q = 2 ** L
-    e = p - q
-    f = sympy.floor(sympy.log(sympy.Max(e, 1), 2))
-    folded = 2 ** (f + 1) - 1 + (L - 1 - f) * e
-    other = (2 * L + 2) * alpha + (q + p + folded) * n * beta
-    return sympy.Piecewise((L * alpha + (p - 1) * n * beta, sympy.Eq(e, 0)), (other, True))
-
-
 class Cost(NamedTuple):
-    """One entry of :data:`TABLE`.
+    """One entry of the cost table (:func:`table`).
 
     Attributes
     ----------
@@ -114,93 +103,6 @@ class Cost(NamedTuple):
     exact: object = None
 
 
-_POW2 = "p power of two"
-
-#: (collective, name) -> Cost. Library names are those of :mod:`mpilab.measure.libalgs`.
-TABLE = {
-    # the kit's allgather algorithms (c_reference/allgather)
-    ("allgather", "gather_bcast"): Cost(
-        2 * (p - 1) * alpha + (p - 1) * (p + 1) * n * beta, _PER_RANK,
-        "kit: linear gather of p-1 blocks, then linear bcast of p*n bytes; the root's single "
-        "port serialises the p-1 messages of each phase"),
-    ("allgather", "pairwise"): Cost(
-        _LOG2 * alpha + (p - 1) * n * beta, _PER_RANK,
-        "kit: recursive doubling, log2 p Sendrecv steps with doubling blocks; other p fold the "
-        "extra ranks in and out (exact)", _POW2, _pairwise_any_p()),
-    ("allgather", "ring"): Cost((p - 1) * (alpha + n * beta), _PER_RANK, "kit: p-1 ring steps"),
-    ("allgather", "bruck"): Cost(_L * alpha + (p - 1) * n * beta, _PER_RANK,
-                                 "kit: ceil(log2 p) rounds of doubling blocks"),
-    # library allgather (Open MPI ids)
-    ("allgather", "linear"): Cost(2 * (p - 1) * alpha + (p - 1) * (p + 1) * n * beta, _PER_RANK,
-                                  "ompi 1: gather then bcast"),
-    ("allgather", "recursive_doubling"): Cost(_LOG2 * alpha + (p - 1) * n * beta, _PER_RANK,
-                                              "ompi 3: log2 p exchanges", _POW2),
-    ("allgather", "neighbor"): Cost((p / 2) * alpha + (p - 1) * n * beta, _PER_RANK,
-                                    "ompi 5: p/2 neighbour exchanges", "p even"),
-    ("allgather", "two_proc"): Cost(alpha + n * beta, _PER_RANK, "ompi 6: one exchange", "p = 2"),
-    ("allgather", "lib:bruck"): Cost(_L * alpha + (p - 1) * n * beta, _PER_RANK,
-                                     "ompi 2: Bruck's ceil(log2 p) rounds, as the kit's"),
-    ("allgather", "lib:ring"): Cost((p - 1) * (alpha + n * beta), _PER_RANK,
-                                    "ompi 4: p-1 ring steps, as the kit's"),
-    # bcast
-    ("bcast", "basic_linear"): Cost((p - 1) * (alpha + n * beta), _BUF,
-                                    "ompi 1: root sends to each rank"),
-    ("bcast", "chain"): Cost(_CHAIN * (alpha + n * beta), _BUF,
-                             "ompi 2: 4 unsegmented chains (fanout 4), fed by the root in turn"),
-    ("bcast", "pipeline"): Cost((p - 2 + _NSEG) * (alpha + _SEG * beta), _BUF,
-                                "ompi 3: chain pipelined in segments of s bytes"),
-    ("bcast", "binary_tree"): Cost(2 * _F * (alpha + n * beta), _BUF,
-                                   "ompi 5: binary tree, two sends per level"),
-    ("bcast", "split_binary_tree"): Cost(2 * _F * (alpha + n / 2 * beta) + alpha + n / 2 * beta,
-                                         _BUF, "ompi 4: two halves down two subtrees, then exchanged"),
-    ("bcast", "binomial"): Cost(_L * (alpha + n * beta), _BUF, "ompi 6: binomial tree"),
-    ("bcast", "knomial"): Cost((4 - 1) * sympy.ceiling(sympy.log(p, 4)) * (alpha + n * beta), _BUF,
-                               "ompi 7: radix-4 tree, 3 sends per level"),
-    ("bcast", "scatter_allgather"): Cost((_L + p - 1) * alpha + 2 * (p - 1) / p * n * beta, _BUF,
-                                         "ompi 8: binomial scatter then allgather"),
-    ("bcast", "scatter_allgather_ring"): Cost((_L + p - 1) * alpha + 2 * (p - 1) / p * n * beta,
-                                              _BUF, "ompi 9: binomial scatter then ring allgather"),
-    # reduce
-    ("reduce", "basic_linear"): Cost((p - 1) * (alpha + n * beta), _BUF,
-                                     "ompi 1: root receives from each rank"),
-    ("reduce", "chain"): Cost(_CHAIN * (alpha + n * beta), _BUF,
-                              "ompi 2: 4 unsegmented chains (fanout 4) into the root"),
-    ("reduce", "pipeline"): Cost((p - 2 + _NSEG) * (alpha + _SEG * beta), _BUF,
-                                 "ompi 3: pipelined chain"),
-    ("reduce", "binary"): Cost(2 * _F * (alpha + n * beta), _BUF, "ompi 4: binary tree"),
-    ("reduce", "binomial"): Cost(_L * (alpha + n * beta), _BUF, "ompi 5: binomial tree"),
-    ("reduce", "in_order_binary"): Cost(2 * _F * (alpha + n * beta), _BUF,
-                                        "ompi 6: in-order binary tree"),
-    ("reduce", "rabenseifner"): Cost(2 * _L * alpha + 2 * (p - 1) / p * n * beta, _BUF,
-                                     "ompi 7: reduce-scatter then gather"),
-    # allreduce
-    ("allreduce", "basic_linear"): Cost(2 * (p - 1) * (alpha + n * beta), _BUF,
-                                        "ompi 1: reduce then bcast, linear"),
-    ("allreduce", "nonoverlapping"): Cost(2 * _L * (alpha + n * beta), _BUF,
-                                          "ompi 2: binomial reduce + bcast"),
-    ("allreduce", "recursive_doubling"): Cost(
-        _LOG2 * (alpha + n * beta), _BUF,
-        "ompi 3: log2 p exchanges; other p fold the extra ranks in and out (2 more steps)", _POW2,
-        (_F + 2 * sympy.ceiling(p / 2 ** _F - 1)) * (alpha + n * beta)),
-    ("allreduce", "ring"): Cost(2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta, _BUF,
-                                "ompi 4: ring reduce-scatter + ring allgather"),
-    ("allreduce", "rabenseifner"): Cost(2 * _LOG2 * alpha + 2 * (p - 1) / p * n * beta, _BUF,
-                                        "ompi 6: recursive halving + doubling", _POW2),
-    ("allreduce", "segmented_ring"): Cost(
-        (p - 1) * (sympy.Max(1, sympy.ceiling(n / (p * s))) + 1) * alpha + 2 * (p - 1) / p * n * beta,
-        _BUF, "ompi 5: the ring's reduce-scatter repeated in ceil(n/(p*s)) phases of s-byte "
-              "pieces of each block, then one ring allgather; Open MPI runs the plain ring "
-              "when n < p*s (always with s = 0, its default segment size)"),
-}
-
-#: Library algorithms of :mod:`mpilab.measure.libalgs` that have no entry in :data:`TABLE`, and why.
-NO_COST = {
-    ("allreduce", "smp"): "hierarchical (SMPI smp_binomial: binomial inside each node, then "
-                          "between nodes, then inside again): its cost depends on the ranks per "
-                          "node, which the table's p, n, alpha, beta do not describe",
-}
-
-
 def header_form(collective, name, exact=False):
     """The cost as the C headers write it: ``α``, ``β``, ``·``, and, for allgather,
     ``N = p·n`` bytes gathered on each process (``c_reference/allgather/*.c``).
@@ -208,8 +110,8 @@ def header_form(collective, name, exact=False):
     Returns
     -------
     str
-        E.g. ``header_form("allgather", "ring")`` gives ``'(p - 1)·α + (p - 1)·N·β/p'``
-        followed by what N (or n) is.
+        The cost, followed by what N (or n) is: for an allgather, N = p·n replaces n (the
+        bytes gathered on each process, as the C headers count them).
     """
     e = entry(collective, name)
     expr = e.exact if exact and e.exact is not None else e.expr
@@ -233,11 +135,66 @@ def header_form(collective, name, exact=False):
     return f"{' + '.join(terms)}    ({what}; {e.domain})"
 
 
+_TABLE = None
+
+
+def table():
+    """Every cost this installation knows, ``{(collective, name): Cost}``.
+
+    The costs of the kit's algorithms and of the libraries' are answers to the labs' questions:
+    they are in the answer key (:mod:`mpilab.core.key`, the instructor's side), and the table is
+    empty where the key is not installed. Costs added with :func:`register` (a student's own,
+    e.g. from lab 2, to compare with measurements) are in it too.
+    """
+    global _TABLE
+    if _TABLE is None:
+        keyed = key.module("costs")
+        _TABLE = dict(keyed.TABLE) if keyed else {}
+        _TABLE.update(_REGISTERED)
+    return _TABLE
+
+
+_REGISTERED = {}
+
+
+def no_cost():
+    """Library algorithms the table has no cost for, and why (from the answer key; else empty)."""
+    keyed = key.module("costs")
+    return dict(getattr(keyed, "NO_COST", {}))
+
+
+def register(collective, name, expr, n=None, source="registered", domain="any p", exact=None):
+    """Add a cost to the table (e.g. your own expression from lab 2) and return its entry.
+
+    Parameters
+    ----------
+    collective, name : str
+    expr : sympy expression or str
+        In ``p``, ``n``, ``alpha``, ``beta`` (and ``s``).
+    n : str, optional
+        What n is (default: per rank for allgather, the buffer otherwise).
+    source : str
+    domain : str
+        A key of :data:`DOMAINS`.
+    exact : sympy expression or str, optional
+        The cost for every p when ``expr`` holds only on ``domain``.
+    """
+    if domain not in DOMAINS:
+        raise one_of("domain", domain, DOMAINS)
+    expr = parse(expr) if isinstance(expr, str) else only_allowed(expr, str(expr))
+    if exact is not None:
+        exact = parse(exact) if isinstance(exact, str) else only_allowed(exact, str(exact))
+    e = Cost(expr, n or (PER_RANK if collective == "allgather" else BUFFER), source, domain, exact)
+    _REGISTERED[(collective, name)] = e
+    table()[(collective, name)] = e
+    return e
+
+
 def names(collective=None):
     """Algorithms in the table, as ``(collective, name)`` pairs (or names for one collective)."""
     if collective is None:
-        return sorted(TABLE)
-    return sorted(nm for c, nm in TABLE if c == collective)
+        return sorted(table())
+    return sorted(nm for c, nm in table() if c == collective)
 
 
 def entry(collective, name):
@@ -248,11 +205,16 @@ def entry(collective, name):
     UsageError
         Unknown collective or algorithm; the message lists the valid ones.
     """
-    if collective not in {c for c, _ in TABLE}:
-        raise one_of("collective", collective, {c for c, _ in TABLE})
-    if (collective, name) not in TABLE:
+    known = table()
+    if not known:
+        raise UsageError(f"no cost is known for {collective} {name}: the costs of the kit's and the "
+                         "libraries' algorithms are in the answer key (the instructor's side), and "
+                         "labs 2, 3 and 6 ask you to derive them; add yours with costs.register()")
+    if collective not in {c for c, _ in known}:
+        raise one_of("collective", collective, {c for c, _ in known})
+    if (collective, name) not in known:
         raise one_of(f"{collective} algorithm", name, names(collective))
-    return TABLE[(collective, name)]
+    return known[(collective, name)]
 
 
 def cost(collective, name, exact=False):
@@ -336,7 +298,7 @@ def compare_model(df, alpha_us, beta_us_per_byte, value="avg_us", segment=8192):
     """
     rows, detail = [], []
     for (coll, algo), g in df.groupby(["collective", "algorithm"]):
-        if (coll, algo) not in TABLE:
+        if (coll, algo) not in table():
             continue
         pred = evaluate(coll, algo, g["nprocs"], g["bytes"], alpha_us, beta_us_per_byte, segment)
         pred = np.atleast_1d(pred)
@@ -431,11 +393,18 @@ def parse(text):
                           transformations=_TRANSFORMS)
     except Exception as exc:   # sympy raises many kinds for bad text
         raise UsageError(f"cannot read {text!r} as a cost expression ({exc}); write it with "
-                         f"p, n, alpha, beta (and s), e.g. (p-1)*(alpha + n*beta)") from None
-    return _only_allowed(expr, text)
+                         f"p, n, alpha, beta (and s), e.g. 3*(p - 1)*alpha + 2*n*beta") from None
+    return only_allowed(expr, text)
 
 
-def _only_allowed(expr, shown):
+def only_allowed(expr, shown):
+    """``expr`` with its symbols replaced by the table's of the same name.
+
+    Raises
+    ------
+    UsageError
+        A symbol that is not one of :data:`SYMBOLS` (``shown`` names the expression).
+    """
     expr = sympy.sympify(expr)
     by_name = {str(k): v for k, v in SYMBOLS.items()}
     expr = expr.subs({sym: by_name[str(sym)] for sym in expr.free_symbols if str(sym) in by_name})
@@ -465,7 +434,7 @@ def check_expression(student, collective, name, points=None):
     """Compare a student's cost with the table's; equivalent forms are equal.
 
     Only points of the entry's domain count: for the pairwise exchange (``p power of two``)
-    ``log(p, 2)*alpha + (p - 1)*n*beta`` is right.
+    an expression that is right for every power of two is right.
 
     Parameters
     ----------
@@ -486,7 +455,7 @@ def check_expression(student, collective, name, points=None):
     if student is None or student is Ellipsis:
         return CheckResult(False, "no answer: give an expression in p, n, alpha, beta")
     try:
-        got = parse(student) if isinstance(student, str) else _only_allowed(student, str(student))
+        got = parse(student) if isinstance(student, str) else only_allowed(student, str(student))
     except UsageError as exc:
         return CheckResult(False, str(exc), want, None)
     try:

@@ -1,21 +1,29 @@
-/* Correctness harness for a student's allgather (grading only).
+/* Correctness harness for a student's allgather (built and run by mpilab.grade.ccode).
  *
- * Built by mpilab.grading with -DSTUDENT_FN=<function name>, linked with the student's file.
- * Usage: check_student [--hidden]
- * Visible cases: MPI_INT, doubling counts, MPI_COMM_WORLD.
- * Hidden cases add: MPI_CHAR and MPI_DOUBLE, MPI_IN_PLACE, a sub-communicator (odd/even ranks).
- * check_student --time NAME [ITERS WARMUP] prints CSV rows "algorithm,nprocs,bytes,avg_us" timing
- * the student's function (as NAME) and MPI_Allgather (as native), int data, 4 to 16384 bytes per
- * rank (default 20 timed iterations after 5 warm-up ones; under SMPI, whose time is simulated and
- * repeats exactly, 2 after 1 are enough). Built with -DWITH_REFERENCE (and linked with
- * c_reference's liblabcoll.a), check_student --time-reference [ITERS WARMUP] times the kit's
- * gather_bcast and pairwise the same way.
- * On the first wrong element it prints one FAIL line naming case, rank and index, exit 1.
+ * Built with -DSTUDENT_FN=<function name> and linked with the student's file.
+ *
+ *   check_student [--kinds K,K,...] [--case-timeout S]
+ *       runs the cases of each kind and prints one line per case, as it goes:
+ *           CASE <kind> count=<n>\tPASS
+ *           CASE <kind> count=<n>\tFAIL\t<what is wrong, naming the rank and the block>
+ *       Kinds: int (counts 1..1024), char, double, in-place (MPI_IN_PLACE, int), sub-communicator
+ *       (odd and even ranks, reversed order, int). A wrong result does not stop the run; a
+ *       crash or a hang does. With --case-timeout, a case still running after S seconds prints
+ *           CASE <kind> count=<n>\tTIMEOUT
+ *       and the program exits with status 3 (a deadlock: the other cases are not run).
+ *   check_student --time NAME [ITERS WARMUP]
+ *       prints CSV rows "algorithm,nprocs,bytes,maxrank_avg_us" timing the student's function (as NAME)
+ *       and MPI_Allgather (as native), int data, 4 to 16384 bytes per rank (default 20 timed
+ *       iterations after 5 warm-up ones). maxrank_avg_us is the slowest rank's average.
+ *   check_student --time-reference [ITERS WARMUP]   (built with -DWITH_REFERENCE)
+ *       times the kit's gather_bcast and pairwise the same way.
  */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef STUDENT_FN
 #error "compile with -DSTUDENT_FN=name"
@@ -26,44 +34,81 @@ int STUDENT_FN(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
 
 static double value(int rank, int i) { return (double)((rank * 7919 + i * 31) % 127); }
 
-static void put(MPI_Datatype t, void *buf, int i, double v) {
+static void put(MPI_Datatype t, void *buf, int i, double v)
+{
     if (t == MPI_CHAR) ((char *)buf)[i] = (char)v;
     else if (t == MPI_INT) ((int *)buf)[i] = (int)v;
     else ((double *)buf)[i] = v;
 }
 
-static double get(MPI_Datatype t, const void *buf, int i) {
+static double get(MPI_Datatype t, const void *buf, int i)
+{
     if (t == MPI_CHAR) return ((const char *)buf)[i];
     if (t == MPI_INT) return ((const int *)buf)[i];
     return ((const double *)buf)[i];
 }
 
-static int one_case(const char *name, MPI_Comm comm, MPI_Datatype t, int count, int in_place) {
+/* The case running now, for the time-out line, and this process's rank in MPI_COMM_WORLD. */
+static char current[96];
+static int world_rank;
+
+/* Every rank of a hung case times out (rank 0 waits in the check's MPI_Allreduce); rank 0 says so. */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    if (world_rank != 0) _exit(3);
+    char line[160];
+    int len = snprintf(line, sizeof line, "CASE %s\tTIMEOUT\n", current);
+    if (write(STDOUT_FILENO, line, (size_t)len) < 0) _exit(3);
+    _exit(3);
+}
+
+/* One case on comm: every rank checks every element; rank 0 of MPI_COMM_WORLD prints one line. */
+static void one_case(const char *kind, MPI_Comm comm, MPI_Datatype t, int count, int in_place,
+                     int case_timeout)
+{
     int rank, size, tsize, wrank;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Type_size(t, &tsize);
+    snprintf(current, sizeof current, "%s count=%d", kind, count);
     void *send = malloc((size_t)count * tsize + 1);
     void *recv = malloc((size_t)count * size * tsize + 1);
     for (int i = 0; i < count * size; i++) put(t, recv, i, -1);
-    for (int i = 0; i < count; i++) put(t, in_place ? (char *)recv + (size_t)rank * count * tsize : send, i, value(rank, i));
+    for (int i = 0; i < count; i++)
+        put(t, in_place ? (char *)recv + (size_t)rank * count * tsize : send, i, value(rank, i));
+    if (case_timeout > 0) alarm((unsigned)case_timeout);
     int rc = STUDENT_FN(in_place ? MPI_IN_PLACE : send, count, t, recv, count, t, comm);
-    int bad = -1;
-    if (rc != MPI_SUCCESS) bad = -2;
-    for (int i = 0; bad == -1 && i < count * size; i++)
-        if (get(t, recv, i) != value(i / count, i % count)) bad = i;
-    int any = bad != -1, global_any;
-    MPI_Allreduce(&any, &global_any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
-    if (bad == -2)
-        printf("FAIL %s count=%d p=%d: rank %d: the function returned %d instead of MPI_SUCCESS\n", name, count, size, rank, rc);
-    else if (bad >= 0)
-        printf("FAIL %s count=%d p=%d: rank %d: recvbuf[%d] (block of rank %d) is %g, expected %g\n",
-               name, count, size, rank, bad, bad / count, get(t, recv, bad), value(bad / count, bad % count));
+    /* a message so every rank learns of the first rank that failed, with the world rank */
+    char msg[256] = "";
+    if (rc != MPI_SUCCESS) {
+        snprintf(msg, sizeof msg, "rank %d: the function returned %d instead of MPI_SUCCESS", rank, rc);
+    } else {
+        for (int i = 0; i < count * size; i++) {
+            if (get(t, recv, i) != value(i / count, i % count)) {
+                snprintf(msg, sizeof msg, "rank %d: block %d (rank %d's data), element %d is %g, expected %g",
+                         rank, i / count, i / count, i % count, get(t, recv, i), value(i / count, i % count));
+                break;
+            }
+        }
+    }
+    /* the lowest world rank that failed reports */
+    int mine = msg[0] ? wrank : 1 << 30, first;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (case_timeout > 0) alarm(0);
+    if (first != 1 << 30) {
+        if (first != 0) {
+            if (wrank == first) MPI_Send(msg, (int)sizeof msg, MPI_CHAR, 0, 99, MPI_COMM_WORLD);
+            if (wrank == 0) MPI_Recv(msg, (int)sizeof msg, MPI_CHAR, first, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        if (wrank == 0) printf("CASE %s\tFAIL\t%s\n", current, msg);
+    } else if (wrank == 0) {
+        printf("CASE %s\tPASS\n", current);
+    }
     fflush(stdout);
     free(send);
     free(recv);
-    return global_any;
 }
 
 typedef int (*allgather_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
@@ -72,8 +117,9 @@ typedef int (*allgather_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Da
 #include "labcoll.h"
 #endif
 
-/* avg_us = max over ranks of each rank's average over `iters` timed calls (after `warmup`). */
-static void time_one(const char *name, allgather_fn fn, int iters, int warmup, int *send, int *recv) {
+/* maxrank_avg_us = max over ranks of each rank's average over `iters` timed calls (after `warmup`). */
+static void time_one(const char *name, allgather_fn fn, int iters, int warmup, int *send, int *recv)
+{
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -91,12 +137,13 @@ static void time_one(const char *name, allgather_fn fn, int iters, int warmup, i
     }
 }
 
-static void time_all(const char *name, int reference, int iters, int warmup) {
+static void time_all(const char *name, int reference, int iters, int warmup)
+{
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int *send = calloc(4096, sizeof(int)), *recv = calloc((size_t)4096 * size, sizeof(int));
-    if (rank == 0) printf("algorithm,nprocs,bytes,avg_us\n");
+    if (rank == 0) printf("algorithm,nprocs,bytes,maxrank_avg_us\n");
     if (!reference) {
         time_one(name, STUDENT_FN, iters, warmup, send, recv);
         time_one("native", MPI_Allgather, iters, warmup, send, recv);
@@ -111,7 +158,17 @@ static void time_all(const char *name, int reference, int iters, int warmup) {
     free(recv);
 }
 
-int main(int argc, char **argv) {
+static int wanted(const char *kinds, const char *kind)
+{
+    if (!kinds) return 1;
+    size_t n = strlen(kind);
+    for (const char *p = kinds; (p = strstr(p, kind)) != NULL; p += n)
+        if ((p == kinds || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
     MPI_Init(&argc, &argv);
     int timing = argc > 2 && strcmp(argv[1], "--time") == 0;
     int reference = argc > 1 && strcmp(argv[1], "--time-reference") == 0;
@@ -124,23 +181,35 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 0;
     }
-    int hidden = argc > 1 && strcmp(argv[1], "--hidden") == 0;
-    int rank, failed = 0;
+    const char *kinds = NULL;
+    int case_timeout = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--kinds") == 0) kinds = argv[i + 1];
+        else if (strcmp(argv[i], "--case-timeout") == 0) case_timeout = atoi(argv[i + 1]);
+    }
+    int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    for (int count = 1; count <= 1024 && !failed; count *= 4)
-        failed |= one_case("int", MPI_COMM_WORLD, MPI_INT, count, 0);
-    if (hidden && !failed) {
+    world_rank = rank;
+    if (case_timeout > 0) signal(SIGALRM, on_alarm);
+    if (wanted(kinds, "int"))
+        for (int count = 1; count <= 1024; count *= 4)
+            one_case("int", MPI_COMM_WORLD, MPI_INT, count, 0, case_timeout);
+    if (wanted(kinds, "char"))
+        for (int count = 1; count <= 1024; count *= 8)
+            one_case("char", MPI_COMM_WORLD, MPI_CHAR, count, 0, case_timeout);
+    if (wanted(kinds, "double"))
+        for (int count = 1; count <= 1024; count *= 8)
+            one_case("double", MPI_COMM_WORLD, MPI_DOUBLE, count, 0, case_timeout);
+    if (wanted(kinds, "in-place"))
+        for (int count = 1; count <= 1024; count *= 8)
+            one_case("in-place", MPI_COMM_WORLD, MPI_INT, count, 1, case_timeout);
+    if (wanted(kinds, "sub-communicator")) {
         MPI_Comm half;
         MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
-        for (int count = 1; count <= 1024 && !failed; count *= 8) {
-            failed |= one_case("char", MPI_COMM_WORLD, MPI_CHAR, count, 0);
-            if (!failed) failed |= one_case("double", MPI_COMM_WORLD, MPI_DOUBLE, count, 0);
-            if (!failed) failed |= one_case("in-place int", MPI_COMM_WORLD, MPI_INT, count, 1);
-            if (!failed) failed |= one_case("sub-communicator (odd/even ranks, reversed) int", half, MPI_INT, count, 0);
-        }
+        for (int count = 1; count <= 1024; count *= 8)
+            one_case("sub-communicator", half, MPI_INT, count, 0, case_timeout);
         MPI_Comm_free(&half);
     }
-    if (rank == 0 && !failed) printf("PASS\n");
     MPI_Finalize();
-    return failed ? 1 : 0;
+    return 0;
 }

@@ -1,0 +1,460 @@
+"""Building and running a student's C code under the grader's limits.
+
+Everything the labs and the grader run of a student's C goes through here, in a fresh scratch
+directory holding only the files it needs and under :mod:`mpilab.grade.sandbox`'s limits:
+
+* :func:`build` compiles the student's file with a checking harness (or alone) for one flavour;
+* :func:`run_cases` runs a harness that prints one ``CASE`` line per case (the protocol of
+  ``mpilab/data/grading/check_student.c``) over several process counts and simulated clusters,
+  and turns what it printed, a crash or a hang into :class:`mpilab.grade.cases.Case` results;
+* :func:`run_c` compiles and runs one program and returns its output (lab 0's hello cells);
+* :func:`benchmark_c` times students' allgathers next to ``MPI_Allgather`` (lab 2).
+"""
+import datetime as dt
+import importlib.resources
+import io
+import os
+import re
+import shutil
+import time
+import warnings
+from dataclasses import dataclass
+
+import pandas as pd
+
+from mpilab.core import paths
+from mpilab.core.errors import LaunchError, one_of, ToolMissing
+from mpilab.core.vocabulary import COMPILERS, MPIRUN
+from mpilab.grade import sandbox
+from mpilab.grade.cases import Case
+from mpilab.measure import launch
+from mpilab.simulate import platforms
+
+#: Wall-time limit of one run, seconds (MPILAB_RUN_TIMEOUT overrides).
+RUN_TIMEOUT = float(os.environ.get("MPILAB_RUN_TIMEOUT", "30"))
+#: How runs on real Open MPI start: as many ranks as asked on any number of cores.
+MPIRUN_OPENMPI = [MPIRUN["openmpi"], "--oversubscribe", "-np"]
+#: Address-space limit of each process of a real run, MiB.
+REAL_MEMORY_MB = 2048
+#: Address-space limit of one simulated run (all its ranks live in smpirun's one process, with
+#: an 8 MiB stack each), MiB.
+SMPI_MEMORY_MB = 4096
+#: Linked into every student program the grader builds: names the rank that calls MPI_Abort.
+ABORT_REPORTER = "report_abort.c"
+#: Lab 3's node shim for SMPI (see docs/DEVELOPING.md, "Nodes under SMPI").
+SMPI_NODES = ("smpi_nodes.h", "smpi_nodes.c")
+#: The small simulated cluster of lab 3's checks: 3 nodes x 3 cores (hosts lab<node>-s0-c<core>).
+SMALL_CLUSTER = "lab-3x3"
+
+
+def data_file(*parts):
+    """A file shipped in ``mpilab/data`` (a Traversable; use :func:`importlib.resources.as_file`)."""
+    return importlib.resources.files("mpilab").joinpath("data", *parts)
+
+
+class BuildError(AssertionError):
+    """The student's code does not compile; the message has the compiler's words."""
+
+
+def build(sources, flavour, program, defines=(), work=None, smpi_nodes=False, student=None,
+          extra=(), timeout=120):
+    """Compile C files for one flavour in a scratch directory, under the sandbox.
+
+    Parameters
+    ----------
+    sources : sequence of path
+        The C files, copied in (a harness first, then the student's file).
+    flavour : {"openmpi", "mpich", "smpi"}
+    program : str
+        Name of the executable.
+    defines : sequence of str
+        ``-D`` definitions, without the ``-D``.
+    work : str, optional
+        An existing scratch directory to build in (default: a new one).
+    smpi_nodes : bool
+        For SMPI: force-include the node shim (lab 3), so ``MPI_Comm_split_type`` groups ranks
+        by simulated node.
+    student : path, optional
+        The student's file, named in a compile error (default: the last source).
+    extra : sequence of str
+        More compiler arguments (e.g. a library to link).
+
+    Returns
+    -------
+    str
+        The scratch directory; the caller removes it.
+
+    Raises
+    ------
+    BuildError
+        A missing file or a failed build (the compiler's messages, shortened).
+    """
+    if flavour not in COMPILERS:
+        raise one_of("flavour", flavour, COMPILERS)
+    sources = [os.fspath(f) for f in sources]
+    student = os.path.basename(os.fspath(student or sources[-1]))
+    for f in sources:
+        if not os.path.isfile(f):
+            raise BuildError(f"{os.path.basename(f)} not found: keep the skeleton file next to the notebook")
+    shipped = [ABORT_REPORTER] + (list(SMPI_NODES) if smpi_nodes and flavour == "smpi" else [])
+    if work is None:
+        work = sandbox.scratch_dir(sources)
+    else:
+        for f in sources:
+            shutil.copy(f, work)
+    for name in shipped:
+        with importlib.resources.as_file(data_file("grading" if name == ABORT_REPORTER else "lab3", name)) as f:
+            shutil.copy(f, work)
+    cmd = [COMPILERS[flavour], "-O1", "-std=c99"]
+    if smpi_nodes and flavour == "smpi":
+        cmd += ["-include", SMPI_NODES[0], SMPI_NODES[1]]
+    cmd += [os.path.basename(f) for f in sources] + [ABORT_REPORTER]
+    cmd += [f"-D{d}" for d in defines] + list(extra) + ["-o", program]
+    res = sandbox.run(cmd, cwd=work, timeout=timeout)
+    if not res.ok:
+        raise BuildError(f"{student} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
+    return work
+
+
+@dataclass(frozen=True)
+class Run:
+    """One launch of a checking program: where it runs, whether the student saw it, and (when
+    not all) which kinds of case it checks."""
+
+    flavour: str
+    nprocs: int
+    platform: str = None
+    mapping: str = "core"
+    hidden: bool = False
+    kinds: tuple = None
+
+    @property
+    def label(self):
+        if self.flavour == "smpi":
+            where = "3 nodes x 3 cores" if self.platform == SMALL_CLUSTER else self.platform
+            return f"SMPI on {where}, P = {self.nprocs}, mapping {self.mapping}"
+        return f"{'Open MPI' if self.flavour == 'openmpi' else 'MPICH'}, P = {self.nprocs}"
+
+
+def smpi_platform(platform, work):
+    """Platform name or XML path; the small cluster of lab 3 is written into ``work``."""
+    if platform != SMALL_CLUSTER:
+        return platform
+    path = os.path.join(work, f"{SMALL_CLUSTER}.xml")
+    if not os.path.exists(path):
+        spec = platforms.Spec("lab", 3, 1, 3, description="lab 3 checks: 3 nodes x 3 cores")
+        with open(path, "w") as f:
+            f.write(platforms.render_xml(spec))
+    return path
+
+
+def argv(work, program, args, run, cfg=()):
+    """The command that runs ``program args`` as ``run`` says."""
+    if run.flavour == "smpi":
+        lau = launch.get_launcher("smpi", platform=smpi_platform(run.platform or "orfeo-thin", work),
+                                  workdir=work, cfg=list(cfg))
+        return lau.command(os.path.join(work, program), list(args), run.nprocs, run.mapping).argv
+    if run.flavour == "openmpi":
+        return MPIRUN_OPENMPI + [str(run.nprocs), f"./{program}", *args]
+    return [MPIRUN["mpich"], "-n", str(run.nprocs), f"./{program}", *args]
+
+
+def execute(work, command, run, timeout=RUN_TIMEOUT):
+    """Run a command of :func:`argv` in the sandbox with the flavour's memory cap."""
+    return sandbox.run(command, cwd=work, timeout=timeout,
+                       memory_mb=SMPI_MEMORY_MB if run.flavour == "smpi" else REAL_MEMORY_MB)
+
+
+_SMPI_FAILED = re.compile(r"Execution failed with code (\d+)")
+_CASE = re.compile(r"^CASE (\S+)(?: (.*?))?\t(PASS|FAIL|TIMEOUT)(?:\t(.*))?$")
+
+
+def failure(res, run):
+    """Why a run failed, in the words students read; None if it ended normally.
+
+    Under SMPI every rank runs inside one process: a crash has no rank to name, and a deadlock
+    is found by the simulator (which then exits with status 0) rather than by a time-out.
+    """
+    if run.flavour != "smpi":
+        return res.failure()
+    if res.timed_out:
+        return sandbox.timeout_message(res.timeout)
+    abort = res.abort()
+    if abort:
+        return f"rank {abort[0]} crashed: {abort[1]}"
+    if "Deadlock detected" in res.stderr:
+        return f"the simulator found every rank waiting for a message nobody sends — {sandbox.DEADLOCK_HINT}"
+    m = _SMPI_FAILED.search(res.stderr)
+    code = int(m.group(1)) if m else res.returncode
+    if code is not None and code > 128:
+        sig = code - 128
+        return (f"a rank crashed: signal {sig} ({sandbox.signal_name(sig)}) (the simulator runs "
+                "every rank in one process and cannot say which)")
+    if res.ok:
+        return None
+    last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-3:]
+    return f"exit status {res.returncode}: " + " | ".join(last)
+
+
+def parse_cases(stdout):
+    """``CASE`` lines of a harness: a list of ``(kind, detail, status, message)``."""
+    out = []
+    for line in stdout.splitlines():
+        m = _CASE.match(line)
+        if m:
+            out.append((m.group(1), m.group(2) or "", m.group(3), m.group(4) or ""))
+    return out
+
+
+def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None, args=(), progress=None):
+    """Run a case harness for every run and return one :class:`Case` per (run, kind).
+
+    A kind passes when every case the harness ran of it passed (every count); its message is
+    the first failure and how many of its cases failed. A kind the run never reported (the
+    program crashed or hung before it) fails with the run's failure; the kinds after it get one
+    more run. On a real MPI a case that hangs past ``case_timeout`` seconds is reported by the
+    harness itself; when the first kind hangs, the other kinds of that run are not tried (they
+    share its schedule), and after two such runs the rest of the real runs are skipped, to bound
+    the time a deadlocked submission costs.
+
+    Parameters
+    ----------
+    work : str
+        The scratch directory with the built programs (``program`` for real flavours,
+        ``program + "_smpi"`` for SMPI).
+    runs : sequence of Run
+        A run's own ``kinds`` (when set) replace ``kinds``.
+    kinds : sequence of str
+        The harness's kinds, in the order it runs them.
+    timeout : float
+        Wall-time limit of one launch.
+    case_timeout : float, optional
+        Per-case limit on real MPI (default: a third of ``timeout``, at least 3 s).
+    args : sequence of str
+        Extra harness arguments.
+    progress : callable, optional
+        Called with a line before and after each launch (the notebook's checks print them, so a
+        long wait shows which run it is and how long it has taken).
+
+    Returns
+    -------
+    list of Case
+    """
+    case_timeout = case_timeout or max(3.0, timeout / 3)
+    say = progress or (lambda line: None)
+    out, hung_first = [], []
+    for run in runs:
+        run_kinds = list(run.kinds or kinds)
+        exe = program + ("_smpi" if run.flavour == "smpi" else "")
+        if run.flavour != "smpi" and len(hung_first) >= 2:
+            out += [Case(f"{run.label}, {k}", False, f"not run: the first case hung at P = "
+                         f"{hung_first[0]} and P = {hung_first[1]}", hidden=run.hidden) for k in run_kinds]
+            continue
+        left, tries = list(run_kinds), 0
+        while left and tries < 2:
+            tries += 1
+            extra = ["--kinds", ",".join(left)]
+            if run.flavour != "smpi":
+                extra += ["--case-timeout", f"{case_timeout:.0f}"]
+            say(f"running {run.label} ({', '.join(left)}) ...")
+            started = time.monotonic()
+            res = execute(work, argv(work, exe, [*args, *extra], run), run, timeout=timeout)
+            say(f"  {run.label}: {time.monotonic() - started:.1f} s")
+            by_kind = {}
+            for kind, detail, status, msg in parse_cases(res.stdout):
+                by_kind.setdefault(kind, []).append((detail, status, msg))
+            hung = None
+            for kind in [k for k in left if k in by_kind]:
+                group = by_kind[kind]
+                bad = [(d, s, m) for d, s, m in group if s != "PASS"]
+                if any(s == "TIMEOUT" for _, s, _ in bad):
+                    hung = kind
+                message = ""
+                if bad:
+                    d, s, m = bad[0]
+                    m = f"no result after {case_timeout:.0f} s — {sandbox.DEADLOCK_HINT}" if s == "TIMEOUT" else m
+                    message = f"{d}: {m}" if d else m
+                    if len(group) > 1:
+                        message += f" ({len(bad)} of the {len(group)} cases of this kind failed)"
+                out.append(Case(f"{run.label}, {kind}", not bad, message, hidden=run.hidden))
+                left.remove(kind)
+            if hung is not None:
+                if hung == run_kinds[0]:
+                    hung_first.append(run.nprocs)
+                    out += [Case(f"{run.label}, {k}", False, f"not run: the {hung} case hung",
+                                 hidden=run.hidden) for k in left]
+                    left = []
+                continue
+            if not left:
+                break
+            why = failure(res, run) or ("the program printed no result" if not by_kind
+                                         else "the program ended before this case")
+            out.append(Case(f"{run.label}, {left.pop(0)}", False, why, hidden=run.hidden))
+        out += [Case(f"{run.label}, {k}", False, "not run: the program kept failing", hidden=run.hidden)
+                for k in left]
+    return out
+
+
+def run_c(c_file, flavour="openmpi", nprocs=4, mapping="core", platform="orfeo-thin", timeout=RUN_TIMEOUT):
+    """Compile one C file and run it under the grader's limits; return what it printed.
+
+    The program is built and run in a fresh scratch directory that holds only a copy of
+    ``c_file``, with the limits of every graded run (:func:`mpilab.grade.sandbox.run`), so a
+    program that hangs or prints in a loop stops here as it would in grading, instead of hanging
+    the notebook or the autograder.
+
+    Parameters
+    ----------
+    c_file : str or path
+        One C file (e.g. lab 0's ``hello.c``).
+    flavour : {"openmpi", "mpich", "smpi"}
+        Real MPI on this machine, or SimGrid SMPI on ``platform``.
+    nprocs : int
+    mapping : {"core", "socket", "node"}
+        Where the ranks go (for SMPI: on the simulated cluster).
+    platform : str
+        SMPI only: the simulated cluster.
+    timeout : float
+        Limit of the run, seconds (:data:`RUN_TIMEOUT`).
+
+    Returns
+    -------
+    str
+        The program's standard output.
+
+    Raises
+    ------
+    LaunchError
+        The file is missing, does not compile, or the run failed: a crash (rank and signal),
+        a non-zero exit or the time limit.
+    ToolMissing
+        The flavour's compiler or launcher is not installed.
+    """
+    if flavour not in COMPILERS:
+        raise one_of("flavour", flavour, COMPILERS)
+    c_file = os.fspath(c_file)
+    if not os.path.isfile(c_file):
+        raise LaunchError(f"C file {c_file!r} not found (working directory {os.getcwd()})")
+    if shutil.which(COMPILERS[flavour]) is None:
+        raise ToolMissing(f"{COMPILERS[flavour]!r} not found on PATH; `mpilab doctor` says how to install it")
+    name = os.path.basename(c_file)
+    exe = f"{os.path.splitext(name)[0]}-{flavour}"
+    try:
+        work = build([c_file], flavour, exe)
+    except BuildError as exc:
+        raise LaunchError(str(exc)) from None
+    try:
+        opts = {"platform": platform, "workdir": work} if flavour == "smpi" else {}
+        cmd = launch.get_launcher(flavour, **opts).command(os.path.join(work, exe), [], nprocs, mapping)
+        if shutil.which(cmd.argv[0]) is None:
+            raise ToolMissing(f"{cmd.argv[0]!r} not found on PATH; `mpilab doctor` says how to install it")
+        res = sandbox.run(cmd.argv, cwd=work, timeout=timeout, env=cmd.env,
+                          memory_mb=SMPI_MEMORY_MB if flavour == "smpi" else REAL_MEMORY_MB)
+        if not res.ok:
+            where = f"{name} on {flavour}" + (f" ({platform}, mapping {mapping})" if flavour == "smpi" else "")
+            raise LaunchError(f"{where}, P = {nprocs}: {res.failure()}")
+        return res.stdout
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+#: Timed iterations and warm-up ones of :func:`benchmark_c` per flavour (SMPI's time repeats exactly).
+BENCH_ITERS = {"openmpi": (20, 5), "smpi": (2, 1)}
+#: The allgather harness and the function each lab-2 skeleton defines.
+ALLGATHER_HARNESS = "check_student.c"
+STUDENT_FUNCTIONS = {"ring": "student_allgather_ring", "bruck": "student_allgather_bruck"}
+#: The allgather harness's kinds of case, in the order it runs them.
+ALLGATHER_KINDS = ("int", "char", "double", "in-place", "sub-communicator")
+
+
+def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
+    """Build the allgather harness with a student's file (``check_student`` or ``check_student_smpi``).
+
+    With ``reference`` the kit's reference algorithms (``c_reference/build/<flavour>/liblabcoll.a``)
+    are linked in too, for ``--time-reference``.
+    """
+    if algorithm not in STUDENT_FUNCTIONS:
+        raise one_of("skeleton algorithm", algorithm, STUDENT_FUNCTIONS)
+    extra, defines = [], [f"STUDENT_FN={STUDENT_FUNCTIONS[algorithm]}"]
+    if reference:
+        lib = paths.build_dir(flavour) / "liblabcoll.a"
+        if not lib.exists():
+            raise BuildError(f"{lib} is missing: build the reference with make -C c_reference FLAVOUR={flavour}")
+        defines.append("WITH_REFERENCE")
+        extra = [f"-I{paths.c_reference_dir() / 'include'}", str(lib)]
+    program = "check_student" + ("_smpi" if flavour == "smpi" else "")
+    with importlib.resources.as_file(data_file("grading", ALLGATHER_HARNESS)) as harness:
+        return build([harness, c_file], flavour, program, defines, work=work, student=c_file, extra=extra)
+
+
+def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin", mapping="core",
+                reference=False, timeout=RUN_TIMEOUT):
+    """Time students' allgathers and MPI_Allgather (``native``), for real or simulated.
+
+    Parameters
+    ----------
+    c_files : dict
+        Algorithm name ("ring", "bruck") to C file.
+    nprocs : sequence of int
+        Process counts.
+    flavour : {"openmpi", "smpi"}
+        Real Open MPI on this machine, or SimGrid SMPI on ``platform``.
+    platform, mapping : str
+        SMPI only: the simulated cluster and how ranks are placed on it.
+    reference : bool
+        Also time the kit's ``gather_bcast`` and ``pairwise`` (from ``c_reference``).
+    timeout : float
+        Limit of each run in seconds.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns algorithm, nprocs, bytes (per rank), maxrank_avg_us (the slowest rank's average
+        over the timed calls, as the results table's column of that name); SMPI's times are
+        simulated; ``date``, when the launch that measured the row started (UTC). An algorithm
+        that fails to build, fails its correctness check or fails to run is left out with a
+        warning saying why.
+    """
+    if flavour not in BENCH_ITERS:
+        raise one_of("flavour for benchmark_c", flavour, BENCH_ITERS)
+    iters = [str(i) for i in BENCH_ITERS[flavour]]
+    exe = "check_student" + ("_smpi" if flavour == "smpi" else "")
+    frames = []
+    for k, (algorithm, c_file) in enumerate(c_files.items()):
+        modes = [["--time", algorithm] + iters] + ([["--time-reference"] + iters] if reference and k == 0 else [])
+        try:
+            work = build_allgather(os.fspath(c_file), algorithm, flavour, reference=reference)
+        except BuildError as exc:
+            warnings.warn(f"{algorithm} left out: {exc}")
+            continue
+        try:
+            # a wrong algorithm's time means nothing: check it first (every kind, at the
+            # smallest P above 1 that is timed)
+            run = Run(flavour, min([q for q in nprocs if q > 1] or nprocs), platform if flavour == "smpi" else None,
+                      mapping)
+            wrong = [c for c in run_cases(work, "check_student", [run], ALLGATHER_KINDS, timeout) if not c.passed]
+            if wrong:
+                warnings.warn(f"{algorithm} left out: it is not right yet, so its time would mean nothing "
+                              f"({wrong[0].name}: {wrong[0].message})")
+                continue
+            for p in nprocs:
+                run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
+                for args in modes:
+                    when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+                    res = execute(work, argv(work, exe, args, run), run, timeout)
+                    if not res.ok:
+                        warnings.warn(f"{algorithm} left out: timing it with P = {p}: {res.failure()}")
+                        break
+                    frames.append(pd.read_csv(io.StringIO(res.stdout)).assign(date=when))
+                else:
+                    continue
+                break
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    if not frames:
+        raise AssertionError("no algorithm could be timed; fix the correctness checks first")
+    df = pd.concat(frames, ignore_index=True)
+    keep = list(c_files) + ["native"] + (["gather_bcast", "pairwise"] if reference else [])
+    df = df[df["algorithm"].isin(keep)]
+    return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False).agg(
+        maxrank_avg_us=("maxrank_avg_us", "mean"), date=("date", "min"))

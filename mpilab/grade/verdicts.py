@@ -1,0 +1,108 @@
+"""nbgrader's autograde step that puts trusted verdicts in place of the notebook's own outputs.
+
+nbgrader scores a test cell by its outputs: an error gives 0, a number printed as the cell's
+result gives partial credit, anything else full marks. Those outputs come from the student's
+kernel, which the student's code controls. :class:`TrustedVerdicts` runs after the notebook
+(grader/nbgrader_config.py puts it before SaveAutoGrades): it reads what each test cell handed in
+(:func:`mpilab.grade.answers.collect`), asks the trusted grader (:mod:`mpilab.grade.judge`, a
+fresh process) for the verdicts, and replaces every test cell's outputs with its verdict: the
+feedback text, then the score as nbgrader reads it. What the notebook printed in a test cell is
+dropped, so text that imitates a pass changes nothing.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from nbformat.v4 import new_output
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float
+
+from mpilab.core import key
+from mpilab.grade import answers
+from mpilab.grade.cases import Case, CellVerdict
+
+
+def test_cells(nb):
+    """The graded code cells that are not answers (nbgrader's autograder tests), by grade id."""
+    out = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            out[meta["grade_id"]] = cell
+    return out
+
+
+def verdict_outputs(verdict, handed):
+    """The outputs nbgrader will score: the verdict's text, then its score as nbgrader reads it."""
+    text = verdict.text() + ("" if handed is None else f"\n(handed in: {', '.join(handed) or 'your files'})")
+    if verdict.score <= 0:
+        first, *rest = text.splitlines()
+        return [new_output("error", ename="NotPassed", evalue=first, traceback=[first, *rest])]
+    outputs = [new_output("stream", name="stdout", text=text + "\n")]
+    if verdict.score < verdict.points:
+        outputs.append(new_output("execute_result", data={"text/plain": f"{verdict.score:g}"},
+                                  execution_count=None))
+    return outputs
+
+
+class TrustedVerdicts(NbGraderPreprocessor):
+    """Score every test cell from the trusted grader's verdict (see the module's docstring)."""
+
+    judge_timeout = Float(
+        float(os.environ.get("MPILAB_JUDGE_TIMEOUT", "1800")),
+        help="Wall-time limit of the trusted grader for one notebook, seconds.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        cells = test_cells(nb)
+        if not cells:
+            return nb, resources
+        info = resources["nbgrader"]
+        if key.module(f"rubrics.{info['assignment']}") is None:
+            self.log.warning("no rubric for %s in the answer key: the notebook's own outputs are scored",
+                             info["assignment"])
+            return nb, resources
+        coursedir = CourseDirectory(config=self.config)
+        submission = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
+        workdir = resources.get("metadata", {}).get("path") or submission
+        handed = {gid: answers.collect(cell) for gid, cell in cells.items()}
+        request = {"lab": info["assignment"], "submission": os.path.abspath(submission),
+                   "workdir": os.path.abspath(workdir),
+                   "cells": {gid: {"points": float(cell.metadata.nbgrader.get("points", 0)),
+                                   "answers": handed[gid]} for gid, cell in cells.items()}}
+        verdicts = self.judge(request)
+        for gid, cell in cells.items():
+            v = verdicts.get(gid) or CellVerdict(gid, float(cell.metadata.nbgrader.get("points", 0)), [
+                Case("the grader", False, "the grader gave no verdict for this cell; tell your instructor")])
+            cell.outputs = verdict_outputs(v, None if handed[gid] is None else list(handed[gid]))
+            self.log.info("%s: %g / %g", gid, v.score, v.points)
+        return nb, resources
+
+    def judge(self, request):
+        """Run ``python -I -m mpilab.grade.judge`` on ``request``; return ``{grade_id: CellVerdict}``."""
+        with tempfile.TemporaryDirectory(prefix="mpilab-judge-") as tmp:
+            try:
+                proc = subprocess.run([sys.executable, "-I", "-m", "mpilab.grade.judge"],
+                                      input=json.dumps(request), capture_output=True, text=True,
+                                      cwd=tmp, timeout=self.judge_timeout)
+            except subprocess.TimeoutExpired:
+                self.log.error("the trusted grader ran past %s s", self.judge_timeout)
+                return self._failed(request, f"the grader ran past its {self.judge_timeout:g} s limit")
+            if proc.stderr.strip():
+                self.log.warning("trusted grader:\n%s", proc.stderr[-4000:])
+            if proc.returncode != 0:
+                self.log.error("the trusted grader failed (exit %s)", proc.returncode)
+                return self._failed(request, f"the grader failed (exit {proc.returncode}): "
+                                             f"{proc.stderr.strip()[-300:]}")
+            try:
+                data = json.loads(proc.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                return self._failed(request, "the grader's answer could not be read")
+        return {gid: CellVerdict.from_dict(v) for gid, v in data["verdicts"].items()}
+
+    @staticmethod
+    def _failed(request, why):
+        return {gid: CellVerdict(gid, cell["points"], [Case("the grader", False, why + "; tell your instructor")])
+                for gid, cell in request["cells"].items()}

@@ -1,0 +1,16 @@
+/* The answer key's rows of the allgather registry (c_reference/registry.c includes this file
+ * when the Makefile finds solutions/c_reference): lab 2's tasks, ring and Bruck. */
+#ifndef LAB_REGISTRY_ONLY
+int lab_allgather_ring(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                       void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int lab_allgather_bruck(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                        void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+#endif
+
+#define LAB_KEY_ROWS                                                                           \
+    {"bruck", LAB_FN(lab_allgather_bruck),                                                    \
+     "Bruck: ceil(log2 p) steps of MPI_Sendrecv to r-2^k, blocks rotated, final rotation",    \
+     "none (any p, any datatype, MPI_IN_PLACE); temporary buffer of p*n bytes"},             \
+    {"ring", LAB_FN(lab_allgather_ring),                                                      \
+     "ring: p-1 steps of MPI_Sendrecv with the neighbours, one block per step",               \
+     "none (any p, any datatype, MPI_IN_PLACE)"},

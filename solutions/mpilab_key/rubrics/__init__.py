@@ -1,0 +1,1 @@
+"""One rubric per lab: ``RUBRIC = {grade_id: verdict}`` (see :mod:`mpilab.grade.checks`)."""
