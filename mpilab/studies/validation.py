@@ -112,11 +112,9 @@ def jupiter_ratio(table):
 
 def _kit_allgather(platform, algo, p, nbytes, mapping="core"):
     lau = launch.get_launcher("smpi", platform=str(platform))
-    prog = collbench.collbench_program("smpi")
-    args = collbench.collbench_args(algo, "allgather", (nbytes, nbytes), iters=1, warmup=1)
-    proc = lau.run(prog, args, p, mapping=mapping, timeout=900)
-    _, table = collbench.parse_output(proc.stdout, source=f"collbench {algo} P={p}")
-    return float(table[0]["maxrank_avg_us"])
+    rows = collbench.measure(lau, "allgather", algo, p, mapping=mapping, timeout=900,
+                             sizes=f"{nbytes}:{nbytes}", iters=1, warmup=1)
+    return float(rows[0]["maxrank_avg_us"])
 
 
 def seed002(platform="orfeo-thin", nprocs=(4, 8, 16), sizes=(65536, 262144, 1 << 20)):
