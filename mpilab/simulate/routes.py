@@ -6,6 +6,8 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
+import pandas as pd
+
 from mpilab.core.errors import UsageError
 from mpilab.simulate.platforms import ENVELOPE_BYTES, placement, platform_file
 
@@ -264,8 +266,6 @@ def link_traffic(platform, messages, nprocs, mapping="core"):
         ``link``, ``direction``, ``bytes``, ``messages`` and ``seconds_at_capacity`` (the
         least time the link needs for its bytes), busiest first.
     """
-    import pandas as pd
-
     hosts = placement(platform, nprocs, mapping)
     load, count, cap = {}, {}, {}
     for src, dst, nbytes in messages:

@@ -131,12 +131,18 @@ def run_demo(outdir="results/demo", quick=False, progress=True, timeout=900, ech
             continue
         try:
             collbench.collbench_program(flavour)
+            built = set(collbench.algorithm_names(flavour))
         except ToolMissing as e:
             skipped.append(str(e))
             continue
+        algos = [a for a in ALGOS if a == "native" or a in built]
+        missing = [a for a in ALGOS if a not in algos]
+        if missing and f"not built: {', '.join(missing)}" not in " ".join(skipped):
+            skipped.append(f"not built: {', '.join(missing)} (lab 2's tasks: the student tree has "
+                           "their skeletons only; an instructor's checkout builds the answer key's)")
         echo(f"{flavour:8} P={','.join(map(str, nprocs))} sizes {sizes}: iterations {it} "
              f"(warm-up {wu}) up to 8 KiB, {itl} (warm-up {wul}) above, {reps} launch(es) each")
-        sweep.run_sweep(lau, csv, ALGOS, nprocs, sizes, iters=it, warmup=wu, iters_large=itl,
+        sweep.run_sweep(lau, csv, algos, nprocs, sizes, iters=it, warmup=wu, iters_large=itl,
                         warmup_large=wul, repetitions=reps, shuffle=reps > 1, seed=0,
                         timeout=timeout, progress=progress)
     df = results.read_results(csv)
