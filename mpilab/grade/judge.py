@@ -23,6 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mpilab.core import paths
 from mpilab.grade import answers as answers_mod
 from mpilab.grade.cases import Case, CellVerdict
 
@@ -72,6 +73,16 @@ class Context:
     def written_file(self, name):
         """Path of a file the notebook wrote next to itself while it ran, or None."""
         return _plain_file(self.workdir, name)
+
+    def released_file(self, name):
+        """Path of the kit's own copy of a file the lab hands out (a C skeleton), or None."""
+        return _plain_file(paths.repo_root() / "labs" / self.lab, name)
+
+    def untouched(self, name):
+        """Whether the submitted ``name`` is byte for byte the file as released (a skeleton
+        nobody wrote into: there is nothing to build or run)."""
+        mine, released = self.submitted_file(name), self.released_file(name)
+        return bool(mine and released and mine.read_bytes() == released.read_bytes())
 
 
 def _plain_file(directory, name):

@@ -51,6 +51,12 @@ def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progres
         shutil.rmtree(work, ignore_errors=True)
 
 
+def untouched_case(c_file, weight):
+    """The one failed case of a C file handed in as released: nothing of it is built or run."""
+    return Case(f"{c_file} holds your code", False, f"{c_file} is the skeleton as released, "
+                "unchanged: write the algorithm in it, save it, then run the check", weight=weight)
+
+
 def _weight(runs):
     """The weight of all the cases of ``runs`` (what a file that does not build loses)."""
     return float(sum(len(r.kinds or ALLGATHER_KINDS) for r in runs))
@@ -78,4 +84,6 @@ class AllgatherVerdict(Verdict):
         if path is None:
             return [Case(f"{self.c_file} was handed in", False, f"{self.c_file} is not in the submission: "
                          f"hand in your {self.c_file} next to the notebook", weight=_weight(self.runs))]
+        if ctx.untouched(self.c_file):
+            return [untouched_case(self.c_file, _weight(self.runs))]
         return allgather_cases(path, self.algorithm, self.runs)
