@@ -236,7 +236,7 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     key_opts = dict(datatype=datatype or "char", root=root or 0)
     todo = [pt for pt in points
             if not set(_point_keys(launcher, coll, *pt, size_list, mapping, **key_opts)) <= done]
-    check_memory(launcher, coll, [(a, p) for a, p, _ in todo], hi, check, memory_limit)
+    check_memory(launcher, coll, [(a, p) for a, p, _ in todo], max(size_list), check, memory_limit)
     stats = {"launched": 0, "skipped": len(points) - len(todo), "rows": 0, "order": []}
     bar = tqdm(todo, disable=not progress, unit="launch", file=sys.stderr, dynamic_ncols=True)
     for algo, p, rep in bar:

@@ -2,8 +2,7 @@
 
 A schedule is, for every rank, the list of point-to-point calls that the C code in
 ``c_reference/`` makes (same peers, sizes, tags and order; the C code's local copies, `copy`
-rows in a trace, are not messages and are left out, but gather+broadcast's root posts a real
-``MPI_Isend`` to itself, which is kept). :func:`simulate` plays the schedules against
+rows in a trace, are not messages and are left out). :func:`simulate` plays the schedules against
 the α-β (Hockney) model:
 
 * a message moves once its send and its receive are both posted (the receiver is ready) and,
@@ -163,9 +162,8 @@ def _gather_bcast(p, n, root):
     root = 0
     progs = [Program(r) for r in range(p)]
     for r, prog in enumerate(progs):
-        if r == root:
-            reqs = [prog.irecv(i, n, TAGS["gather"]) for i in range(p)]
-            prog.wait(*reqs, prog.isend(root, n, TAGS["gather"]))
+        if r == root:   # the root's own block is a local copy, no message
+            prog.wait(*[prog.irecv(i, n, TAGS["gather"]) for i in range(p) if i != root])
             prog.wait(*[prog.isend(i, p * n, TAGS["bcast"]) for i in range(p) if i != root])
         else:
             prog.wait(prog.isend(root, n, TAGS["gather"]))

@@ -209,9 +209,12 @@ def cluster_params(name):
         else:
             params, prefix = clusters.jupiter(), "jupiter"
             label = f"jupiter-like, {n} nodes x 16 cores, InfiniBand ~1.3 us (the seed's has 32)"
-        params = dict(params, label=clusters.Param(label, "", "assumption", "name"),
-                      nodes=clusters.Param(n, "", "assumption", f"{name}: a scale-out of the "
-                                           "cluster's node, not a machine that exists"))
+        params = dict(params, label=clusters.Param(label, "", "assumption", "name"))
+        if n > (10 if prefix == "thin" else 32):   # more nodes than the machine has
+            params["nodes"] = clusters.Param(n, "", "assumption", f"{name}: a scale-out of the "
+                                             "cluster's node, not a machine that exists")
+        elif prefix == "jupiter":
+            params["nodes"] = clusters.Param(n, "", "assumption", f"{n} of jupiter's 32 nodes")
         return params, prefix
     raise one_of("platform", name, list_platforms() + list(FAMILIES)
                  + ["<path to a SimGrid .xml file>"])
