@@ -111,3 +111,11 @@ def test_right_file_keeps_its_plain_verdict(tmp_path):
     v = judge.judge_cell(verdict, "ring_correct", {"points": 3}, judge.Context("lab2", sub, sub))
     assert v.score == 3 and v.html == "" and v.explanation == ""
     assert [o.output_type for o in verdict_outputs(v, None)] == ["stream"]
+
+
+def test_crash_is_not_called_a_deadlock():
+    """Rank 1 writes through a null pointer: the simulation dies; no wait-for cycle is made up."""
+    d = diagnose.diagnose_allgather(DATA / "bruck_segfault.c", "bruck", draw=False)
+    assert d.status == "crash"
+    assert "the run stopped before your function returned: a rank crashed: signal 11 (SIGSEGV)" in d.text()
+    assert "deadlock" not in d.text() and "waits for" not in d.text()

@@ -145,7 +145,7 @@ def sends(tl):
     return out
 
 
-def first_divergence(student, reference, name, blocked, finished):
+def first_divergence(student, reference, name, blocked, finished, stuck=True):
     """The sentence naming the first send that differs, or None when the schedules agree."""
     steps = max([len(v) for v in student.values()] + [len(v) for v in reference.values()] + [0])
     for i in range(steps):
@@ -155,17 +155,17 @@ def first_divergence(student, reference, name, blocked, finished):
             if (mine and mine[:2]) == (ref and ref[:2]):
                 continue
             did = (f"rank {r} sent {mine[1]} to rank {mine[0]}" if mine else
-                   f"rank {r} sent nothing ({_why_silent(r, blocked, finished)})")
+                   f"rank {r} sent nothing ({_why_silent(r, blocked, finished, stuck)})")
             should = (f"{name} sends {ref[1]} to rank {ref[0]}" if ref else
                       f"{name} has only {len(reference[r])} steps on rank {r}")
             return f"step {i + 1}: {did}; {should}", (r, i)
     return None, None
 
 
-def _why_silent(rank, blocked, finished):
+def _why_silent(rank, blocked, finished, stuck):
     b = blocked.get(rank)
     if b is not None:
-        return f"it was blocked in MPI_{b['call']}"
+        return f"it was {'blocked ' if stuck else ''}in MPI_{b['call']}"
     return "your function had returned" if finished else "it was not in a blocking MPI call"
 
 
@@ -217,7 +217,7 @@ def _waits_for(b):
 
 def wait_for(blocked, nprocs):
     """Sentences about the blocked ranks: the wait-for cycle when there is one."""
-    edges = {r: [p for p in _waits_for(b) if p is not None] for r, b in blocked.items()}
+    edges = {r: [p for p in _waits_for(b) if p is not None and p != r] for r, b in blocked.items()}
     cycle = None
     for start in sorted(edges):
         path, seen, r = [], {}, start
@@ -321,8 +321,9 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
     blocked = mine.meta.get("blocked", {})
     wrong = [line.split() for line in res.stdout.splitlines() if line.startswith(("WRONG ", "RETURNED "))]
     student_us, reference_us = times.get("student"), times.get("reference")
-    status = ("deadlock" if blocked and not finished else "crash" if not finished else
-              "wrong" if wrong else
+    stopped = None if finished else runner.failure(res, run)
+    status = ("deadlock" if not finished and (res.timed_out or "Deadlock detected" in res.stderr)
+              else "crash" if not finished else "wrong" if wrong else
               "slow" if reference_us and student_us > SLOW * reference_us else "ok")
     if status == "ok" and not failed:
         return Diagnosis(algorithm, "ok", [], student_us, reference_us, seconds=time.monotonic() - started)
@@ -330,12 +331,23 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
              f"{platform}, every send synchronous")
     lines = [f"The grader ran your {algorithm} once with the tracer: {where}."]
     mine_sends, ref_sends = sends(mine), sends(ref)
-    first, at = first_divergence(mine_sends, ref_sends, name, blocked, finished)
+    first, at = first_divergence(mine_sends, ref_sends, name, blocked, finished, status == "deadlock")
     if first:
         lines.append(f"First difference from {name}: {first}.")
-    lines += wait_for(blocked, nprocs) if status == "deadlock" else []
+    if status == "deadlock":
+        if res.timed_out:
+            lines.append(f"the run was still going at its {timeout:g} s limit")
+        lines += wait_for(blocked, nprocs)
     if status == "crash":
-        lines.append(f"the run stopped: {runner.failure(res, run) or 'it ended before your function returned'}")
+        lines.append(f"the run stopped before your function returned: {stopped or 'no reason given'}")
+        where = "; ".join(f"rank {r} was in MPI_{b['call']}" for r, b in sorted(blocked.items()))
+        running = sorted(set(range(nprocs)) - set(blocked))
+        if running:
+            where += ("; " if where else "") + (f"rank{'s' if len(running) > 1 else ''} "
+                                                f"{', '.join(map(str, running))} "
+                                                f"{'were' if len(running) > 1 else 'was'} running your code "
+                                                "(the crash is in one of them)")
+        lines.append(f"at that moment: {where}")
     lines += message_differences(mine_sends, ref_sends, name)
     bad = []
     for w in wrong:
