@@ -150,7 +150,11 @@ def test_explorer_redraws_when_a_slider_moves(jupyter_lab, tmp_path):
                                "return i && i.getAttribute('src') !== old; }",
                                arg=[".widget-output img", before], timeout=60_000)
         page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).first.wait_for(timeout=120_000)
+        sync_api.expect(image).to_be_visible()          # the last drawing is there, no error
         after = image.get_attribute("src")
         alpha_after = label.inner_text()
+        drawn = cell.locator(".widget-output").inner_text()
+        page.wait_for_timeout(1500)                     # let the PNG paint before the screenshot
     assert float(alpha_after) > float(alpha_before)
+    assert "cannot draw" not in drawn
     assert before.startswith("data:image/png") and after.startswith("data:image/png") and after != before

@@ -100,7 +100,7 @@ def _check(params):
         if k not in params:
             raise UsageError(f"missing machine parameter {k!r}; valid: {', '.join(RANGES)}")
         v = float(params[k])
-        if not (lo <= v <= hi) or math.isnan(v):
+        if not (lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)) or math.isnan(v):   # a log slider's ends
             raise UsageError(f"bad {k} {params[k]!r}; valid: {lo:g} to {hi:g}")
         out[k] = v
     return out
@@ -229,7 +229,11 @@ def explorer(costs=None, collective="allgather", results=None, preset="THIN"):
         params = {k: s.value for k, s in sliders.items()}
         output.clear_output(wait=True)
         with output:
-            fig, _ = phase_diagram(costs, params, collective, results)
+            try:
+                fig, _ = phase_diagram(costs, params, collective, results)
+            except UsageError as exc:      # say it where the picture was, not in a log
+                print(f"cannot draw: {exc}")
+                return
             display(fig)
             plt.close(fig)
 
