@@ -119,3 +119,17 @@ def test_crash_is_not_called_a_deadlock():
     assert d.status == "crash"
     assert "the run stopped before your function returned: a rank crashed: signal 11 (SIGSEGV)" in d.text()
     assert "deadlock" not in d.text() and "waits for" not in d.text()
+
+
+def test_bruck_that_sends_from_the_wrong_place(tmp_path):
+    """Each step sends from the second block of the temporary buffer: at step 1 that block was
+    never written, and the feedback says so."""
+    wrong = mutant(ROOT / "solutions" / "lab2" / "c_solutions" / "bruck.c", "MPI_Sendrecv(tmp, n * recvcount",
+                   "MPI_Sendrecv(tmp + block, n * recvcount", tmp_path / "bruck.c")
+    d = diagnose.diagnose_allgather(wrong, "bruck", draw=False)
+    assert d.status == "wrong"
+    # (the heap may still hold an earlier block there: then the message did carry that block)
+    assert re.search(r"First difference from Bruck's algorithm: step 1: rank 0 sent (16 KiB that is no rank's "
+                     r"data \(a part of a buffer nothing was written to\)|block \d) to rank 5; Bruck's "
+                     r"algorithm sends block 0 to rank 5\.", d.text())
+    assert "missing messages compared with Bruck's algorithm: rank 0 → rank 2: blocks 0, 1" in d.text()

@@ -115,21 +115,28 @@ def block_words(word):
 
 
 def describe(data, nbytes, nprocs, block_bytes=4 * BLOCK_INTS):
-    """A message's content in words: "block 3", "blocks 3, 4", "4096 B from element 7 of block 2"."""
+    """A message's content in words: "block 3", "blocks 3, 4", "32 KiB: block 2, then bytes no
+    rank sent", "4 KiB from element 7 of block 2"."""
     words = [int(w) for w in str(data or "").split()]
-    parts = [block_words(w) for w in words]
-    whole = nbytes % block_bytes == 0 and len(parts) == nbytes // block_bytes
+    parts = [q if q is not None and q[0] < nprocs else None for q in map(block_words, words)]
     if nbytes == 0:
         return "an empty message"
-    if whole and parts and all(p is not None and p[1] == 0 and p[0] < nprocs for p in parts):
-        owners = [p[0] for p in parts]
-        return ("block " if len(owners) == 1 else "blocks ") + ", ".join(map(str, owners))
     size = units.format_bytes(nbytes)
     if not parts:
         return f"{size} (content not traced)"
-    if parts[0] is None:
-        return f"{size} that is no rank's data (a part of a buffer nothing was written to)"
-    return f"{size} from element {parts[0][1]} of block {parts[0][0]}"
+    if nbytes % block_bytes or len(parts) != nbytes // block_bytes:
+        if parts[0] is None:
+            return f"{size} that is no rank's data (a part of a buffer nothing was written to)"
+        return f"{size} from element {parts[0][1]} of block {parts[0][0]}"
+    if all(q is not None and q[1] == 0 for q in parts):
+        owners = [q[0] for q in parts]
+        return ("block " if len(owners) == 1 else "blocks ") + ", ".join(map(str, owners))
+    if len(parts) == 1:
+        return (f"{size} that is no rank's data (a part of a buffer nothing was written to)" if parts[0] is None
+                else f"{size} from element {parts[0][1]} of block {parts[0][0]}")
+    pieces = ["bytes no rank sent" if q is None else f"block {q[0]}" if q[1] == 0
+              else f"block {q[0]} from element {q[1]}" for q in parts]
+    return f"{size}: " + ", then ".join(pieces)
 
 
 def sends(tl):
@@ -354,7 +361,7 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
         if w[0] == "WRONG":
             r, blk, el, val = map(int, w[1:5])
             got = block_words(val)
-            has = ("nothing (never written)" if val == -1 else "no rank's data" if got is None
+            has = ("nothing (never written)" if val == -1 else "no rank's data" if got is None or got[0] >= nprocs
                    else f"block {got[1] and f'{got[0]} (element {got[1]})' or got[0]}")
             bad.append(f"rank {r}'s block {blk} holds {has}")
         else:
