@@ -6,6 +6,7 @@ autosaves the notebook; the repository's labs stay untouched). The screenshot is
 ``test-output/browser/lab0.png``.
 """
 
+import contextlib
 import os
 import re
 import secrets
@@ -67,33 +68,93 @@ def jupyter_lab(tmp_path):
         log.close()
 
 
-def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
+@contextlib.contextmanager
+def notebook_page(jupyter_lab, notebook, screenshot, height=1000):
+    """Headless Chromium on ``notebook`` (a path under the served labs/): yields (sync_api, page)
+    once its cells are on the page; the screenshot ``test-output/browser/<screenshot>`` is saved
+    at the end, also of a failure."""
     sync_api = pytest.importorskip("playwright.sync_api")
     url, token = jupyter_lab
     out = ROOT / "test-output" / "browser"
     out.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(viewport={"width": 1400, "height": height})
         try:
-            page.goto(f"{url}/lab/tree/lab0/lab0.ipynb?token={token}")
+            page.goto(f"{url}/lab/tree/{notebook}?token={token}")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            # the lab's title is on the page, rendered from Markdown
-            page.get_by_role("heading", name="Lab 0 — getting started").first.wait_for(timeout=60_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            for i in (1, 3):                # the imports, then the doctor's report
-                cell = cells.nth(i)
-                cell.locator(".jp-InputArea-editor").click()      # edit mode in that cell
-                page.keyboard.press("Shift+Enter")
-                sync_api.expect(cell.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"),
-                                                                              timeout=120_000)
-            report = cells.nth(3).locator(".jp-OutputArea-output")
-            sync_api.expect(report).to_contain_text("openmpi", timeout=30_000)
-            text = report.inner_text()
+            yield sync_api, page
         finally:
-            page.screenshot(path=str(out / "lab0.png"), full_page=False)   # also of a failure
+            page.screenshot(path=str(out / screenshot), full_page=False)
             browser.close()
+
+
+def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
+    with notebook_page(jupyter_lab, "lab0/lab0.ipynb", "lab0.png") as (sync_api, page):
+        # the lab's title is on the page, rendered from Markdown
+        page.get_by_role("heading", name="Lab 0 — getting started").first.wait_for(timeout=60_000)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        for i in (1, 3):                # the imports, then the doctor's report
+            cell = cells.nth(i)
+            cell.locator(".jp-InputArea-editor").click()      # edit mode in that cell
+            page.keyboard.press("Shift+Enter")
+            sync_api.expect(cell.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"),
+                                                                          timeout=120_000)
+        report = cells.nth(3).locator(".jp-OutputArea-output")
+        sync_api.expect(report).to_contain_text("openmpi", timeout=30_000)
+        text = report.inner_text()
+    out = ROOT / "test-output" / "browser"
     for line in ("openmpi    ok", "smpi       ok", "jupyter    ok"):
         assert line in text, f"{line!r} not in the doctor report the page shows:\n{text}"
     assert (out / "lab0.png").stat().st_size > 10_000
+
+
+#: The phase-diagram explorer's cell: two broadcasts whose crossover moves with α and β (the
+#: student's own expressions: the kit's costs are not on the student's side).
+EXPLORER_CELL = """from mpilab.studies.explorer import explorer
+panel = explorer({"binomial": "ceiling(log(p, 2)) * (alpha + n * beta)",
+                  "scatter_allgather": "(ceiling(log(p, 2)) + p - 1) * alpha + 2 * (p - 1) / p * n * beta"},
+                 collective="bcast")
+panel"""
+
+
+def test_explorer_redraws_when_a_slider_moves(jupyter_lab, tmp_path):
+    """The explorer panel in JupyterLab: drag the α slider, and the phase diagram changes."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(EXPLORER_CELL)], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    nbformat.write(nb, tmp_path / "labs" / "explorer.ipynb")
+    with notebook_page(jupyter_lab, "explorer.ipynb", "explorer.png", height=1100) as (sync_api, page):
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).first.wait_for(timeout=120_000)
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        sync_api.expect(cell.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[[\d*]+\]"),
+                                                                      timeout=60_000)
+        image = cell.locator(".widget-output img")
+        image.wait_for(timeout=120_000)
+        before = image.get_attribute("src")
+        label = cell.locator(".widget-readout").first     # the α slider's value
+        alpha_before = label.inner_text()
+        handle = cell.locator(".widget-hslider .noUi-handle").first
+        box = handle.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(box["x"] + 250, box["y"] + box["height"] / 2, steps=10)
+        page.mouse.up()
+        sync_api.expect(label).not_to_have_text(alpha_before, timeout=30_000)
+        page.wait_for_function("([sel, old]) => { const i = document.querySelector(sel); "
+                               "return i && i.getAttribute('src') !== old; }",
+                               arg=[".widget-output img", before], timeout=60_000)
+        page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).first.wait_for(timeout=120_000)
+        sync_api.expect(image).to_be_visible()          # the last drawing is there, no error
+        after = image.get_attribute("src")
+        alpha_after = label.inner_text()
+        drawn = cell.locator(".widget-output").inner_text()
+        page.wait_for_timeout(1500)                     # let the PNG paint before the screenshot
+    assert float(alpha_after) > float(alpha_before)
+    assert "cannot draw" not in drawn
+    assert before.startswith("data:image/png") and after.startswith("data:image/png") and after != before

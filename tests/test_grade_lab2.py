@@ -86,7 +86,14 @@ def test_grade_eight_submissions(tmp_path):
     assert "Open MPI, P = 2, int: count=1: no result after 3 s — a deadlock? check the order of sends and " \
         "receives" in dead and "Open MPI, P = 2, char, double, in-place, sub-communicator: not run: the int " \
         "case hung" in dead
-    assert "Open MPI, P = 2, int: rank 1 crashed: signal 11 (SIGSEGV)" in course.feedback("bruck_segfault", "lab2")
+    # schedule-level feedback (mpilab.grade.diagnose): the wait-for cycle and both timing diagrams
+    assert "deadlock: rank 0 waits for 5, 5 waits for 4, 4 waits for 3, 3 waits for 2, 2 waits for 1, " \
+        "1 waits for 0, all in MPI_Recv" in dead
+    assert 'class="mpilab-diagnosis"' in dead and 'alt="Timing diagrams: the reference ring above' in dead
+    assert "mpilab-diagnosis" not in course.feedback("solution", "lab2")
+    segfault = course.feedback("bruck_segfault", "lab2")
+    assert "Open MPI, P = 2, int: rank 1 crashed: signal 11 (SIGSEGV)" in segfault
+    assert "the run stopped before your function returned: a rank crashed: signal 11 (SIGSEGV)" in segfault
     wrong = course.feedback("wrong_cost", "lab2")
     assert "its β term: bytes on the critical path: the β coefficient differs at p = 1, n = 1 bytes: " \
         "yours is 1, expected 0" in wrong and "0.5 of 1 points" in wrong

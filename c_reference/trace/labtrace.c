@@ -39,6 +39,20 @@
  * the end time of that call in `done` (and, for a receive, the actual source, size and tag).
  * A Wait* row lists in `req` the requests it completed, separated by spaces. A `copy` row
  * is a local copy (see above); an empty tag means the call has none.
+ *
+ * Two options, for the grader's schedule diagnosis (mpilab.grade.diagnose); both off by default:
+ *
+ *   LABTRACE_LIVE=1    keep each log current while the program runs: it is rewritten when a
+ *                      rank enters a blocking call (MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Wait*)
+ *                      and when it leaves it. On entry the log ends with
+ *                          # blocked: <call>,<start>,<dst>,<sbytes>,<stag>,<src>,<rbytes>,<rtag>,<reqs>
+ *                      (a Wait*'s `reqs`: the requests it waits for). A run that deadlocks,
+ *                      crashes or is killed at its time limit thus leaves what every rank was
+ *                      blocked in; a row of the table with the same call and start means it returned.
+ *   LABTRACE_PROBE=S   for every send of contiguous data, write in column `data` the 4-byte words
+ *                      at byte offsets 0, S, 2S, ... of the message (at most 64, space-separated):
+ *                      a program that fills each block with words that name its owner lets the
+ *                      reader say which blocks a message carried.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +62,7 @@
 #define TRACE_TAG 0x7ace        /* clock synchronisation, before and after the program */
 #define SYNC_ROUNDS 20
 #define MAX_EVENTS_DEFAULT 1000000
+#define MAX_PROBES 64
 
 typedef struct {
     int region;
@@ -57,6 +72,7 @@ typedef struct {
     long long sbytes, rbytes;
     int req;                    /* Isend/Irecv: its number; -1 otherwise */
     char *completed;            /* Wait*: the requests it completed ("3 4"), or NULL */
+    char *data;                 /* LABTRACE_PROBE: the probed words of a send, or NULL */
 } event;
 
 typedef struct {
@@ -70,6 +86,10 @@ static pending *reqs;
 static int nreqs, reqs_cap, next_req;
 static int enabled = 1, region = 0, world_rank = 0, world_size = 1;
 static double sync_init[3], sync_final[3];   /* local time, offset, round trip */
+static int live;                /* LABTRACE_LIVE */
+static long probe_stride;       /* LABTRACE_PROBE, bytes (0: off) */
+
+static void write_log(const char *blocked);
 
 /* ---- recording ------------------------------------------------------------------------ */
 
@@ -187,6 +207,21 @@ static void remember(MPI_Request handle, long ev, MPI_Datatype type, MPI_Comm co
     rinfo[ev].comm = comm;
 }
 
+static void request_numbers(int n, const MPI_Request *handles, char *list, size_t len)
+{
+    for (int i = 0; i < n; i++) {
+        if (handles[i] == MPI_REQUEST_NULL)
+            continue;
+        for (int j = 0; j < nreqs; j++) {
+            if (memcmp(&reqs[j].handle, &handles[i], sizeof handles[i]) != 0)
+                continue;
+            size_t used = strlen(list);
+            snprintf(list + used, len - used, used ? " %d" : "%d", events[reqs[j].event].req);
+            break;
+        }
+    }
+}
+
 /* A request completed by a Wait* that ended at `end`: fill its row, note it in `list`. */
 static void complete(MPI_Request handle, const MPI_Status *st, double end, char *list, size_t len)
 {
@@ -202,6 +237,79 @@ static void complete(MPI_Request handle, const MPI_Status *st, double end, char 
         reqs[i] = reqs[--nreqs];
         return;
     }
+}
+
+/* ---- the grader's options: live logs and probed payloads ------------------------------------ */
+
+/* LABTRACE_PROBE: the words of a send's payload every probe_stride bytes ("" when not probed). */
+static char *probe_words(const void *buf, int count, MPI_Datatype type)
+{
+    MPI_Aint lb, extent;
+    int size;
+    if (!probe_stride || buf == NULL || count <= 0 ||
+        PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_size(type, &size) != MPI_SUCCESS || lb != 0 || extent != size)
+        return NULL;            /* nothing asked, nothing sent, or not one contiguous piece */
+    size_t len = MAX_PROBES * 12 + 1, used = 0;
+    char *out = malloc(len);
+    if (out == NULL)
+        return NULL;
+    out[0] = '\0';
+    long long n = (long long)count * size;
+    for (long long off = 0, k = 0; off + 4 <= n && k < MAX_PROBES; off += probe_stride, k++) {
+        int w;
+        memcpy(&w, (const char *)buf + off, sizeof w);
+        used += (size_t)snprintf(out + used, len - used, used ? " %d" : "%d", w);
+    }
+    return out;
+}
+
+static void attach(event *e, char *data)
+{
+    if (e)
+        e->data = data;
+    else
+        free(data);
+}
+
+static void field(char *line, size_t len, long long v)
+{
+    size_t used = strlen(line);
+    if (v == -3)
+        snprintf(line + used, len - used, ",");
+    else
+        snprintf(line + used, len - used, "%lld,", v);
+}
+
+/* Forward declaration: the request numbers of the handles a Wait* waits for. */
+static void request_numbers(int n, const MPI_Request *handles, char *list, size_t len);
+
+/* LABTRACE_LIVE: rewrite the log, ending with the blocking call this rank is entering. */
+static void entering(const char *call, double start, int dst, long long sbytes, int stag, int src,
+                     long long rbytes, int rtag, int n, const MPI_Request *handles)
+{
+    if (!live)
+        return;
+    char line[1024], list[512] = "";
+    snprintf(line, sizeof line, "%s,%.9f,", call, start);
+    field(line, sizeof line, dst);
+    field(line, sizeof line, sbytes);
+    field(line, sizeof line, stag);
+    field(line, sizeof line, src);
+    field(line, sizeof line, rbytes);
+    field(line, sizeof line, rtag);
+    if (n > 0)
+        request_numbers(n, handles, list, sizeof list);
+    size_t used = strlen(line);
+    snprintf(line + used, sizeof line - used, "%s", list);
+    write_log(line);
+}
+
+/* LABTRACE_LIVE: rewrite the log once a blocking call has returned (and been recorded). */
+static void left(void)
+{
+    if (live)
+        write_log(NULL);
 }
 
 /* ---- clock synchronisation -------------------------------------------------------------- */
@@ -261,11 +369,18 @@ static void start_tracing(void)
     const char *m = getenv("LABTRACE_MAX_EVENTS");
     if (m != NULL && atol(m) > 0)
         max_events = atol(m);
+    const char *l = getenv("LABTRACE_LIVE");
+    live = l != NULL && atoi(l) > 0;
+    const char *s = getenv("LABTRACE_PROBE");
+    if (s != NULL && atol(s) > 0)
+        probe_stride = atol(s);
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
     if (&lab_copy_hook != NULL)
         lab_copy_hook = record_copy;
     clock_sync(sync_init);
+    if (live)
+        write_log(NULL);
 }
 
 int MPI_Init(int *argc, char ***argv)
@@ -284,7 +399,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return rc;
 }
 
-static void write_log(void)
+static void write_log(const char *blocked)
 {
     const char *dir = getenv("LABTRACE_DIR");
     char path[4096];
@@ -298,7 +413,7 @@ static void write_log(void)
     fprintf(f, "# clock_init: %.9f %.9f %.9f\n# clock_final: %.9f %.9f %.9f\n# dropped: %ld\n",
             sync_init[0], sync_init[1], sync_init[2], sync_final[0], sync_final[1], sync_final[2],
             dropped);
-    fprintf(f, "region,call,start,end,dst,sbytes,stag,src,rbytes,rtag,req,done\n");
+    fprintf(f, "region,call,start,end,dst,sbytes,stag,src,rbytes,rtag,req,done,data\n");
     for (long i = 0; i < nevents; i++) {
         const event *e = &events[i];
         fprintf(f, "%d,%s,%.9f,%.9f,", e->region, e->call, e->start, e->end);
@@ -324,8 +439,10 @@ static void write_log(void)
             fputc(',', f);
         if (e->done >= 0)
             fprintf(f, "%.9f", e->done);
-        fputc('\n', f);
+        fprintf(f, ",%s\n", e->data ? e->data : "");
     }
+    if (blocked)
+        fprintf(f, "# blocked: %s\n", blocked);
     fclose(f);
 }
 
@@ -334,9 +451,11 @@ int MPI_Finalize(void)
     clock_sync(sync_final);
     if (&lab_copy_hook != NULL)
         lab_copy_hook = NULL;
-    write_log();
-    for (long i = 0; i < nevents; i++)
+    write_log(NULL);
+    for (long i = 0; i < nevents; i++) {
         free(events[i].completed);
+        free(events[i].data);
+    }
     free(events);
     free(reqs);
     free(rinfo);
@@ -366,7 +485,9 @@ int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, M
 {
     if (!enabled)
         return PMPI_Send(buf, count, type, dest, tag, comm);
+    char *data = probe_words(buf, count, type);
     double t0 = PMPI_Wtime();
+    entering("Send", t0, world_of(comm, dest), bytes_of(count, type), tag, -3, -3, -3, 0, NULL);
     int rc = PMPI_Send(buf, count, type, dest, tag, comm);
     event *e = new_event("Send", t0, PMPI_Wtime());
     if (e) {
@@ -374,6 +495,8 @@ int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, M
         e->sbytes = bytes_of(count, type);
         e->stag = tag;
     }
+    attach(e, data);
+    left();
     return rc;
 }
 
@@ -385,6 +508,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     double t0 = PMPI_Wtime();
+    entering("Recv", t0, -3, -3, -3, world_of(comm, source), bytes_of(count, type), tag_of(tag), 0, NULL);
     int rc = PMPI_Recv(buf, count, type, source, tag, comm, st);
     event *e = new_event("Recv", t0, PMPI_Wtime());
     if (e) {
@@ -394,6 +518,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
         if (rc == MPI_SUCCESS)
             received(e, st, type, comm);
     }
+    left();
     return rc;
 }
 
@@ -406,10 +531,14 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
                              recvtype, source, recvtag, comm, status);
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    char *data = probe_words(sendbuf, sendcount, sendtype);
     double t0 = PMPI_Wtime();
+    entering("Sendrecv", t0, world_of(comm, dest), bytes_of(sendcount, sendtype), sendtag,
+             world_of(comm, source), bytes_of(recvcount, recvtype), tag_of(recvtag), 0, NULL);
     int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                            recvtype, source, recvtag, comm, st);
     event *e = new_event("Sendrecv", t0, PMPI_Wtime());
+    attach(e, data);
     if (e) {
         e->dst = world_of(comm, dest);
         e->sbytes = bytes_of(sendcount, sendtype);
@@ -420,6 +549,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
         if (rc == MPI_SUCCESS)
             received(e, st, recvtype, comm);
     }
+    left();
     return rc;
 }
 
@@ -428,9 +558,11 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 {
     if (!enabled)
         return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+    char *data = probe_words(buf, count, type);
     double t0 = PMPI_Wtime();
     int rc = PMPI_Isend(buf, count, type, dest, tag, comm, request);
     event *e = new_event("Isend", t0, PMPI_Wtime());
+    attach(e, data);
     if (e) {
         e->dst = world_of(comm, dest);
         e->sbytes = bytes_of(count, type);
@@ -487,9 +619,11 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     double t0 = PMPI_Wtime();
+    entering("Wait", t0, -3, -3, -3, -3, -3, -3, 1, &h);
     int rc = PMPI_Wait(request, st);
     int one = rc == MPI_SUCCESS;
     log_wait("Wait", t0, PMPI_Wtime(), 1, &h, &one, st);
+    left();
     return rc;
 }
 
@@ -510,10 +644,12 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
     }
     memcpy(h, requests, sizeof(MPI_Request) * (size_t)count);
     double t0 = PMPI_Wtime();
+    entering("Waitall", t0, -3, -3, -3, -3, -3, -3, count, h);
     int rc = PMPI_Waitall(count, requests, own);
     for (int i = 0; i < count; i++)
         done[i] = rc == MPI_SUCCESS;
     log_wait("Waitall", t0, PMPI_Wtime(), count, h, done, own);
+    left();
     free(h);
     free(done);
     if (own != statuses)
@@ -532,6 +668,7 @@ int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *statu
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     double t0 = PMPI_Wtime();
+    entering("Waitany", t0, -3, -3, -3, -3, -3, -3, count, h);
     int rc = PMPI_Waitany(count, requests, index, st);
     double t1 = PMPI_Wtime();
     int one = 1;
@@ -540,6 +677,7 @@ int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *statu
     else
         log_wait("Waitany", t0, t1, 0, h, &one, NULL);
     free(h);
+    left();
     return rc;
 }
 
@@ -563,6 +701,7 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices
     }
     memcpy(h, requests, sizeof(MPI_Request) * (size_t)incount);
     double t0 = PMPI_Wtime();
+    entering("Waitsome", t0, -3, -3, -3, -3, -3, -3, incount, h);
     int rc = PMPI_Waitsome(incount, requests, outcount, indices, own);
     int n = (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED) ? *outcount : 0;
     for (int i = 0; i < n; i++) {
@@ -570,6 +709,7 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices
         done[i] = 1;
     }
     log_wait("Waitsome", t0, PMPI_Wtime(), n, hit, done, own);
+    left();
     free(h);
     free(hit);
     free(done);

@@ -50,6 +50,10 @@ class CellVerdict:
     points: float
     cases: list = field(default_factory=list)
     note: str = ""
+    #: More feedback after the failed cases (e.g. :mod:`mpilab.grade.diagnose`'s), as text and
+    #: as HTML (the feedback shows the HTML, diagrams included, below the text).
+    explanation: str = ""
+    html: str = ""
 
     @property
     def total_weight(self):
@@ -77,16 +81,20 @@ class CellVerdict:
             lines.append(f"  ... and {len(failed) - MAX_LISTED} more lines of failed cases")
         if not failed and self.cases:
             lines.append("  every case passed")
+        if self.explanation:
+            lines.append(self.explanation)
         return "\n".join(lines)
 
     def to_dict(self):
         return {"grade_id": self.grade_id, "points": self.points, "score": self.score,
-                "note": self.note, "cases": [asdict(c) for c in self.cases]}
+                "note": self.note, "cases": [asdict(c) for c in self.cases],
+                "explanation": self.explanation, "html": self.html}
 
     @classmethod
     def from_dict(cls, data):
         return cls(data["grade_id"], float(data["points"]),
-                   [Case(**c) for c in data.get("cases", [])], data.get("note", ""))
+                   [Case(**c) for c in data.get("cases", [])], data.get("note", ""),
+                   data.get("explanation", ""), data.get("html", ""))
 
 
 def _grouped(cases):

@@ -124,12 +124,14 @@ def judge_cell(verdict, grade_id, cell, ctx, timeout=CELL_TIMEOUT):
     answers = decode_answers(cell.get("answers"))
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
+    explanation = ("", "")
     try:
         cases = list(verdict(answers, ctx))
         note = ""
         if answers is None and getattr(verdict, "needs", ()):
             note = ("This cell handed nothing in: it did not reach its last line (an error above "
                     "it, or the notebook changed the kit's functions). Only your files were graded.")
+        explanation = _explain(verdict, grade_id, answers, ctx, cases)
     except _Timeout:
         cases = [Case("the grader's time limit", False,
                       f"judging this cell took more than {timeout:g} s and was stopped")]
@@ -142,7 +144,24 @@ def judge_cell(verdict, grade_id, cell, ctx, timeout=CELL_TIMEOUT):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-    return CellVerdict(grade_id, points, cases, note)
+    return CellVerdict(grade_id, points, cases, note, *explanation)
+
+
+def _explain(verdict, grade_id, answers, ctx, cases):
+    """The verdict's extra feedback ``(text, html)``; nothing when it fails or runs out of time
+    (the cases and their score stand either way)."""
+    explain = getattr(verdict, "explain", None)
+    if explain is None:
+        return "", ""
+    try:
+        out = explain(answers or {}, ctx, cases)
+    except _Timeout:
+        print(f"judge: the explanation of {grade_id} ran out of time; left out", file=sys.stderr)
+        return "", ""
+    except Exception:   # feedback is a bonus: its failure must not cost the verdict
+        print(f"judge: the explanation of {grade_id} failed:\n{traceback.format_exc()}", file=sys.stderr)
+        return "", ""
+    return tuple(out) if out else ("", "")
 
 
 def run(request):

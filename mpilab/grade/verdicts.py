@@ -40,12 +40,22 @@ def verdict_outputs(verdict, handed):
     text = verdict.text() + ("" if handed is None else f"\n(handed in: {', '.join(handed) or 'your files'})")
     if verdict.score <= 0:
         first, *rest = text.splitlines()
-        return [new_output("error", ename="NotPassed", evalue=first, traceback=[first, *rest])]
+        return [new_output("error", ename="NotPassed", evalue=first, traceback=[first, *rest])] + \
+            ([_html_output(verdict)] if verdict.html else [])
     outputs = [new_output("stream", name="stdout", text=text + "\n")]
+    if verdict.html:
+        outputs.append(_html_output(verdict))
     if verdict.score < verdict.points:
         outputs.append(new_output("execute_result", data={"text/plain": f"{verdict.score:g}"},
                                   execution_count=None))
     return outputs
+
+
+def _html_output(verdict):
+    """The verdict's HTML feedback (diagrams included) as a display output: nbgrader scores a
+    cell by its error and execute_result outputs only, so this one changes no score."""
+    return new_output("display_data", data={"text/html": verdict.html,
+                                            "text/plain": verdict.explanation or "(see the HTML feedback)"})
 
 
 class TrustedVerdicts(NbGraderPreprocessor):

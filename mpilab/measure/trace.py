@@ -20,7 +20,9 @@ from mpilab.model.timeline import POINT_TO_POINT, Timeline, largest_message, pre
 from mpilab.simulate.routes import platform_model
 
 _TRACE_RE = re.compile(r"^trace\.(\d+)\.csv$")
-_TRACE_DTYPES = {"region": "int64", "call": "string", "req": "string"}
+_TRACE_DTYPES = {"region": "int64", "call": "string", "req": "string", "data": "string"}
+#: The fields of a ``# blocked:`` line (LABTRACE_LIVE): the call a rank had entered and not left.
+_BLOCKED_FIELDS = ("call", "start", "dst", "sbytes", "stag", "src", "rbytes", "rtag", "reqs")
 
 
 def _read_rank_log(path):
@@ -43,7 +45,23 @@ def _read_rank_log(path):
         parts = head.get(key, "").split()
         if len(parts) == 3:
             syncs.append(tuple(float(x) for x in parts))
-    return int(head["rank"]), int(head.get("nprocs", 0)), syncs, int(head.get("dropped", 0)), df
+    return int(head["rank"]), int(head.get("nprocs", 0)), syncs, int(head.get("dropped", 0)), df, \
+        _blocked(head.get("blocked"))
+
+
+def _blocked(line):
+    """A ``# blocked:`` line as a dict (numbers as int or float, empty fields as None), or None."""
+    if not line:
+        return None
+    parts = line.split(",")
+    if len(parts) != len(_BLOCKED_FIELDS):
+        raise ParseError(f"bad '# blocked:' line {line!r}; expected {len(_BLOCKED_FIELDS)} fields")
+    out = dict(zip(_BLOCKED_FIELDS, parts))
+    for key in ("dst", "sbytes", "stag", "src", "rbytes", "rtag"):
+        out[key] = int(out[key]) if out[key] else None
+    out["start"] = float(out["start"])
+    out["reqs"] = [int(x) for x in out["reqs"].split()]
+    return out
 
 
 def _best_offset(syncs):
@@ -72,7 +90,12 @@ def read_trace(directory, region=None, drop_self=True):
     -------
     Timeline
         ``meta`` has ``regions`` (duration in µs of each region), ``region``,
-        ``clock_error_us`` (per rank), ``unmatched_sends`` and ``unmatched_recvs``.
+        ``clock_error_us`` (per rank), ``unmatched_sends`` and ``unmatched_recvs``, and
+        ``blocked``: for a log written with ``LABTRACE_LIVE`` by a run that never finished
+        (a deadlock, a crash, a time limit), ``{rank: call}`` with the call each rank of the
+        region had entered and not left (``call``, ``start_us``, peers, sizes, tags and, for a
+        wait, ``reqs``: the ``Isend``/``Irecv`` rows it waited for, as dicts). When the
+        program probed its sends (``LABTRACE_PROBE``) the calls table has a ``data`` column.
 
     Raises
     ------
@@ -87,15 +110,19 @@ def read_trace(directory, region=None, drop_self=True):
     if not files:
         raise ParseError(f"no trace.<rank>.csv files in {str(directory)!r}; run a program linked "
                          "with liblabtrace (e.g. build/<flavour>/timeline) there first")
-    frames, errors, dropped = [], {}, 0
+    frames, errors, dropped, blocked = [], {}, 0, {}
     nprocs = None
     for r, path in sorted(files.items()):
-        rank, p, syncs, drops, df = _read_rank_log(path)
+        rank, p, syncs, drops, df, stuck = _read_rank_log(path)
         nprocs = nprocs or p
         offset, errors[rank] = _best_offset(syncs)
         dropped += drops
         for col in ("start", "end", "done"):
             df[col] = (df[col] - offset) * 1e6
+        if stuck is not None:
+            stuck["start"] = (stuck["start"] - offset) * 1e6
+            stuck["region"] = int(df["region"].iloc[-1]) if len(df) else 0
+            blocked[rank] = stuck
         frames.append(df.assign(rank=rank))
     missing = sorted(set(range(nprocs)) - set(files))
     if missing:
@@ -130,9 +157,23 @@ def read_trace(directory, region=None, drop_self=True):
         "dst": sel["dst"].astype("Int64"), "sbytes": sel["sbytes"].astype("Int64"),
         "src": sel["src"].astype("Int64"), "rbytes": sel["rbytes"].astype("Int64"),
         "tag": sel["stag"].fillna(sel["rtag"]).astype("Int64"),
-    }).sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
+    })
+    if "data" in sel and sel["data"].notna().any():
+        calls["data"] = sel["data"].fillna("").astype(str)
+    calls = calls.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
     messages, unmatched_s, unmatched_r = _match(sel)
+    stuck = {}
+    for rank, b in blocked.items():
+        if b["region"] != region:
+            continue
+        b = dict(b, start_us=b.pop("start") - t0)
+        b["reqs"] = [row for row in sel[sel["rank"] == rank].to_dict("records")
+                     if row["call"] in ("Isend", "Irecv") and str(row.get("req")) in map(str, b["reqs"])]
+        for row in b["reqs"]:
+            row["start_us"] = row.pop("start")
+        stuck[rank] = b
     meta = dict(kind="measured", regions=durations, region=int(region), dropped_events=dropped,
+                blocked=stuck,
                 rank_start_us=rank_start,
                 clock_error_us={r: e * 1e6 for r, e in errors.items()},
                 unmatched_sends=unmatched_s, unmatched_recvs=unmatched_r, directory=str(directory))

@@ -28,6 +28,13 @@ class Verdict:
     def cases(self, answers, ctx):
         raise NotImplementedError
 
+    def explain(self, answers, ctx, cases):
+        """More feedback once the cases are known: ``(text, html)`` or None (the default).
+
+        It never changes the score; the judge drops it when it fails or runs out of time.
+        """
+        return None
+
 
 def missing(answers, *names):
     """A failed case for the first of ``names`` that was not handed in or cannot be read; else None."""

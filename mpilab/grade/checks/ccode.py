@@ -8,7 +8,7 @@ feedback names each failed case ("Open MPI, P = 5, in-place count=8: rank 3: blo
 import os
 import shutil
 
-from mpilab.grade import runner
+from mpilab.grade import diagnose, runner
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Verdict
 
@@ -76,8 +76,9 @@ def runs_at(flavour, counts, hidden=False):
 class AllgatherVerdict(Verdict):
     """The grader's verdict on a submitted allgather file: every case of every run."""
 
-    def __init__(self, c_file, algorithm, runs):
+    def __init__(self, c_file, algorithm, runs, diagnose=True):
         self.c_file, self.algorithm, self.runs = c_file, algorithm, list(runs)
+        self.diagnose = diagnose and os.environ.get("MPILAB_DIAGNOSE", "1") != "0"
 
     def cases(self, answers, ctx):
         path = ctx.submitted_file(self.c_file)
@@ -87,3 +88,19 @@ class AllgatherVerdict(Verdict):
         if ctx.untouched(self.c_file):
             return [untouched_case(self.c_file, _weight(self.runs))]
         return allgather_cases(path, self.algorithm, self.runs)
+
+    def explain(self, answers, ctx, cases):
+        """Schedule-level feedback (:mod:`mpilab.grade.diagnose`) when a case failed or the
+        collective is more than :data:`mpilab.grade.diagnose.SLOW` times slower than the
+        reference; None when the file is missing or does not compile (the cases say so)."""
+        path = ctx.submitted_file(self.c_file)
+        if not self.diagnose or path is None or any(c.name.endswith(" compiles") for c in cases):
+            return None
+        failed = not all(c.passed for c in cases)
+        try:
+            found = diagnose.diagnose_allgather(path, self.algorithm, failed=failed)
+        except runner.BuildError:
+            return None
+        if found.status == "ok" and not failed:
+            return None
+        return found.text(), found.html()
