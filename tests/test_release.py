@@ -9,6 +9,7 @@ from it — no C symbol or code line of a solution, no cost table entry or text 
 import importlib
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -226,6 +227,17 @@ def test_no_solution_c_code_in_the_tree(tree, built_tree):
             run = _longest_common_run(lines, other)
             assert run <= SHARED_RUN, \
                 f"{f.relative_to(ROOT)} and {p.relative_to(dest)} share {run} consecutive statements"
+
+
+def test_the_tracer_says_why_the_student_tree_has_no_broadcast(built_tree):
+    """The kit's binomial broadcast is lab 6's task: the student tree's timeline refuses
+    --coll bcast and says where the broadcasts are, instead of tracing an answer."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    r = subprocess.run([str(built_tree / "timeline"), "--coll", "bcast", "--algo", "binomial"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2
+    assert ("unknown bcast algorithm 'binomial'; valid: none in this build (the kit's broadcasts "
+            "are lab 6's tasks: they are on the instructor's side, solutions/c_reference/bcast)") in r.stderr
 
 
 # ---- solution cells and hidden cases -------------------------------------------------------------
