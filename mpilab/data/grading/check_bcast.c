@@ -41,6 +41,7 @@
  *       checks every byte: a wrong one prints "# SKIP NAME B: <why>" and NAME is not timed
  *       at larger sizes.
  */
+#define _POSIX_C_SOURCE 200809L   /* strtok_r: under SMPI every rank shares libc's strtok state */
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -263,7 +264,8 @@ static int run_cases(int a, const char *kinds, int case_timeout)
 static int parse_list(char *text, long *out, int max)
 {
     int n = 0;
-    for (char *tok = strtok(text, ","); tok && n < max; tok = strtok(NULL, ","))
+    char *save = NULL;
+    for (char *tok = strtok_r(text, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save))
         out[n++] = atol(tok);
     return n;
 }
@@ -307,7 +309,8 @@ static int time_all(char *names, long *sizes, int nsizes, long *segs, int nsegs,
     for (int i = 0; i < nsizes; i++) largest = sizes[i] > largest ? sizes[i] : largest;
     unsigned char *buf = malloc((size_t)largest);
     if (rank == 0) printf("algorithm,nprocs,bytes,segsize,maxrank_avg_us\n");
-    for (char *name = strtok(names, ","); name; name = strtok(NULL, ",")) {
+    char *save = NULL;
+    for (char *name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         int a = strcmp(name, "native") == 0 ? -1 : algo_index(name);
         if (a < 0 && strcmp(name, "native")) {
             if (rank == 0) printf("# SKIP %s 0: unknown algorithm\n", name);
