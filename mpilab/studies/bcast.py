@@ -1,18 +1,12 @@
-"""Lab 6's study of broadcasts: the α and β of a simulated run, predictions recorded before the
-measurement, crossover maps, the overlap of non-blocking collectives, and forced Open MPI runs.
+"""Lab 6's study of broadcasts: the α and β of a simulated run, crossover maps, the overlap of
+non-blocking collectives, and forced Open MPI runs.
 
-Predict, then run. :func:`record_prediction` writes a prediction (the fastest algorithm per
-(P, n), as the student's own cost expressions give it) to ``prediction-<name>.json`` next to the
-notebook with the time it was recorded; :func:`record_measurement` does the same for the
-measurement; :func:`compare` puts the two side by side with both times, and says so loudly when
-the prediction was recorded after the measurement existed. The kit does not make the prediction:
-the student evaluates their own expressions.
-
-Nothing here answers a graded question: the costs, the k* and the predictions are the student's.
+Predicting the map from one's own costs before measuring is :mod:`mpilab.model.predict`'s job.
+Nothing here answers a graded question: the costs, the k* and the best segment sizes are the
+student's.
 """
 import datetime
 import io
-import json
 import os
 import shutil
 import tempfile
@@ -24,48 +18,7 @@ import pandas as pd
 
 from mpilab.core.errors import LaunchError, UsageError, one_of
 from mpilab.measure import forcing, launch
-from mpilab.simulate import platforms, routes
-
-#: Columns of a map: the fastest algorithm at each (nprocs, bytes).
-MAP_COLUMNS = ["nprocs", "bytes", "algorithm"]
-
-
-# ---- α and β of a simulated run ----------------------------------------------------------------
-
-def alpha_beta(platform, nprocs, mapping="core"):
-    """α and β of one message between two ranks of a simulated run: means over every ordered pair.
-
-    Each pair's route on the platform file gives its latency (the sum of the links') and its
-    time per byte (its slowest link, :func:`mpilab.simulate.routes.route_cost`); the means over
-    the P·(P − 1) ordered pairs of ranks placed by ``mapping`` are one number each, which is what
-    an α-β cost expression takes. How far that is from the pairs a given algorithm really uses
-    is for you to judge.
-
-    Parameters
-    ----------
-    platform : str or Path
-        A platform name or file.
-    nprocs : int or sequence of int
-    mapping : {"core", "socket", "node"}
-
-    Returns
-    -------
-    pandas.DataFrame
-        nprocs, alpha_us, beta_us_per_byte, platform, mapping.
-    """
-    counts = [nprocs] if np.isscalar(nprocs) else list(nprocs)
-    rows = []
-    name = Path(str(platform)).stem if str(platform).endswith(".xml") else str(platform)
-    for p in counts:
-        p = int(p)
-        if p < 2:
-            raise UsageError(f"alpha_beta needs P >= 2 (a pair of ranks), not {p}")
-        hosts = platforms.placement(platform, p, mapping)
-        pairs = [routes.route_cost(platform, hosts[a], hosts[b]) for a in range(p) for b in range(p) if a != b]
-        a, b = np.mean(pairs, axis=0)
-        rows.append(dict(nprocs=p, alpha_us=float(a), beta_us_per_byte=float(b), platform=name,
-                         mapping=mapping))
-    return pd.DataFrame(rows)
+from mpilab.simulate.routes import alpha_beta  # noqa: F401 (lab 6's notebook reads it here)
 
 
 # ---- maps: the fastest algorithm per (P, n) -----------------------------------------------------
@@ -83,24 +36,6 @@ def winners(table, value="maxrank_avg_us"):
         raise UsageError(f"the table has no column {missing[0]!r}; it needs nprocs, bytes, algorithm, {value}")
     t = table.sort_values(["nprocs", "bytes", value, "algorithm"])
     return t.groupby(["nprocs", "bytes"], as_index=False).first()[["nprocs", "bytes", "algorithm", value]]
-
-
-def crossovers(a_map):
-    """Where the winner changes along the message size, per process count.
-
-    Returns
-    -------
-    pandas.DataFrame
-        nprocs, bytes (the first size of the new winner), before, after.
-    """
-    rows = []
-    for p, g in a_map.sort_values(["nprocs", "bytes"]).groupby("nprocs"):
-        prev = None
-        for b, alg in zip(g["bytes"], g["algorithm"]):
-            if prev is not None and alg != prev:
-                rows.append(dict(nprocs=int(p), bytes=int(b), before=prev, after=alg))
-            prev = alg
-    return pd.DataFrame(rows, columns=["nprocs", "bytes", "before", "after"])
 
 
 def plot_maps(maps, title=None):
@@ -153,114 +88,14 @@ def _size_label(b):
     return str(b)
 
 
-# ---- predict, then run ----------------------------------------------------------------------------
-
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc)
-
-
-def _record(kind, table, name, directory):
-    if not isinstance(table, pd.DataFrame) or table.empty:
-        raise UsageError(f"the {kind} must be a non-empty pandas table, not {type(table).__name__}")
-    path = Path(directory) / f"{kind}-{name}.json"
-    data = {"name": name, "kind": kind, "recorded_utc": _now().isoformat(timespec="seconds"),
-            "columns": [str(c) for c in table.columns],
-            "rows": json.loads(table.to_json(orient="values"))}
-    path.write_text(json.dumps(data))
-    return path, data
-
-
-def _read(kind, name, directory):
-    path = Path(directory) / f"{kind}-{name}.json"
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text())
-    data["table"] = pd.DataFrame(data["rows"], columns=data["columns"])
-    data["when"] = datetime.datetime.fromisoformat(data["recorded_utc"])
-    return data
-
-
-def record_prediction(prediction, name="crossover", directory="."):
-    """Record a prediction (the fastest algorithm per (nprocs, bytes)) with the time, before measuring.
-
-    Writes ``prediction-<name>.json`` in ``directory`` (the notebook's folder); a prediction
-    recorded again replaces the old one, with the new time.
-
-    Returns
-    -------
-    str
-        When it was recorded (UTC, ISO 8601).
-    """
-    missing = [c for c in MAP_COLUMNS if c not in getattr(prediction, "columns", ())]
-    if missing:
-        raise UsageError(f"a prediction is a table with columns {', '.join(MAP_COLUMNS)}; it has no {missing[0]!r}")
-    _, data = _record("prediction", prediction[MAP_COLUMNS], name, directory)
-    measured = _read("measurement", name, directory)
-    note = "no measurement of it exists yet" if measured is None else (
-        f"BUT a measurement of it was already recorded at {measured['recorded_utc']}: this prediction "
-        "comes after the measurement")
-    print(f"prediction '{name}' recorded at {data['recorded_utc']} UTC ({len(prediction)} points); {note}")
-    return data["recorded_utc"]
-
-
-def record_measurement(table, name="crossover", directory="."):
-    """Record the measurement a prediction is compared with, with the time.
-
-    Returns
-    -------
-    str
-        When it was recorded (UTC, ISO 8601).
-    """
-    _, data = _record("measurement", table, name, directory)
-    pred = _read("prediction", name, directory)
-    note = ("no prediction of it was recorded" if pred is None else
-            f"the prediction was recorded before it, at {pred['recorded_utc']} UTC")
-    print(f"measurement '{name}' recorded at {data['recorded_utc']} UTC; {note}")
-    return data["recorded_utc"]
-
-
-def compare(name="crossover", directory=".", value="maxrank_avg_us"):
-    """The recorded prediction next to the recorded measurement, point by point.
-
-    Returns
-    -------
-    pandas.DataFrame
-        nprocs, bytes, predicted, measured (the measured fastest), agree, predicted_us (the
-        measured time of the predicted algorithm), best_us, and ``slower`` = predicted_us /
-        best_us − 1 (what following the prediction costs; 0 where it was right). Its ``attrs``
-        hold the two times (``predicted_at``, ``measured_at``), ``in_order`` (the prediction
-        came first) and ``agreement`` (the share of points predicted right).
-    """
-    pred, meas = _read("prediction", name, directory), _read("measurement", name, directory)
-    if pred is None or meas is None:
-        which = "prediction" if pred is None else "measurement"
-        raise UsageError(f"no {which} '{name}' is recorded in {os.path.abspath(directory)}: "
-                         f"call record_{which}() first")
-    table = meas["table"]
-    best = winners(table, value).rename(columns={"algorithm": "measured", value: "best_us"})
-    out = pred["table"].rename(columns={"algorithm": "predicted"}).merge(best, on=["nprocs", "bytes"], how="inner")
-    times = table.groupby(["nprocs", "bytes", "algorithm"], as_index=False)[value].min()
-    out = out.merge(times.rename(columns={"algorithm": "predicted", value: "predicted_us"}),
-                    on=["nprocs", "bytes", "predicted"], how="left")
-    out["agree"] = out["predicted"] == out["measured"]
-    out["slower"] = out["predicted_us"] / out["best_us"] - 1
-    in_order = pred["when"] <= meas["when"]
-    out.attrs.update(predicted_at=pred["recorded_utc"], measured_at=meas["recorded_utc"],
-                     in_order=bool(in_order), agreement=float(out["agree"].mean()) if len(out) else 0.0)
-    print(f"prediction recorded {pred['recorded_utc']} UTC, measurement {meas['recorded_utc']} UTC"
-          + ("" if in_order else "  <-- the prediction was recorded AFTER the measurement"))
-    print(f"{int(out['agree'].sum())} of {len(out)} points predicted right; following the "
-          f"prediction costs {100 * out['slower'].median():.0f} % more time at the median point, "
-          f"{100 * out['slower'].max():.0f} % at the worst")
-    return out
-
-
 # ---- non-blocking collectives overlapped with computation ---------------------------------------
 
-#: SMPI settings of :func:`overlap`: MPI_Test charges nothing (SimGrid's default injects 100 µs
-#: in every MPI_Test, more after each one that fails, to keep polling loops from stalling the
-#: simulated clock; the kernel computes between the tests, so that is not needed here).
-SMPI_OVERLAP_CFG = ("smpi/test:0",)
+#: SMPI settings of :func:`overlap`: the kernel's CPU time is charged to the simulated clock
+#: (the launcher's default leaves computation out of the simulation, which would make it free),
+#: and MPI_Test charges nothing (SimGrid's default injects 100 µs in every MPI_Test, more after
+#: each one that fails, to keep polling loops from stalling the simulated clock; the kernel
+#: computes between the tests, so that is not needed here).
+SMPI_OVERLAP_CFG = ("smpi/simulate-computation:yes", "smpi/test:0")
 
 
 def _overlap_program(flavour, work):
@@ -321,7 +156,7 @@ def overlap(flavour="smpi", nprocs=(4,), collectives=("bcast", "allgather"), siz
                             "--compute-us", str(float(compute_us)), "--progress", mode,
                             "--iters", str(int(iters)), "--warmup", str(int(warmup))]
                     load = os.getloadavg()[0] if flavour != "smpi" else np.nan
-                    when = _now().isoformat(timespec="seconds")
+                    when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
                     proc = launcher.run(prog, args, int(p), mapping, timeout=timeout, cwd=work)
                     df = pd.read_csv(io.StringIO(proc.stdout))
                     frames.append(df.assign(flavour=flavour, platform=launcher.platform if flavour == "smpi" else "local",
