@@ -467,7 +467,8 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
     -------
     pandas.DataFrame
         algorithm, nprocs, bytes, segsize (0 but for the pipeline), maxrank_avg_us (the slowest
-        rank's average over the timed calls; SMPI: simulated µs).
+        rank's average over the timed calls; SMPI: simulated µs), date (when the launch that
+        measured the row started, UTC).
     """
     if flavour not in BENCH_ITERS:
         raise one_of("flavour for benchmark_bcast", flavour, BENCH_ITERS)
@@ -497,6 +498,7 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
         try:
             for p in nprocs:
                 run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
+                when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
                 res = execute(work, argv(work, exe, ["--time", ",".join(names), *args], run), run, timeout)
                 if not res.ok:
                     if strict:
@@ -506,7 +508,7 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
                 for line in res.stdout.splitlines():
                     if line.startswith("# SKIP"):
                         warnings.warn(f"P = {p}: {line[2:]}")
-                got.append(pd.read_csv(io.StringIO(res.stdout), comment="#"))
+                got.append(pd.read_csv(io.StringIO(res.stdout), comment="#").assign(date=when))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         frames.extend(got)
