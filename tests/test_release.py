@@ -203,7 +203,8 @@ def _longest_common_run(a, b):
 
 
 #: Consecutive statements a student file may share with a solution, once the prologue every
-#: algorithm shares (statements found in two student files or more) is left out.
+#: algorithm shares (statements found in two student files or more, or in two solutions or more
+#: and in a student file) is left out.
 SHARED_RUN = 3
 
 
@@ -218,9 +219,15 @@ def test_no_solution_c_code_in_the_tree(tree, built_tree):
     for p, lines in student.items():
         for s in set(lines):
             files_with[s] = files_with.get(s, 0) + 1
-    common = {s for s, k in files_with.items() if k >= 2}
     solutions = _solution_c_files()
     assert solutions
+    in_solutions = {}
+    for f in solutions:
+        for s in set(_code_lines(f.read_text())):
+            in_solutions[s] = in_solutions.get(s, 0) + 1
+    # the prologue every algorithm shares: in two student files, or an idiom of two solutions
+    # or more that the student tree also uses (includes, the CHECK macro, the commutativity test)
+    common = {s for s, k in files_with.items() if k >= 2 or in_solutions.get(s, 0) >= 2}
     for f in solutions:
         lines = [s for s in _code_lines(f.read_text()) if s not in common]
         for p, other in student.items():
