@@ -3,13 +3,15 @@ number of segments k* against the segment size that minimises the simulated time
 
 They hold no answer: the best sizes are compared with the sweep the student handed in, and k*
 (an expression of the student's) with that sweep's minimum; the expected k* expression and the
-α and β of the platform are the grader's arguments.
+α and β of the platform are the grader's arguments. :func:`rerun_case` lets the grader check that
+the sweep is real: it times the submitted pipeline again in SMPI, which is deterministic.
 """
 import math
 
 import numpy as np
 import pandas as pd
 
+from mpilab.grade import runner
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import costs as cost_checks
 from mpilab.model import costs
@@ -129,3 +131,36 @@ def k_simulated_case(answer, sweep, platform, nprocs, nbytes, alpha_us, beta_us_
     return Case(name, bool(ok), f"k* = {k:.3g} gives segments of {seg:.0f} B; the nearest swept size, "
                 f"{nearest} B, takes {times[nearest]:.1f} us, the best ({int(times.idxmin())} B) "
                 f"{times.min():.1f} us")
+
+
+def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
+    """One case: the sweep's rows at (``platform``, ``nprocs``) are what the grader's own SMPI run
+    of the submitted ``pipeline.c`` gives (SMPI is deterministic: the times agree to the
+    harness's printed precision, 0.001 µs; 0.01 µs is allowed)."""
+    name = f"your sweep is what your pipeline.c gives ({platform}, P = {nprocs})"
+    if c_file is None:
+        return Case(name, False, "pipeline.c is not in the submission", hidden=hidden)
+    sweep, bad = _table(sweep, SWEEP_COLUMNS, "sweep")
+    if bad:
+        return Case(name, False, bad.message, hidden=hidden)
+    try:
+        got = runner.benchmark_bcast({"pipeline": c_file}, nprocs=(nprocs,), sizes=(nbytes,), segsizes=segsizes,
+                                     flavour="smpi", platform=platform, native=False)
+    except AssertionError as exc:
+        return Case(name, False, f"the grader could not time your pipeline.c: {exc}", hidden=hidden)
+    mine = sweep[(sweep["platform"].astype(str) == platform) & (sweep["nprocs"] == nprocs)]
+    theirs = mine.groupby("segsize")["maxrank_avg_us"].median()
+    for r in got.itertuples():
+        if r.segsize not in theirs.index or abs(theirs[r.segsize] - r.maxrank_avg_us) > 0.01:
+            have = f"{theirs[r.segsize]:.3f} us" if r.segsize in theirs.index else "no row"
+            return Case(name, False, f"segments of {r.segsize} B: the grader's run gives "
+                        f"{r.maxrank_avg_us:.3f} us, your sweep {have}", hidden=hidden)
+    return Case(name, True, hidden=hidden)
+
+
+def credited_if(gate, cases):
+    """``gate`` followed by ``cases``, which earn nothing when ``gate`` failed (content first)."""
+    if gate.passed:
+        return [gate] + list(cases)
+    return [gate] + [Case(c.name, False, "not credited: " + gate.name + " fails", c.weight, c.hidden)
+                     for c in cases]

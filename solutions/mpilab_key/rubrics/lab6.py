@@ -4,8 +4,8 @@ import sympy
 from mpilab.grade.checks import Function, ccode, segments
 from mpilab.grade.checks.costs import CostVerdict
 from mpilab.grade.checks.prediction import PredictionVerdict
-from mpilab.grade.labs.lab6 import (C_FILES, P_MAP, PREDICTED, SIZES_MAP, SWEEP_P, SWEEP_PLATFORMS,
-                                    VISIBLE_RUNS, k_simulated)
+from mpilab.grade.labs.lab6 import (C_FILES, P_MAP, PREDICTED, SEGSIZES, SIZES_MAP, SWEEP_BYTES, SWEEP_P,
+                                    SWEEP_PLATFORMS, VISIBLE_RUNS, k_simulated)
 from mpilab.grade.runner import Run
 from mpilab.model import costs
 from mpilab.model.costs import alpha, beta, n, p
@@ -37,7 +37,12 @@ def _k_opt(answers, ctx):
 
 
 def _best(answers, ctx):
-    return segments.best_segment_cases(answers["best_seg"], answers["sweep"], SWEEP_PLATFORMS, SWEEP_P)
+    """The best sizes read off the sweep, credited only when the sweep is real: the grader times
+    the submitted pipeline.c on THIN at the smallest P again (a few seconds of SMPI)."""
+    real = segments.rerun_case(ctx.submitted_file("pipeline.c"), answers["sweep"], "orfeo-thin", SWEEP_P[0],
+                               SWEEP_BYTES, SEGSIZES)
+    return segments.credited_if(real, segments.best_segment_cases(answers["best_seg"], answers["sweep"],
+                                                                  SWEEP_PLATFORMS, SWEEP_P))
 
 
 RUBRIC = {
