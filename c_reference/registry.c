@@ -1,4 +1,4 @@
-/* registry.c — the one table of allgather algorithms (costs: mpilab.model.costs).
+/* registry.c — the tables of allgather algorithms and of broadcasts (costs: mpilab.model.costs).
  *
  * It drives collbench's --list, --list --json, --help and the "unknown algorithm" error,
  * the correctness sweep, and (through registry.json) the Python side. Compiled with
@@ -15,9 +15,10 @@
 #define LAB_FN(f) f
 #endif
 
-/* The instructor's algorithms (ring, Bruck: lab 2's tasks) live in the answer key,
- * solutions/c_reference/; the Makefile builds them in when that folder is there, and this file
- * then includes their rows (LAB_KEY_ROWS, from solutions/c_reference/registry_rows.h). */
+/* The instructor's algorithms (ring, Bruck: lab 2's tasks; the binomial-tree broadcast: one of
+ * lab 6's) live in the answer key, solutions/c_reference/; the Makefile builds them in when that
+ * folder is there, and this file then includes their rows (LAB_KEY_ROWS and LAB_KEY_BCAST_ROWS,
+ * from solutions/c_reference/registry_rows.h). */
 #ifdef LAB_KEY_REGISTRY
 #include LAB_KEY_REGISTRY
 #endif
@@ -62,6 +63,36 @@ void lab_allgather_valid_names(char *buf, size_t len)
         const char *name = i < lab_allgather_registry_size ? lab_allgather_registry[i].name
                                                            : "native";
         int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", name);
+        if (n < 0 || (size_t)n >= len - used)
+            return;
+        used += (size_t)n;
+    }
+}
+
+/* The broadcasts: none on the student's side (the table then holds only its end marker). */
+const lab_bcast_algorithm lab_bcast_registry[] = {
+#ifdef LAB_KEY_BCAST_ROWS
+    LAB_KEY_BCAST_ROWS
+#endif
+    {NULL, NULL, NULL, NULL},
+};
+const int lab_bcast_registry_size =
+    (int)(sizeof(lab_bcast_registry) / sizeof(lab_bcast_registry[0])) - 1;
+
+const lab_bcast_algorithm *lab_bcast_lookup(const char *name)
+{
+    for (int i = 0; i < lab_bcast_registry_size; i++)
+        if (strcmp(lab_bcast_registry[i].name, name) == 0)
+            return &lab_bcast_registry[i];
+    return NULL;
+}
+
+void lab_bcast_valid_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < lab_bcast_registry_size; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", lab_bcast_registry[i].name);
         if (n < 0 || (size_t)n >= len - used)
             return;
         used += (size_t)n;

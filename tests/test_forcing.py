@@ -242,3 +242,20 @@ def test_run_removes_the_smpi_hostfile_directory(built_flavour):
     assert len(rows) == 2 and rows[0]["forced"] == "yes"
     assert len(L.made) == 1 and str(L.made[0]).split("/")[-1].startswith("mpilab-smpi-")
     assert not L.made[0].exists() and L._tmp == []
+
+
+def test_segment_size_and_chain_fanout_can_be_given_to_open_mpi():
+    s = libalgs.settings("openmpi", "bcast", "pipeline", segsize=0)
+    assert s.env["OMPI_MCA_coll_tuned_bcast_algorithm_segmentsize"] == "0"      # not the table's 8192
+    s = libalgs.settings("openmpi", "bcast", "chain", segsize=1024, chain_fanout=1)
+    assert s.mca == {"coll_tuned_use_dynamic_rules": "1", "coll_tuned_bcast_algorithm": "2",
+                     "coll_tuned_bcast_algorithm_segmentsize": "1024",
+                     "coll_tuned_bcast_algorithm_chain_fanout": "1"}
+    with pytest.raises(UsageError, match="segsize 128 only applies to an algorithm forced on openmpi"):
+        libalgs.settings("smpi", "bcast", "pipeline", segsize=128)
+    with pytest.raises(UsageError, match="chain_fanout 2 only applies"):
+        libalgs.settings("openmpi", "bcast", "default", chain_fanout=2)
+    with pytest.raises(UsageError, match="bad chain_fanout 0; valid: an integer >= 1"):
+        libalgs.settings("openmpi", "bcast", "chain", chain_fanout=0)
+    with pytest.raises(UsageError, match="bad segsize -1"):
+        forcing.prepare("openmpi", "bcast", "pipeline", segsize=-1)

@@ -9,6 +9,7 @@ from it — no C symbol or code line of a solution, no cost table entry or text 
 import importlib
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -202,7 +203,8 @@ def _longest_common_run(a, b):
 
 
 #: Consecutive statements a student file may share with a solution, once the prologue every
-#: algorithm shares (statements found in two student files or more) is left out.
+#: algorithm shares (statements found in two student files or more, or in two solutions or more
+#: and in a student file) is left out.
 SHARED_RUN = 3
 
 
@@ -217,15 +219,32 @@ def test_no_solution_c_code_in_the_tree(tree, built_tree):
     for p, lines in student.items():
         for s in set(lines):
             files_with[s] = files_with.get(s, 0) + 1
-    common = {s for s, k in files_with.items() if k >= 2}
     solutions = _solution_c_files()
     assert solutions
+    in_solutions = {}
+    for f in solutions:
+        for s in set(_code_lines(f.read_text())):
+            in_solutions[s] = in_solutions.get(s, 0) + 1
+    # the prologue every algorithm shares: in two student files, or an idiom of two solutions
+    # or more that the student tree also uses (includes, the CHECK macro, the commutativity test)
+    common = {s for s, k in files_with.items() if k >= 2 or in_solutions.get(s, 0) >= 2}
     for f in solutions:
         lines = [s for s in _code_lines(f.read_text()) if s not in common]
         for p, other in student.items():
             run = _longest_common_run(lines, other)
             assert run <= SHARED_RUN, \
                 f"{f.relative_to(ROOT)} and {p.relative_to(dest)} share {run} consecutive statements"
+
+
+def test_the_tracer_says_why_the_student_tree_has_no_broadcast(built_tree):
+    """The kit's binomial broadcast is lab 6's task: the student tree's timeline refuses
+    --coll bcast and says where the broadcasts are, instead of tracing an answer."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    r = subprocess.run([str(built_tree / "timeline"), "--coll", "bcast", "--algo", "binomial"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2
+    assert ("unknown bcast algorithm 'binomial'; valid: none in this build (the kit's broadcasts "
+            "are lab 6's tasks: they are on the instructor's side, solutions/c_reference/bcast)") in r.stderr
 
 
 # ---- solution cells and hidden cases -------------------------------------------------------------

@@ -1,4 +1,4 @@
-/* labcoll.h — the kit's allgather algorithms and their registry.
+/* labcoll.h — the kit's allgather algorithms and broadcasts, and their registries.
  *
  * Every algorithm has exactly MPI_Allgather's signature and returns an MPI error code,
  * so the driver, the tests and the native call are interchangeable.
@@ -14,14 +14,14 @@ int lab_allgather_gather_bcast(const void *sendbuf, int sendcount, MPI_Datatype 
 int lab_allgather_pairwise(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                            void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
 
-/* Broadcasts built from point-to-point calls (MPI_Bcast's signature), so a PMPI tracer sees
- * every message (c_reference/trace/). Not in the allgather registry. */
-int lab_bcast_binomial(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
-
 typedef int (*lab_allgather_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype,
                                 MPI_Comm);
+/* Broadcasts built from point-to-point calls have MPI_Bcast's signature, so a PMPI tracer sees
+ * every message (c_reference/trace/). */
+typedef int (*lab_bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
 #else
 typedef void (*lab_allgather_fn)(void);   /* registry-only build: no MPI, no functions */
+typedef void (*lab_bcast_fn)(void);
 #endif
 
 #include <stdio.h>
@@ -43,6 +43,23 @@ const lab_algorithm *lab_allgather_lookup(const char *name);
 void lab_allgather_valid_names(char *buf, size_t len);
 /* Print {"collective": "allgather", "algorithms": [...]} followed by a newline. */
 void lab_allgather_print_json(FILE *out);
+
+/* The broadcasts: the kit's are lab 6's tasks, so they live on the instructor's side
+ * (solutions/c_reference/bcast, built in when that folder is there); the student's side has none
+ * and this table is then empty. */
+typedef struct {
+    const char *name;
+    lab_bcast_fn fn;
+    const char *description;
+    const char *restrictions;
+} lab_bcast_algorithm;
+
+extern const lab_bcast_algorithm lab_bcast_registry[];
+extern const int lab_bcast_registry_size;
+/* The broadcast named `name`, or NULL. */
+const lab_bcast_algorithm *lab_bcast_lookup(const char *name);
+/* Write "a, b" (the broadcasts' names) into buf; empty when there are none. */
+void lab_bcast_valid_names(char *buf, size_t len);
 
 /* Non-zero: contents are not kept (benchmarking only). Under SMPI, algorithms allocate their
  * temporary buffers with SMPI_SHARED_MALLOC and skip their local copies, which cost no

@@ -8,7 +8,8 @@ directory holding only the files it needs and under :mod:`mpilab.grade.sandbox`'
   ``mpilab/data/grading/check_student.c``) over several process counts and simulated clusters,
   and turns what it printed, a crash or a hang into :class:`mpilab.grade.cases.Case` results;
 * :func:`run_c` compiles and runs one program and returns its output (lab 0's hello cells);
-* :func:`benchmark_c` times students' allgathers next to ``MPI_Allgather`` (lab 2).
+* :func:`benchmark_c` times students' allgathers next to ``MPI_Allgather`` (lab 2);
+* :func:`build_bcast` and :func:`benchmark_bcast` do the same for lab 6's broadcasts.
 """
 import datetime as dt
 import importlib.resources
@@ -385,6 +386,142 @@ def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
     program = "check_student" + ("_smpi" if flavour == "smpi" else "")
     with importlib.resources.as_file(data_file("grading", ALLGATHER_HARNESS)) as harness:
         return build([harness, c_file], flavour, program, defines, work=work, student=c_file, extra=extra)
+
+
+#: Lab 6's broadcast harness and the function each of its skeletons defines.
+BCAST_HARNESS = "check_bcast.c"
+BCAST_FUNCTIONS = {"linear": "student_bcast_linear", "chain": "student_bcast_chain",
+                   "pipeline": "student_bcast_pipeline", "binomial": "student_bcast_binomial",
+                   "scatter_allgather": "student_bcast_scatter_allgather"}
+
+
+def build_bcast(c_files, flavour, work=None, require=()):
+    """Build the broadcast harness with students' files (``check_bcast`` or ``check_bcast_smpi``).
+
+    Parameters
+    ----------
+    c_files : sequence of path
+        Students' files, each defining one function of :data:`BCAST_FUNCTIONS` (the harness
+        declares them weak: the ones not linked are left out at run time).
+    flavour : {"openmpi", "mpich", "smpi"}
+    work : str, optional
+        An existing scratch directory to build in.
+    require : sequence of str
+        Algorithms of :data:`BCAST_FUNCTIONS` whose functions must be defined: the link fails
+        (with the linker naming the function) when the files do not define one.
+
+    Raises
+    ------
+    BuildError
+    """
+    require = [require] if isinstance(require, str) else list(require)
+    for name in require:
+        if name not in BCAST_FUNCTIONS:
+            raise one_of("broadcast algorithm", name, BCAST_FUNCTIONS)
+    extra = [f"-Wl,--require-defined={BCAST_FUNCTIONS[name]}" for name in require]
+    program = "check_bcast" + ("_smpi" if flavour == "smpi" else "")
+    files = [os.fspath(f) for f in c_files]
+    with importlib.resources.as_file(data_file("grading", BCAST_HARNESS)) as harness:
+        try:
+            return build([harness, *files], flavour, program, work=work,
+                         student=files[-1] if files else None, extra=extra)
+        except BuildError as exc:
+            missing = [n for n in require if f"`{BCAST_FUNCTIONS[n]}'" in str(exc)]
+            if missing:
+                raise BuildError(f"{os.path.basename(files[-1])} does not define "
+                                 f"{BCAST_FUNCTIONS[missing[0]]} (keep the skeleton's function name "
+                                 f"and signature):\n{exc}") from None
+            raise
+
+
+def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(8192,),
+                    flavour="openmpi", platform="orfeo-thin", mapping="core", native=True,
+                    iters=None, warmup=None, timeout=RUN_TIMEOUT):
+    """Time students' broadcasts (and MPI_Bcast, ``native``), for real or simulated.
+
+    All the files are built into one program, which checks every byte of one broadcast of an
+    algorithm before it times it at each size (a wrong result leaves that algorithm out from
+    there, with a warning). A file that does not compile is left out with a warning; when a run
+    crashes or hangs, each algorithm is timed on its own so that one bad file costs only itself.
+
+    Parameters
+    ----------
+    c_files : dict
+        Algorithm name (:data:`BCAST_FUNCTIONS`) to C file.
+    nprocs : sequence of int
+    sizes : sequence of int
+        Bytes broadcast (MPI_BYTE) from rank 0.
+    segsizes : sequence of int
+        The pipeline's segment sizes in bytes (each size is timed with each).
+    flavour : {"openmpi", "smpi"}
+    platform, mapping : str
+        SMPI only: the simulated cluster (a name or an XML path) and how ranks are placed.
+    native : bool
+        Also time ``MPI_Bcast`` (the library's own choice; SMPI's default selector).
+    iters, warmup : int, optional
+        Timed and warm-up calls per point (default :data:`BENCH_ITERS` of the flavour).
+    timeout : float
+        Limit of each launch in seconds.
+
+    Returns
+    -------
+    pandas.DataFrame
+        algorithm, nprocs, bytes, segsize (0 but for the pipeline), maxrank_avg_us (the slowest
+        rank's average over the timed calls; SMPI: simulated µs), date (when the launch that
+        measured the row started, UTC).
+    """
+    if flavour not in BENCH_ITERS:
+        raise one_of("flavour for benchmark_bcast", flavour, BENCH_ITERS)
+    unknown = [a for a in c_files if a not in BCAST_FUNCTIONS]
+    if unknown:
+        raise one_of("broadcast algorithm", unknown[0], BCAST_FUNCTIONS)
+    it, wu = BENCH_ITERS[flavour]
+    iters, warmup = it if iters is None else int(iters), wu if warmup is None else int(warmup)
+    files = {a: os.fspath(f) for a, f in c_files.items()}
+    args = ["--sizes", ",".join(str(int(b)) for b in sizes), "--segsizes",
+            ",".join(str(int(s)) for s in segsizes), "--iters", str(iters), "--warmup", str(warmup)]
+    exe = "check_bcast" + ("_smpi" if flavour == "smpi" else "")
+    frames = []
+
+    def time_group(algorithms, with_native, strict):
+        """Build ``algorithms`` together and time them (and native) at every P; False when the
+        build or a launch fails and ``strict`` (the caller then times one at a time)."""
+        try:
+            work = build_bcast([files[a] for a in algorithms], flavour, require=algorithms)
+        except BuildError as exc:
+            if strict:
+                return False
+            warnings.warn(f"{algorithms[0]} left out: {exc}")
+            return True
+        names = list(algorithms) + (["native"] if with_native else [])
+        got = []
+        try:
+            for p in nprocs:
+                run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
+                when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+                res = execute(work, argv(work, exe, ["--time", ",".join(names), *args], run), run, timeout)
+                if not res.ok:
+                    if strict:
+                        return False
+                    warnings.warn(f"{', '.join(names)} left out at P = {p}: {failure(res, run) or 'it failed'}")
+                    continue
+                for line in res.stdout.splitlines():
+                    if line.startswith("# SKIP"):
+                        warnings.warn(f"P = {p}: {line[2:]}")
+                got.append(pd.read_csv(io.StringIO(res.stdout), comment="#").assign(date=when))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        frames.extend(got)
+        return True
+
+    if not time_group(list(files), native, strict=len(files) > 1):
+        for algorithm in files:        # one bad file costs only itself
+            time_group([algorithm], False, strict=False)
+        if native:
+            time_group([], True, strict=False)
+    if not frames:
+        raise AssertionError("no broadcast could be timed; fix the correctness checks first")
+    return pd.concat(frames, ignore_index=True)
 
 
 def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin", mapping="core",

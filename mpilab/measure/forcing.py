@@ -202,12 +202,14 @@ def fallback(flavour, collective, name, count, nprocs, type_size=1, segsize=0):
     return None, None
 
 
-def prepare(flavour, collective, name):
+def prepare(flavour, collective, name, segsize=None, chain_fanout=None):
     """Return :class:`mpilab.measure.libalgs.Settings` that force ``name`` and make the run verifiable.
 
-    For Open MPI this adds :data:`OMPI_VERIFY_ENV` to the forcing parameters.
+    For Open MPI this adds :data:`OMPI_VERIFY_ENV` to the forcing parameters; ``segsize`` and
+    ``chain_fanout`` (Open MPI only) replace the segment size and the number of chains
+    (:func:`mpilab.measure.libalgs.settings`).
     """
-    s = libalgs.settings(flavour, collective, name)
+    s = libalgs.settings(flavour, collective, name, segsize=segsize, chain_fanout=chain_fanout)
     if flavour == "openmpi" and s.forcing:
         s.env.update(OMPI_VERIFY_ENV)
     return s
@@ -295,7 +297,7 @@ def run(launcher, program, args, nprocs, settings, mapping="core", timeout=600):
 
 
 def measure(launcher, collective, name, nprocs, options=None, *, mapping="core", repetition=0,
-            timeout=600, **option_fields):
+            timeout=600, segsize=None, chain_fanout=None, **option_fields):
     """Run collbench's native ``collective`` with library algorithm ``name`` forced.
 
     Parameters
@@ -308,6 +310,9 @@ def measure(launcher, collective, name, nprocs, options=None, *, mapping="core",
         The benchmark options; or give them as keywords (``sizes="2:1M", iters=5, ...``).
     mapping, repetition, timeout
         As for :func:`mpilab.measure.collbench.measure`.
+    segsize, chain_fanout : int, optional
+        Open MPI only: the segment size in bytes and the number of chains the library is given
+        (:func:`prepare`); the rows' ``evidence`` then names them.
 
     Returns
     -------
@@ -325,7 +330,7 @@ def measure(launcher, collective, name, nprocs, options=None, *, mapping="core",
     """
     flavour = launcher.flavour
     name = libalgs.canonical(collective, name)
-    settings = prepare(flavour, collective, name)
+    settings = prepare(flavour, collective, name, segsize=segsize, chain_fanout=chain_fanout)
     refused = [r for r in FALLBACKS if r.fails and (r.flavour, r.collective, r.algorithm) ==
                (flavour, collective, name) and r.runs(1, nprocs) is not None]
     if refused:
@@ -350,7 +355,10 @@ def measure(launcher, collective, name, nprocs, options=None, *, mapping="core",
                         repetition=repetition, forced=forced, evidence=evidence,
                         command=proc.args)
     segsize = int(settings.mca.get(f"coll_tuned_{collective}_algorithm_segmentsize", 0) or 0)
+    given = [f"{k}={v}" for k, v in settings.mca.items() if k.endswith(("_segmentsize", "_chain_fanout"))]
     for r in rows:
+        if given and r.get("forced") == "yes":
+            r["evidence"] = f"{r['evidence']}; given {', '.join(given)}"
         label_fallback(r, flavour, collective, name, segsize)
     return rows
 

@@ -216,7 +216,7 @@ class Settings:
     forcing: bool = True
 
 
-def settings(flavour, collective, name):
+def settings(flavour, collective, name, segsize=None, chain_fanout=None):
     """Return the :class:`Settings` that force algorithm ``name`` of ``collective`` on ``flavour``.
 
     Parameters
@@ -225,16 +225,31 @@ def settings(flavour, collective, name):
     collective : {'bcast', 'reduce', 'allreduce', 'allgather'}
     name : str
         The kit's algorithm name (``default`` forces nothing).
+    segsize : int, optional
+        Open MPI only: the segment size in bytes (``coll_tuned_<coll>_algorithm_segmentsize``;
+        0 = no segmenting) instead of the table's.
+    chain_fanout : int, optional
+        Open MPI only: the number of chains (``coll_tuned_<coll>_algorithm_chain_fanout``, 4 by
+        default) of the chain algorithms.
 
     Raises
     ------
     UsageError
         Unknown flavour/collective/name, or an algorithm the flavour does not have (the message
-        names the back-ends that have it and the ones this flavour offers instead).
+        names the back-ends that have it and the ones this flavour offers instead); a segment
+        size or fan-out for another flavour than Open MPI, or a negative one.
     """
     check_flavour(flavour)
     alg = lookup(collective, name)
     name = alg.name
+    for what, v, low in (("segsize", segsize, 0), ("chain_fanout", chain_fanout, 1)):
+        if v is None:
+            continue
+        if flavour != "openmpi" or name == "default":
+            raise UsageError(f"{what} {v!r} only applies to an algorithm forced on openmpi "
+                             f"(coll_tuned_{collective}_algorithm_{what.replace('segsize', 'segmentsize')})")
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise UsageError(f"bad {what} {v!r}; valid: an integer >= {low}")
     if not alg.available(flavour):
         others = [f for f in FLAVOURS if alg.available(f)]
         raise UsageError(
@@ -246,8 +261,11 @@ def settings(flavour, collective, name):
     if flavour == "openmpi":
         mca = {"coll_tuned_use_dynamic_rules": "1",
                f"coll_tuned_{collective}_algorithm": str(alg.ompi_id)}
-        if alg.ompi_segsize:
-            mca[f"coll_tuned_{collective}_algorithm_segmentsize"] = str(alg.ompi_segsize)
+        seg = alg.ompi_segsize if segsize is None else segsize
+        if seg or segsize is not None:
+            mca[f"coll_tuned_{collective}_algorithm_segmentsize"] = str(seg)
+        if chain_fanout is not None:
+            mca[f"coll_tuned_{collective}_algorithm_chain_fanout"] = str(chain_fanout)
         return Settings(env={f"OMPI_MCA_{k}": v for k, v in mca.items()}, mca=mca)
     if flavour == "mpich":
         env = {f"MPIR_CVAR_{collective.upper()}_INTRA_ALGORITHM": alg.mpich,

@@ -172,7 +172,7 @@ def _gather_bcast(p, n, root):
 
 
 def _binomial(p, n, root):
-    """c_reference/bcast/binomial.c: receive from the parent, send to children farthest first."""
+    """solutions/c_reference/bcast/binomial.c: receive from the parent, send to children farthest first."""
     progs = [Program(r) for r in range(p)]
     for r, prog in enumerate(progs):
         v = (r - root) % p
@@ -196,7 +196,7 @@ ALGORITHMS = {
     "pairwise": ("allgather", _pairwise, "c_reference/allgather/pairwise.c"),
     "bruck": ("allgather", _bruck, "c_reference/allgather/bruck.c"),
     "gather_bcast": ("allgather", _gather_bcast, "c_reference/allgather/gather_bcast.c"),
-    "binomial": ("bcast", _binomial, "c_reference/bcast/binomial.c"),
+    "binomial": ("bcast", _binomial, "solutions/c_reference/bcast/binomial.c"),
 }
 
 

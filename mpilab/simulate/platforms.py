@@ -310,6 +310,20 @@ def _spec(name):
     return spec
 
 
+def spec(name):
+    """The :class:`Spec` of a shipped platform name (its shape and link parameters).
+
+    Code that builds other platforms from a shipped one reads its parameters here, so that a
+    recalibrated platform flows into everything made from it (:mod:`mpilab.simulate.topologies`).
+
+    Raises
+    ------
+    UsageError
+        For a name that is not shipped (the message lists the valid ones).
+    """
+    return _spec(name)
+
+
 def _bw(x):
     return f"{x * 1e6:.9g}Bps"   # bytes/µs -> bytes/s
 

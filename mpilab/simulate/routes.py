@@ -5,7 +5,9 @@ placed on a platform that :func:`mpilab.model.timeline.predict` plays a schedule
 import os
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from mpilab.core.errors import UsageError
@@ -279,3 +281,39 @@ def link_traffic(platform, messages, nprocs, mapping="core"):
                  seconds_at_capacity=v / cap[k] * 1e-6) for k, v in load.items()]
     df = pd.DataFrame(rows, columns=["link", "direction", "bytes", "messages", "seconds_at_capacity"])
     return df.sort_values("seconds_at_capacity", ascending=False).reset_index(drop=True)
+
+
+def alpha_beta(platform, nprocs, mapping="core"):
+    """α and β of one message between two ranks of a simulated run: means over every ordered pair.
+
+    Each pair's route on the platform file gives its latency (the sum of the links') and its
+    time per byte (its slowest link, :func:`route_cost`); the means over
+    the P·(P − 1) ordered pairs of ranks placed by ``mapping`` are one number each, which is what
+    an α-β cost expression takes. How far that is from the pairs a given algorithm really uses
+    is for you to judge.
+
+    Parameters
+    ----------
+    platform : str or Path
+        A platform name or file.
+    nprocs : int or sequence of int
+    mapping : {"core", "socket", "node"}
+
+    Returns
+    -------
+    pandas.DataFrame
+        nprocs, alpha_us, beta_us_per_byte, platform, mapping.
+    """
+    counts = [nprocs] if np.isscalar(nprocs) else list(nprocs)
+    rows = []
+    name = Path(str(platform)).stem if str(platform).endswith(".xml") else str(platform)
+    for p in counts:
+        p = int(p)
+        if p < 2:
+            raise UsageError(f"alpha_beta needs P >= 2 (a pair of ranks), not {p}")
+        hosts = placement(platform, p, mapping)
+        pairs = [route_cost(platform, hosts[a], hosts[b]) for a in range(p) for b in range(p) if a != b]
+        a, b = np.mean(pairs, axis=0)
+        rows.append(dict(nprocs=p, alpha_us=float(a), beta_us_per_byte=float(b), platform=name,
+                         mapping=mapping))
+    return pd.DataFrame(rows)

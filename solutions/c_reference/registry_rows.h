@@ -1,10 +1,12 @@
-/* The answer key's rows of the allgather registry (c_reference/registry.c includes this file
- * when the Makefile finds solutions/c_reference): lab 2's tasks, ring and Bruck. */
+/* The answer key's rows of the registries (c_reference/registry.c includes this file when the
+ * Makefile finds solutions/c_reference): lab 2's tasks, ring and Bruck; the binomial-tree
+ * broadcast, one of lab 6's tasks (the tracer's c_reference/trace/timeline.c --coll bcast). */
 #ifndef LAB_REGISTRY_ONLY
 int lab_allgather_ring(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                        void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
 int lab_allgather_bruck(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                         void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int lab_bcast_binomial(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 #endif
 
 #define LAB_KEY_ROWS                                                                           \
@@ -14,3 +16,8 @@ int lab_allgather_bruck(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
     {"ring", LAB_FN(lab_allgather_ring),                                                      \
      "ring: p-1 steps of MPI_Sendrecv with the neighbours, one block per step",               \
      "none (any p, any datatype, MPI_IN_PLACE)"},
+
+#define LAB_KEY_BCAST_ROWS                                                                     \
+    {"binomial", LAB_FN(lab_bcast_binomial),                                                  \
+     "binomial tree: ceil(log2 p) rounds, each rank receives the whole buffer once",           \
+     "none (any p, any root, any datatype, count 0)"},

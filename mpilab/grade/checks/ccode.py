@@ -1,10 +1,11 @@
 """Checks of a student's C collective: built with a harness, run case by case.
 
-The harness (``mpilab/data/grading/check_student.c`` for allgather) checks every element of
-every case and prints one line per case (:func:`mpilab.grade.runner.run_cases`). Every case
-counts: a ring that fails only the ``MPI_IN_PLACE`` cases keeps the points of the others, and the
+The harnesses (``mpilab/data/grading/check_student.c`` for allgather, ``check_bcast.c`` for
+lab 6's broadcasts) check every element of every case and print one line per case
+(:func:`mpilab.grade.runner.run_cases`). Every case counts: a ring that fails only the ``MPI_IN_PLACE`` cases keeps the points of the others, and the
 feedback names each failed case ("Open MPI, P = 5, in-place count=8: rank 3: block 2 ...").
 """
+import dataclasses
 import os
 import shutil
 
@@ -104,3 +105,88 @@ class AllgatherVerdict(Verdict):
         if found.status == "ok" and not failed:
             return None
         return found.text(), found.html()
+
+# ---- lab 6: broadcasts ------------------------------------------------------------------------
+
+#: The broadcast harness's kinds of case (``mpilab/data/grading/check_bcast.c``), in the order it
+#: runs them; the pipeline adds :data:`SEGMENT_KINDS`.
+BCAST_KINDS = ("int", "char", "double", "root", "sub-communicator")
+SEGMENT_KINDS = ("segments",)
+#: Kinds that are trivially right at P = 2 with no code: each half of the sub-communicator
+#: case holds one rank. (At P = 1 every kind is: broadcast runs start at P = 2.)
+TRIVIAL_AT_TWO = ("sub-communicator",)
+
+
+def bcast_kinds(algorithm, nprocs):
+    """The kinds of case a run of ``nprocs`` checks for ``algorithm``."""
+    kinds = BCAST_KINDS + (SEGMENT_KINDS if algorithm == "pipeline" else ())
+    return tuple(k for k in kinds if not (nprocs == 2 and k in TRIVIAL_AT_TWO))
+
+
+def bcast_runs(runs, algorithm):
+    """``runs`` with the kinds each checks for ``algorithm`` (:func:`bcast_kinds`).
+
+    Raises
+    ------
+    ValueError
+        For a run of one process: every broadcast is right there with no code at all.
+    """
+    out = []
+    for r in runs:
+        if r.nprocs < 2:
+            raise ValueError(f"a broadcast check needs P >= 2, not {r.nprocs}: with one process "
+                             "an empty function is right")
+        out.append(dataclasses.replace(r, kinds=bcast_kinds(algorithm, r.nprocs)))
+    return out
+
+
+def bcast_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
+    """Build a student's broadcast with the harness and run every kind of case for each run.
+
+    Parameters
+    ----------
+    c_file : path
+        The student's file (``linear.c``, ``pipeline.c``, ...).
+    algorithm : str
+        Which skeleton it implements (:data:`mpilab.grade.runner.BCAST_FUNCTIONS`).
+    runs : sequence of mpilab.grade.runner.Run
+        Their kinds are set per algorithm and P (:func:`bcast_runs`).
+
+    Returns
+    -------
+    list of Case
+        One failed case, weighing as much as all the others, when the file does not compile.
+    """
+    name = os.path.basename(os.fspath(c_file))
+    runs = bcast_runs(runs, algorithm)
+    weight = float(sum(len(r.kinds) for r in runs))
+    flavours = sorted({r.flavour for r in runs}, key=lambda f: f == "smpi")
+    work = None
+    try:
+        for flavour in flavours:
+            work = runner.build_bcast([os.fspath(c_file)], flavour, work=work, require=algorithm)
+    except runner.BuildError as exc:
+        if work:
+            shutil.rmtree(work, ignore_errors=True)
+        return [Case(f"{name} compiles", False, str(exc), weight=weight)]
+    try:
+        return runner.run_cases(work, "check_bcast", runs, (), timeout=timeout, args=("--algo", algorithm))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class BcastVerdict(Verdict):
+    """The grader's verdict on a submitted broadcast file: every case of every run."""
+
+    def __init__(self, c_file, algorithm, runs):
+        self.c_file, self.algorithm, self.runs = c_file, algorithm, list(runs)
+
+    def cases(self, answers, ctx):
+        path = ctx.submitted_file(self.c_file)
+        weight = float(sum(len(r.kinds) for r in bcast_runs(self.runs, self.algorithm)))
+        if path is None:
+            return [Case(f"{self.c_file} was handed in", False, f"{self.c_file} is not in the "
+                         f"submission: hand in your {self.c_file} next to the notebook", weight=weight)]
+        if ctx.untouched(self.c_file):
+            return [untouched_case(self.c_file, weight)]
+        return bcast_cases(path, self.algorithm, self.runs)
