@@ -4,8 +4,9 @@
 the end) and an exchange (mode 1777); every step then runs as its user (``scripts/as-user.sh``):
 the instructor generates and releases lab 2; student 1 fetches, pastes the cost answers in and
 submits from the command line; student 2 fetches and submits from JupyterLab's Assignment List
-in headless Chromium; the instructor collects and grades with ``scripts/grade.sh`` (the kit's
-trusted verdicts), generates and releases feedback; student 1 fetches it from the command line,
+in headless Chromium; the instructor collects, grades with ``scripts/grade.sh`` run as root (the
+kit's trusted verdicts in the sandbox's namespaces; the files go back to the instructor) and
+releases feedback; student 1 fetches it from the command line,
 student 2 from the Assignment List. Screenshots: ``test-output/browser/exchange-*.png``.
 """
 
@@ -168,7 +169,14 @@ def test_release_fetch_submit_grade_feedback(course, student_lab):
 
     # the instructor collects and grades with the kit's grading
     as_user(TEACHER, "sh", "-c", f"cd {root} && nbgrader collect lab2")
-    graded = as_user(TEACHER, "env", f"COURSE={root}", "MPILAB_CELL_TIMEOUT=300", grade_sh, "lab2", timeout=3000)
+    # as root (the sandbox's namespaces need it), as `sudo env COURSE=... scripts/grade.sh lab2`
+    graded = subprocess.run([grade_sh, "lab2"], env=dict(os.environ, COURSE=str(root), MPILAB_CELL_TIMEOUT="300"),
+                            capture_output=True, text=True, timeout=3000)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    teacher = (os.stat(home(TEACHER)).st_uid, os.stat(home(TEACHER)).st_gid)
+    for written in (root / "gradebook.db", root / "autograded" / S1 / "lab2" / "lab2.ipynb",
+                    root / "feedback" / S2 / "lab2" / "lab2.html"):
+        assert (os.stat(written).st_uid, os.stat(written).st_gid) == teacher, f"{written} is not the instructor's"
     (ROOT / "test-output").mkdir(exist_ok=True)
     (ROOT / "test-output" / "exchange-grade.txt").write_text(graded.stdout + graded.stderr)
     from mpilab.grade.grading import score_table
