@@ -19,6 +19,13 @@ case $limit in ''|*[!0-9]*|0)
     echo "grade.sh: MPILAB_STUDENT_TIMEOUT='$limit' is not a positive whole number of seconds (e.g. 3600)" >&2; exit 2 ;;
 esac
 cd "$course"
+# The sandbox's namespaces need root. An instructor's course (scripts/course-users.sh) is graded
+# with `sudo env COURSE=~teacher/mpilab-course scripts/grade.sh lab2`; whatever this run writes
+# there goes back to the course's owner at the end, so the instructor's nbgrader can go on.
+owner=$(stat -c %u:%g .)
+if [ "$(id -u)" -eq 0 ] && [ "$owner" != "0:0" ]; then
+    trap 'chown -R "$owner" "$course"' EXIT
+fi
 # what the sandbox hides from student code and makes read-only for grading kernels
 # (mpilab.grade.sandbox.COURSE_ENV): the course being graded
 MPILAB_COURSE_ROOT=$(pwd -P) && export MPILAB_COURSE_ROOT

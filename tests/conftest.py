@@ -49,7 +49,8 @@ def results_csv(tmp_path):
 #: --no-loadscope-reorder``, so that the workers end together instead of one of them starting
 #: a six-minute file when the other is nearly done.
 LONGEST_FIRST = ("test_containers.py", "test_grade_lab2.py", "test_grade_lab3.py", "test_grade_lab1.py",
-                 "test_grade_lab0.py", "test_grade_lab4.py", "test_grade_lab5.py", "test_browser.py")
+                 "test_grade_lab0.py", "test_exchange.py", "test_grade_lab4.py", "test_grade_lab5.py",
+                 "test_browser.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -37,6 +37,45 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def serving(cmd, port, token, log_path, env=None, seconds=120):
+    """Start ``cmd`` (a ``jupyter lab`` on ``port`` with ``token``), wait until it answers, yield
+    its base URL; stop its process group at the end."""
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(f"jupyter lab exited: {Path(log_path).read_text()[-2000:]}")
+                if time.monotonic() > deadline:
+                    pytest.fail(f"jupyter lab did not answer within {seconds} s")
+                time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+        log.close()
+
+
+@contextlib.contextmanager
+def chromium_page(pw, screenshot, height=1000):
+    """A page of headless Chromium; a screenshot of it is saved at the end, also of a failure."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    page = browser.new_page(viewport={"width": 1400, "height": height})
+    try:
+        yield page
+    finally:
+        Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot), full_page=False)
+        browser.close()
+
+
 @pytest.fixture
 def jupyter_lab(tmp_path):
     """A JupyterLab server on a copy of labs/: yields (base URL, token)."""
@@ -44,28 +83,11 @@ def jupyter_lab(tmp_path):
     shutil.copytree(ROOT / "labs", labs)
     port, token = _free_port(), secrets.token_hex(16)
     jupyter = Path(sys.executable).with_name("jupyter")
-    log = open(tmp_path / "jupyter.log", "w")
     env = dict(os.environ, PATH=f"{jupyter.parent}:{os.environ['PATH']}", JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"))
-    proc = subprocess.Popen([str(jupyter), "lab", f"--notebook-dir={labs}", f"--port={port}", "--no-browser",
-                             "--allow-root", "--ip=127.0.0.1", f"--IdentityProvider.token={token}"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"jupyter lab exited: {(tmp_path / 'jupyter.log').read_text()[-2000:]}")
-                time.sleep(0.5)
-        else:
-            pytest.fail("jupyter lab did not answer within 60 s")
+    cmd = [str(jupyter), "lab", f"--notebook-dir={labs}", f"--port={port}", "--no-browser",
+           "--allow-root", "--ip=127.0.0.1", f"--IdentityProvider.token={token}"]
+    with serving(cmd, port, token, tmp_path / "jupyter.log", env=env) as url:
         yield url, token
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
-        log.close()
 
 
 @contextlib.contextmanager
@@ -77,16 +99,10 @@ def notebook_page(jupyter_lab, notebook, screenshot, height=1000):
     url, token = jupyter_lab
     out = ROOT / "test-output" / "browser"
     out.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": height})
-        try:
-            page.goto(f"{url}/lab/tree/{notebook}?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            yield sync_api, page
-        finally:
-            page.screenshot(path=str(out / screenshot), full_page=False)
-            browser.close()
+    with sync_api.sync_playwright() as pw, chromium_page(pw, out / screenshot, height) as page:
+        page.goto(f"{url}/lab/tree/{notebook}?token={token}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+        yield sync_api, page
 
 
 def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):

@@ -1,6 +1,8 @@
 """The grading checks, on the lab's real solutions and on broken student code (real Open MPI)."""
 
+import re
 import shutil
+import time
 from pathlib import Path
 
 import matplotlib
@@ -270,3 +272,24 @@ def test_benchmark_simulated_with_the_reference_algorithms():
     assert t.loc[16, "gather_bcast"] > 4 * t.loc[16, "pairwise"]
     with pytest.raises(ValueError, match="unknown flavour for benchmark_c 'mpich'; valid: openmpi, smpi"):
         grading.benchmark_c({"ring": sol / "ring.c"}, flavour="mpich")
+
+
+@needs_openmpi
+def test_heap_overflow_keeps_the_c_librarys_message():
+    """A heap overflow after MPI_Init is reported at once as SIGABRT with glibc's own line,
+    not as a time-out (Open MPI's SIGABRT handler would hang on the corrupted heap's lock)."""
+    from mpilab.grade import runner
+
+    work = runner.build_allgather(DATA / "ring_heap_overflow.c", "ring", "openmpi")
+    try:
+        start = time.monotonic()
+        cases = runner.run_cases(work, "check_student", [runner.Run("openmpi", 2)], ["int"], timeout=20)
+        assert time.monotonic() - start < 15, "the crash was not reported before the time-out"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    [case] = cases
+    assert not case.passed
+    assert "rank 1 crashed: signal 6 (SIGABRT)" in case.message, case.message
+    # glibc 2.36 (bookworm) catches it at free() as "(out)"; other versions at the next malloc()
+    assert re.search(r"the C library said: (malloc\(\): corrupted top size|double free or corruption \(out\))$",
+                     case.message), case.message

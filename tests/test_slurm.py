@@ -7,6 +7,7 @@ and resumed, and a broken script whose failure ``collect`` must explain.
 """
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -125,8 +126,9 @@ def test_every_slurm_subcommand_has_help(sub):
     out = cli(sub, "--help").stdout
     assert out.startswith(f"usage: mpilab slurm {sub}")
     if sub == "render":
+        out = re.sub(r"(\w-)\s+(\w)", r"\1\2", out)     # argparse wraps after a hyphen
         out = " ".join(out.split())
-        assert "sweep, sweep-apptainer, jupyter, ipyparallel, osu-seed" in out
+        assert "sweep, sweep-apptainer, jupyter, jupyter-exchange, ipyparallel, osu-seed" in out
         assert "local, orfeo" in out
 
 
@@ -495,6 +497,68 @@ def test_jupyter_on_a_compute_node_prints_the_tunnel(local_slurm, tmp_path):
                                      headers={"Host": f"127.0.0.1:{port}"})
         with urllib.request.urlopen(req, timeout=30) as resp:
             assert b"started" in resp.read()
+    finally:
+        subprocess.run(["scancel", job], check=False)
+
+
+def _wait_for_jupyter(run_dir, seconds=120):
+    """The text of a jupyter job's logs and the token of the URL it printed."""
+    deadline, text = time.monotonic() + seconds, ""
+    while time.monotonic() < deadline:
+        logs = list((run_dir / "logs").glob("*.out")) + list((run_dir / "logs").glob("*.err"))
+        text = "".join(p.read_text() for p in logs)
+        found = re.search(r"http://127\.0\.0\.1:\d+/lab\?token=([0-9a-f]+)", text)
+        if found:
+            return text, found.group(1)
+        time.sleep(1)
+    pytest.fail(f"JupyterLab did not start: {text}")
+
+
+def test_jupyter_exchange_needs_an_absolute_exchange(tmp_path):
+    with pytest.raises(UsageError, match=r"needs --exchange, an absolute path .* \(got 'exchange'\)"):
+        slurm.render("jupyter-exchange", "local", "local", run_dir=tmp_path, exchange="exchange")
+    with pytest.raises(UsageError, match=r"course id 'a b' is not valid"):
+        slurm.render("jupyter-exchange", "local", "local", run_dir=tmp_path, exchange="/x", course="a b")
+
+
+@pytest.mark.slow
+def test_jupyter_exchange_lists_the_released_lab_and_hides_formgrader(local_slurm, tmp_path):
+    """The student's JupyterLab job of a course: its Assignment List (nbgrader's own API, as the
+    page calls it) lists what the instructor released in the shared exchange, Formgrader is off."""
+    pytest.importorskip("nbgrader")
+    exchange = tmp_path / "exchange"
+    exchange.mkdir(mode=0o1777)
+    exchange.chmod(0o1777)
+    course_root = tmp_path / "course"
+    course_root.mkdir()
+    nbgrader = Path(sys.executable).with_name("nbgrader")
+    release = subprocess.run([str(nbgrader), "release_assignment", "lab2", f"--Exchange.root={exchange}",
+                              "--CourseDirectory.course_id=hpc-test", f"--CourseDirectory.root={course_root}",
+                              f"--CourseDirectory.release_directory={ROOT / 'labs'}"],
+                             cwd=course_root, capture_output=True, text=True, timeout=300)
+    assert release.returncode == 0, release.stderr[-2000:]
+    home = tmp_path / "home"
+    home.mkdir()
+    script = slurm.render_to_dir("jupyter-exchange", "local", "local", tmp_path / "run", time="5",
+                                 notebook_dir=str(home), exchange=str(exchange), course="hpc-test")
+    job = slurm.submit(script)
+    try:
+        out, token = _wait_for_jupyter(tmp_path / "run")
+        assert f"course hpc-test: assignments from {exchange}" in out
+        port = (tmp_path / "run" / "tunnel.txt").read_text().split()[3].split(":")[0]
+        def get(path):   # as through the tunnel (Host: 127.0.0.1:PORT)
+            return urllib.request.urlopen(urllib.request.Request(
+                f"http://{HOST}:{port}{path}?course_id=hpc-test&token={token}",
+                headers={"Host": f"127.0.0.1:{port}"}), timeout=60)
+
+        with get("/assignments") as resp:
+            listed = json.loads(resp.read())
+        assert listed["success"], listed
+        assert [(a["course_id"], a["assignment_id"], a["status"]) for a in listed["value"]] == \
+            [("hpc-test", "lab2", "released")]
+        with pytest.raises(urllib.error.HTTPError) as err:
+            get("/formgrader")
+        assert err.value.code == 404
     finally:
         subprocess.run(["scancel", job], check=False)
 

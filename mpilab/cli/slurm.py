@@ -44,7 +44,8 @@ def _cmd_render(args):
                   iters=args.iters, warmup=args.warmup, repetitions=args.repetitions,
                   cooldown=args.cooldown, collbench=args.collbench, image=args.image,
                   container_kit_dir=args.container_kit_dir,
-                  osu_dir=args.osu_dir, exclusive=args.exclusive,
+                  osu_dir=args.osu_dir, exclusive=args.exclusive, exchange=args.exchange,
+                  course=args.course,
                   command="mpilab slurm " + " ".join(map(shlex.quote, sys.argv[2:]))
                   if sys.argv[1:2] == ["slurm"] else None)
     if args.stdout:
@@ -119,6 +120,8 @@ def configure(p):
     r.add_argument("--container-kit-dir", default="/opt/mpilab",
                    help="where the kit is inside the image (default: /opt/mpilab)")
     r.add_argument("--osu-dir", default="", help="directory of osu_bcast/osu_reduce (osu-seed)")
+    r.add_argument("--exchange", help="nbgrader's exchange root on a shared filesystem (jupyter-exchange)")
+    r.add_argument("--course", default="mpilab", help="nbgrader course id (jupyter-exchange; default: mpilab)")
     r.add_argument("--exclusive", action=argparse.BooleanOptionalAction, default=None)
     r.add_argument("--stdout", action="store_true", help="print the script instead of writing it")
     r.set_defaults(func=_cmd_render)

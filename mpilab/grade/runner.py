@@ -42,6 +42,12 @@ REAL_MEMORY_MB = 2048
 SMPI_MEMORY_MB = 4096
 #: Linked into every student program the grader builds: names the rank that calls MPI_Abort.
 ABORT_REPORTER = "report_abort.c"
+#: Environment of every student run. Open MPI's own handler of SIGABRT (``opal_signal``, default
+#: 6,7,8,11) prints a backtrace from inside the signal: after glibc aborts on a corrupted heap
+#: ("malloc(): corrupted top size") that backtrace waits forever for the heap's lock, and the
+#: crash would end as a time-out that looks like a deadlock. Without it the rank dies at once
+#: and the launcher reports signal 6; glibc's line stays on stderr (:func:`runtime_message`).
+RUN_ENV = {"OMPI_MCA_opal_signal": "7,8,11"}
 #: Lab 3's node shim for SMPI (see docs/DEVELOPING.md, "Nodes under SMPI").
 SMPI_NODES = ("smpi_nodes.h", "smpi_nodes.c")
 #: The small simulated cluster of lab 3's checks: 3 nodes x 3 cores (hosts lab<node>-s0-c<core>).
@@ -162,20 +168,46 @@ def argv(work, program, args, run, cfg=()):
 
 def execute(work, command, run, timeout=RUN_TIMEOUT):
     """Run a command of :func:`argv` in the sandbox with the flavour's memory cap."""
-    return sandbox.run(command, cwd=work, timeout=timeout,
+    return sandbox.run(command, cwd=work, timeout=timeout, env=RUN_ENV,
                        memory_mb=SMPI_MEMORY_MB if run.flavour == "smpi" else REAL_MEMORY_MB)
 
 
 _SMPI_FAILED = re.compile(r"Execution failed with code (\d+)")
+#: What the C library prints before it aborts a program: glibc's heap checks ("malloc(): corrupted
+#: top size", "free(): invalid pointer", "double free or corruption (out)", "corrupted size vs.
+#: prev_size"), its fortify and stack-protector checks and a failed assert().
+_RUNTIME_MESSAGE = re.compile(
+    r"^(?:(?:malloc|free|realloc|calloc|malloc_consolidate|munmap_chunk|_int_\w+)\(\): .+"
+    r"|double free or corruption.*|corrupted (?:size|double-linked list|top size).*"
+    r"|\*\*\* .+ \*\*\*: terminated|Fatal glibc error: .+|.+: Assertion `.+' failed\.)$", re.M)
+
+
+def runtime_message(res):
+    """The C library's own message about a crash (glibc's abort line), or None."""
+    m = _RUNTIME_MESSAGE.search(res.stderr) or _RUNTIME_MESSAGE.search(res.stdout)
+    return m.group(0).strip() if m else None
+
+
+def with_runtime_message(why, res):
+    """``why`` followed by the C library's message when there is one and ``why`` lacks it."""
+    said = runtime_message(res)
+    if why and said and said not in why:
+        return f"{why} — the C library said: {said}"
+    return why
 _CASE = re.compile(r"^CASE (\S+)(?: (.*?))?\t(PASS|FAIL|TIMEOUT)(?:\t(.*))?$")
 
 
 def failure(res, run):
     """Why a run failed, in the words students read; None if it ended normally.
 
-    Under SMPI every rank runs inside one process: a crash has no rank to name, and a deadlock
+    A crash keeps the C library's own message (:func:`runtime_message`), e.g. "rank 1 crashed:
+    signal 6 (SIGABRT) — the C library said: malloc(): corrupted top size". Under SMPI every rank runs inside one process: a crash has no rank to name, and a deadlock
     is found by the simulator (which then exits with status 0) rather than by a time-out.
     """
+    return with_runtime_message(_failure(res, run), res)
+
+
+def _failure(res, run):
     if run.flavour != "smpi":
         return res.failure()
     if res.timed_out:
@@ -349,11 +381,11 @@ def run_c(c_file, flavour="openmpi", nprocs=4, mapping="core", platform="orfeo-t
         cmd = launch.get_launcher(flavour, **opts).command(os.path.join(work, exe), [], nprocs, mapping)
         if shutil.which(cmd.argv[0]) is None:
             raise ToolMissing(f"{cmd.argv[0]!r} not found on PATH; `mpilab doctor` says how to install it")
-        res = sandbox.run(cmd.argv, cwd=work, timeout=timeout, env=cmd.env,
+        res = sandbox.run(cmd.argv, cwd=work, timeout=timeout, env={**RUN_ENV, **cmd.env},
                           memory_mb=SMPI_MEMORY_MB if flavour == "smpi" else REAL_MEMORY_MB)
         if not res.ok:
             where = f"{name} on {flavour}" + (f" ({platform}, mapping {mapping})" if flavour == "smpi" else "")
-            raise LaunchError(f"{where}, P = {nprocs}: {res.failure()}")
+            raise LaunchError(f"{where}, P = {nprocs}: {with_runtime_message(res.failure(), res)}")
         return res.stdout
     finally:
         shutil.rmtree(work, ignore_errors=True)

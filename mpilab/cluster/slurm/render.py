@@ -3,6 +3,8 @@ and a partition, into plain sbatch scripts a person can read and edit."""
 
 import datetime as _dt
 import itertools
+import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ TEMPLATES = {
     "sweep": "sweep.sbatch.j2",
     "sweep-apptainer": "sweep-apptainer.sbatch.j2",
     "jupyter": "jupyter.sbatch.j2",
+    "jupyter-exchange": "jupyter-exchange.sbatch.j2",
     "ipyparallel": "ipyparallel.sbatch.j2",
     "osu-seed": "osu-seed.sbatch.j2",
 }
@@ -55,13 +58,15 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
            nodes=1, ntasks_per_node=None, time="00:10:00", collective="allgather",
            algos=("native",), nprocs=(1, 2), mappings=("core",), sizes="32:1K", iters=100,
            warmup=10, repetitions=1, cooldown=0, exclusive=None, collbench=None, image=None,
-           container_kit_dir="/opt/mpilab", osu_dir="", notebook_dir=None, command=None):
+           container_kit_dir="/opt/mpilab", osu_dir="", notebook_dir=None, exchange=None,
+           course="mpilab", command=None):
     """Render one of :data:`TEMPLATES` into the text of an sbatch script.
 
     Parameters
     ----------
     template : str
-        One of ``sweep``, ``sweep-apptainer``, ``jupyter``, ``ipyparallel``, ``osu-seed``.
+        One of ``sweep``, ``sweep-apptainer``, ``jupyter``, ``jupyter-exchange``, ``ipyparallel``,
+        ``osu-seed``.
     profile : str or Profile
         Cluster profile name (``orfeo``, ``local``) or a loaded profile.
     partition : str
@@ -88,6 +93,9 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
         Apptainer image for ``sweep-apptainer``.
     osu_dir : str
         Directory with ``osu_bcast``/``osu_reduce`` for ``osu-seed``; empty: use collbench.
+    exchange, course : str
+        ``jupyter-exchange``: nbgrader's exchange root on a filesystem the nodes share, and the
+        course id.
     command : str, optional
         The command line that asked for this rendering, copied into the provenance.
 
@@ -128,7 +136,7 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
         if max(nprocs) > ntasks:
             raise UsageError(f"process count {max(nprocs)} is more than the {ntasks} tasks of "
                              f"{nodes} node(s) x {ntasks_per_node}")
-    elif template == "jupyter":
+    elif template in ("jupyter", "jupyter-exchange"):
         ntasks = 1
     elif template == "ipyparallel":
         ntasks = max(nprocs)
@@ -137,6 +145,12 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
     if ntasks_per_node is None and nodes > 1:
         ntasks_per_node = -(-ntasks // nodes)
     secs = check_resources(prof, part, nodes, ntasks, time, ntasks_per_node)
+    if template == "jupyter-exchange":
+        if not exchange or not os.path.isabs(str(exchange)):
+            raise UsageError(f"template 'jupyter-exchange' needs --exchange, an absolute path on a filesystem "
+                             f"the compute nodes share (got {exchange!r})")
+        if not re.match(r"^[A-Za-z0-9_-]+$", str(course)):
+            raise UsageError(f"course id {course!r} is not valid: letters, digits, - and _")
     if template == "sweep-apptainer" and not image:
         raise UsageError("template 'sweep-apptainer' needs --image PATH.sif (the kit's Apptainer image)")
 
@@ -172,7 +186,10 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
         bench_options=shlex.join(options.argv(COLLBENCH)),
         image=image or "", container_kit_dir=container_kit_dir,
         container_collbench=f"{container_kit_dir}/c_reference/build/{flavour}/collbench",
-        osu_dir=osu_dir, notebook_dir=notebook_dir or str(repo_root() / "labs"),
+        osu_dir=osu_dir,
+        # a course's student works in their home, where the Assignment List fetches
+        notebook_dir=notebook_dir or str(Path.home() if template == "jupyter-exchange" else repo_root() / "labs"),
+        exchange=str(exchange or ""), course=course,
         rendered_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         command=command or "", params=params,
         osu_algorithms={c: {a: libalgs.lookup(c, a).ompi_id for a in SEED_ALGORITHMS}
