@@ -167,7 +167,7 @@ def test_mpich_trace(built_flavour):
 
 
 @pytest.mark.smpi
-@pytest.mark.parametrize("algo", list(schedules.ALGORITHMS))
+@pytest.mark.parametrize("algo", list(schedules.algorithms()))
 @pytest.mark.parametrize("p, nbytes", [(5, 4096), (8, 65536), (16, 65535)])
 def test_smpi_run_is_the_event_model(built_flavour, algo, p, nbytes):
     """SMPI's traced run is the model with SMPI's rules (shared ports, sends < 64 KiB eager),
