@@ -102,7 +102,7 @@ def test_correlations_per_algorithm():
     # every r of pipeline set to 0: 2 of 3 algorithms right
     zero = corr.assign(pearson_r=np.where(corr.algorithm == "pipeline", 0.0, corr.pearson_r))
     v = judged("corr_check", corr=zero, series=s)
-    assert v.score == 1.33 and "pipeline: Pearson's r at every size: 2 B: r = 0.0, expected" in v.text()
+    assert v.score == 1.33 and "pipeline: Pearson's r at every size: 2 B: r = 0.0000, expected" in v.text()
     # against the mean over ranks (avg_us) instead of the slowest rank: r differs where the
     # repetitions' probes differ
     mean = correlate(s, y="avg_us", by=("algorithm", "bytes"))[["algorithm", "bytes", "pearson_r"]]

@@ -159,7 +159,7 @@ def corr_cases(answers, ctx):
             same = mine is not None and ((math.isnan(mine) and math.isnan(r))
                                          or (not math.isnan(r) and abs(mine - r) <= R_ATOL))
             if not same:
-                wrong.append(f"{int(b)} B: r = {mine}, expected {r:.4f}")
+                wrong.append(f"{int(b)} B: r = {'none' if mine is None else format(mine, '.4f')}, expected {r:.4f}")
         out.append(Case(f"{alg}: Pearson's r at every size", not wrong,
                         "; ".join(wrong[:3]) + f" (probe_us against {lab5.VALUE} over the rows of series)"))
     return out
