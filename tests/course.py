@@ -171,3 +171,24 @@ def mutant(src, old, new, dest):
     assert text.count(old) == 1, f"{src}: the mutation's target occurs {text.count(old)} times"
     Path(dest).write_text(text.replace(old, new))
     return Path(dest)
+
+
+def judged(lab, grade_id, points=1, workdir=".", **given):
+    """The answer key's verdict on answers handed in as the notebook's ``check`` hands them in.
+
+    ``given`` maps each answer name of the cell to its value in the kernel: the cell's
+    ``prepare`` turns them into data, they go through JSON as the payload does, and the rubric
+    judges them with ``workdir`` as the notebook's directory (files it wrote).
+    """
+    import importlib
+
+    from mpilab.grade import answers, judge
+    from mpilab.grade.labs import cells
+
+    cell = cells(lab)[grade_id]
+    values = [given[n] for n in cell.names]
+    handed = cell.prepare(*values) if cell.prepare else values
+    enc = {k: json.loads(json.dumps(answers.encode(v))) for k, v in zip(cell.names, handed)}
+    rubric = importlib.import_module(f"mpilab_key.rubrics.{lab}")
+    return judge.judge_cell(rubric.RUBRIC[grade_id], grade_id, {"points": points, "answers": enc},
+                            judge.Context(lab, Path(workdir), Path(workdir)))

@@ -14,6 +14,7 @@ from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_app
 from mpilab.core import paths
 from mpilab.measure import libalgs
 from mpilab.model import costs
+from mpilab_key.costs import compare_model
 from mpilab.core.errors import UsageError
 from mpilab.core.vocabulary import COLLECTIVES
 
@@ -172,7 +173,7 @@ def test_pairwise_exact_cost_is_the_schedule_of_pairwise_c(pv):
 def test_compare_model_mape():
     df = pd.DataFrame({"collective": "allgather", "algorithm": "ring",
                        "nprocs": [4, 8], "bytes": [1000, 1000], "avg_us": [3 * 3.0, 7 * 3.3]})
-    out = costs.compare_model(df, 2.0, 1e-3)
+    out = compare_model(df, 2.0, 1e-3)
     assert out.loc[0, "mape"] == pytest.approx((0 + 100 * (7 * 3.3 - 21) / (7 * 3.3)) / 2)
     fig, axes = costs.plot_model(out)
     assert [a.get_title() for a in axes] == ["P = 4", "P = 8"]
@@ -184,7 +185,7 @@ def test_compare_model_mape():
 def test_compare_model_leaves_out_points_outside_the_domain():
     df = pd.DataFrame({"collective": "allgather", "algorithm": "recursive_doubling",
                        "nprocs": [4, 6, 8], "bytes": [0, 0, 0], "avg_us": [2.0, 9.0, 3.0]})
-    out = costs.compare_model(df, 1.0, 0.0)
+    out = compare_model(df, 1.0, 0.0)
     assert out.loc[0, "points"] == 2 and out.loc[0, "mape"] == 0
 
 

@@ -33,7 +33,7 @@ What does not, and why:
 * reduce binomial above 1 KiB at p >= 8, bcast/reduce pipeline, reduce chain/binary: SimGrid's
   ports of Open MPI's algorithms choose their own segment sizes (1 KiB..64 KiB by a fitted
   rule) and chain layout, not the unsegmented / 8 KiB ones the kit forces on Open MPI.
-* bcast binary_tree: SMPI's SMP_binary is an SMP-aware tree, another algorithm.
+* bcast binary_tree: Open MPI only (SimGrid has no port of it; its SMP_binary is an SMP-aware tree).
 * reduce rabenseifner: SMPI 3.32's ``rab`` aborts on the char data collbench reduces.
 """
 import numpy as np

@@ -2,8 +2,9 @@
 
 Real nbgrader, real SimGrid and Open MPI. The solution runs the whole notebook (its reduced
 design). The untouched release fails fast: its sweeps are the student's to write. The wrong
-submission fits two segments instead of four and ranks slowest first, on the solution's
-measurements (``course.grade_three``).
+submission, on the solution's measurements (``course.grade_three``), cuts its segmented fits at
+P = 8, 16 and 32 (powers of two, not where the hardware changes) and ranks the reduce algorithms
+slowest first; the trusted grader scores each curve and each collective on its own.
 """
 
 import shutil
@@ -17,15 +18,21 @@ FULL = {"plot_bcast": 1, "plot_reduce": 1, "fits_check": 3, "ranking_check": 2,
 EXPECTED = {
     "solution": FULL,
     "untouched": dict.fromkeys(FULL, 0),
-    "wrong_fits_ranking": {**FULL, "fits_check": 0, "ranking_check": 0},
+    # fits: one case per simulated curve at 1 KiB (4 bcast + 6 reduce algorithms); cuts at 8, 16,
+    # 32 fit 9 of the 10 as well as the report's cuts or the best fit, all but reduce pipeline,
+    # whose bend is not at a power of two: 3 x 9 / 10 = 2.7.
+    # ranking: one case per collective; bcast right, reduce backwards: 2 x 1 / 2 = 1.
+    "wrong_fits_ranking": {**FULL, "fits_check": 2.7, "ranking_check": 1},
 }
 
 
 def _wrong(gid, src):
     if gid == "fits":
-        return src.replace("segments=4", "segments=2")
+        assert "CUTS = (12, 24, 36)" in src
+        return src.replace("CUTS = (12, 24, 36)", "CUTS = (8, 16, 32)")
     if gid == "ranking_answer":
-        return src.replace('g.sort_values("rank")', 'g.sort_values("rank", ascending=False)')
+        assert "wide.mean().sort_values()" in src
+        return src.replace("wide.mean().sort_values()", 'wide.mean().sort_values(ascending=coll == "bcast")')
     return src
 
 
@@ -38,5 +45,9 @@ def test_grade_three_submissions(tmp_path, built_flavour):
     course, table, elapsed = grade_three(tmp_path, "lab1", "wrong_fits_ranking", _wrong,
                                          ["lab1_results.csv"])
     assert_scores(table, EXPECTED)
+    assert {status for _, status in course.autograde_runs("lab1").values()} == {"ok"}
     feedback = course.feedback("wrong_fits_ranking", "lab1")
-    assert "2 segments in fits, expected 4" in feedback and "your ranking is" in feedback
+    assert "reduce pipeline: your segments give R²" in feedback
+    assert "reduce: the ranking: your ranking is" in feedback
+    untouched = course.feedback("untouched", "lab1")
+    assert "no answer named" in untouched or "is not defined" in untouched

@@ -2,9 +2,10 @@
 
 Real nbgrader, SimGrid and Open MPI (the rules-file runs and the runs under load are real). The
 solution runs the whole notebook; the untouched release fails fast where its answers are
-missing. The wrong submission, on the solution's measurements (``course.grade_three``), builds
-its decision table and correlations on the mean over ranks (``avg_us``) instead of the slowest
-rank: those two checks fail; its rules file, written from its own table, still reads back right.
+missing. The wrong submission, on the solution's measurements (``course.grade_three``), picks
+its winners and computes its correlations on the mean over ranks (``avg_us``) instead of the
+slowest rank; its rules file, written from its own table, still reads back right. The trusted
+grader scores each process count of the table and each algorithm's correlations on its own.
 """
 
 import shutil
@@ -17,7 +18,12 @@ FULL = {"decision_table": 3, "regret_check": 2, "rules_check": 2, "corr_check": 
 EXPECTED = {
     "solution": FULL,
     "untouched": dict.fromkeys(FULL, 0),
-    "wrong_metric": {**FULL, "decision_table": 0, "corr_check": 0},
+    # decision table: one case per P (2, 4, 8, 16, 32, 48) and one for the merging; the mean over
+    # ranks picks the slowest rank's winner at every size only at P = 2, and its own table is
+    # merged right: 2 of 7, 3 x 2 / 7 = 0.86.
+    # correlations: one case per algorithm (five); against avg_us only scatter_allgather_ring's
+    # r stays within 0.001 of the slowest rank's at every size: 1 of 5, 2 x 1 / 5 = 0.4.
+    "wrong_metric": {**FULL, "decision_table": 0.86, "corr_check": 0.4},
 }
 MEASUREMENTS = ["lab5_results.csv", "lab5_real.csv"] + [
     f"lab5_load_{n}.csv" for n in ("quiet", "cpu", "memory", "one_cpu")]
@@ -25,9 +31,11 @@ MEASUREMENTS = ["lab5_results.csv", "lab5_real.csv"] + [
 
 def _wrong(gid, src):
     if gid == "table_answer":
-        return src.replace("decision.decision_table(quiet)", 'decision.decision_table(quiet, value="avg_us")')
+        assert 'def fastest(df, value="maxrank_avg_us"):' in src
+        return src.replace('def fastest(df, value="maxrank_avg_us"):', 'def fastest(df, value="avg_us"):')
     if gid == "corr_answer":
-        return src.replace('y="maxrank_avg_us")', 'y="avg_us")')
+        assert 'g["probe_us"].corr(g["maxrank_avg_us"])' in src
+        return src.replace('g["probe_us"].corr(g["maxrank_avg_us"])', 'g["probe_us"].corr(g["avg_us"])')
     return src
 
 
@@ -39,5 +47,7 @@ def test_grade_three_submissions(tmp_path, built_flavour):
     built_flavour("openmpi")
     course, table, elapsed = grade_three(tmp_path, "lab5", "wrong_metric", _wrong, MEASUREMENTS)
     assert_scores(table, EXPECTED)
+    assert {status for _, status in course.autograde_runs("lab5").values()} == {"ok"}
     feedback = course.feedback("wrong_metric", "lab5")
-    assert "of the decision table is" in feedback and "r = " in feedback
+    assert "P = 4: the fastest algorithm at every size: 8192 B: binomial (fastest: basic_linear" in feedback
+    assert "basic_linear: Pearson" in feedback and "r at every size: 2 B: r = " in feedback

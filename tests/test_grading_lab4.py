@@ -1,16 +1,25 @@
-"""Lab 4's grading checks on right and wrong answers (schedules, model options on real SMPI
-traces, the error table, a calibrated platform)."""
+"""Lab 4's checks on right and wrong answers: the notebook's visible checks
+(mpilab.grade.labs.lab4) and the trusted grader's verdicts (the answer key's rubric), on
+schedules, model options against real SMPI traces, the error table and a calibrated platform.
 
+Answers go through the same path as in a notebook: the cell's ``prepare`` turns them into data,
+they are encoded and decoded as JSON, and the rubric judges them.
+"""
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from mpilab.grade import grading
+import course
+from mpilab.grade.labs import lab4
 from mpilab.measure import trace
 from mpilab.model import costs, p2p, schedules
 from mpilab.simulate import calibration
+from mpilab_key.rubrics import lab4 as rubric
+
+LINEAR_COST = "(p - 1)*(alpha + n*beta)"
 
 
 def linear(p, n, root=0):
@@ -47,124 +56,139 @@ def forwards_early(p, n, root=0):
     return progs
 
 
+def judged(gid, workdir=".", points=2, **given):
+    return course.judged("lab4", gid, points, workdir, **given)
+
+
 def test_bcast_schedules_right():
-    grading.check_bcast_schedule(linear, "basic_linear", hidden=True)
-    grading.check_bcast_schedule(chain, "basic_linear", hidden=True)   # one chain: (p-1) hops too
-    grading.check_bcast_schedule(lambda p, n, root: schedules.schedule("binomial", p, n, root),
-                                 "binomial", hidden=True)
+    assert judged("linear_bcast_check", linear_bcast=linear, cost_linear_bcast=LINEAR_COST).score == 2
+    # a chain also takes (p - 1) hops of one message each: the same time, every rank served
+    assert judged("linear_bcast_check", linear_bcast=chain, cost_linear_bcast=LINEAR_COST).score == 2
+    assert all(c.passed for c in lab4.linear_bcast_cases(linear, LINEAR_COST))
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda p, n, root: linear(p, n, root)[:-1] if p > 1 else linear(p, n, root),
-     "p = 2, root = 0: return a list of 2 schedules.Program"),
-    (lambda p, n, root: linear(p, n, root)[::-1], "list item 0 is the program of rank"),
-    (lambda p, n, root: 1 / 0, "p = 1, root = 0: your function raised ZeroDivisionError"),
+#: Wrong schedules with the right cost: the visible check's message, and the grader's score of
+#: 13 cases (5 visible and 6 hidden (p, root), the cost's α and β terms), 2 points x passed / 13.
+@pytest.mark.parametrize("build, message, score", [
+    # no case served: the two cost terms only, 2 x 2 / 13
+    (lambda p, n, root: linear(p, n, root)[:-1], "p = 2, root = 0: 1 programs for 2 ranks: return one per rank", 0.31),
+    (lambda p, n, root: linear(p, n, root)[::-1], "list item 0 is the program of rank", 0.31),
+    (lambda p, n, root: 1 / 0, "p = 2, root = 0: your function raised ZeroDivisionError", 0.31),
+    # a binomial tree takes the linear time at p = 2 and 3 only (and 2 of 13 for the cost): 4 of 13
     (lambda p, n, root: schedules.schedule("binomial", p, n, root),
-     "p = 5, root = 0: your schedule takes 7.5 us under the alpha-beta model (alpha = 1.5 us, "
-     "beta = 0.001 us/B, n = 1000 B); the basic_linear broadcast takes 10 us"),
-    (forwards_early, "p = 3, root = 0: rank 1 sends to rank 2 at 0 us, before it has the buffer"),
-    (lambda p, n, root: [schedules.Program(r) for r in range(p)],
-     "p = 2, root = 0: rank(s) [1] never receive the 1000-byte buffer"),
+     "p = 5, root = 0: your schedule takes 7.5 us", 0.62),
+    # forwarding before receiving is right only at p = 2 (no one forwards): 3 of 13
+    (forwards_early, "p = 3, root = 0: rank 1 sends to rank 2 at 0 us, before it has the buffer", 0.46),
+    (lambda p, n, root: [schedules.Program(r) for r in range(p)], "p = 2, root = 0: rank(s) [1] never receive", 0.31),
 ])
-def test_bcast_schedules_wrong(build, message):
-    with pytest.raises(AssertionError, match=message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("]", r"\]")):
-        grading.check_bcast_schedule(build, "basic_linear")
+def test_bcast_schedules_wrong(build, message, score):
+    """The visible check names what is wrong; the grader scores each (p, root) on its own."""
+    visible = lab4.linear_bcast_cases(build, LINEAR_COST)
+    text = "\n".join(c.line() for c in visible if not c.passed)
+    assert message in text, text
+    v = judged("linear_bcast_check", linear_bcast=build, cost_linear_bcast=LINEAR_COST)
+    assert v.score == score, v.text()
 
 
-def test_bcast_schedule_deadlock_and_hidden_roots():
+def test_hidden_roots_and_the_cost_score_per_case():
     def root_zero_only(p, n, root=0):
         return linear(p, n, 0)
-    grading.check_bcast_schedule(root_zero_only, "basic_linear")          # visible: root 0 only
-    with pytest.raises(AssertionError, match="p = 4, root = 1: "):
-        grading.check_bcast_schedule(root_zero_only, "basic_linear", hidden=True)
-
-    def lost(p, n, root=0):
-        progs = linear(p, n, root)
-        if p > 2:
-            progs[root].ops.pop()                                          # last rank waits forever
-        return progs
-    with pytest.raises(AssertionError, match=r"p = 3, root = 0: the schedule deadlocks: rank 2 in Recv"):
-        grading.check_bcast_schedule(lost, "basic_linear")
+    # visible: root 0 at p = 2, 3, 5, 8 pass, root 2 at p = 5 does not
+    visible = lab4.linear_bcast_cases(root_zero_only, LINEAR_COST)
+    assert [c.passed for c in visible[:5]] == [True] * 4 + [False]
+    # grader: 4 visible schedule cases + 0 of 6 hidden (roots 1 and p - 1) + 2 cost terms: 6 of 13
+    v = judged("linear_bcast_check", linear_bcast=root_zero_only, cost_linear_bcast=LINEAR_COST)
+    assert v.score == 0.92 and "hidden: p = 4, root = 1" in v.text()
+    # the right schedule with the overlapping sends' cost: α once; the β term is right: 12 of 13
+    one_alpha = judged("linear_bcast_check", linear_bcast=linear, cost_linear_bcast="alpha + (p - 1)*n*beta")
+    assert one_alpha.score == 1.85 and "α term" in one_alpha.text()
 
 
-def test_messages_from_rank0():
-    grading.check_messages_from_rank0({"ring": 7, "pairwise": 3, "binomial": 3}, nprocs=8)
-    grading.check_messages_from_rank0({"ring": 4, "pairwise": 5, "binomial": 3}, nprocs=5)
-    with pytest.raises(AssertionError, match="ring: you counted 8, the diagram at P = 8 has 7 arrows"):
-        grading.check_messages_from_rank0({"ring": 8, "pairwise": 3, "binomial": 3})
-    with pytest.raises(AssertionError, match=r"keys \['binomial', 'pairwise', 'ring'\]"):
-        grading.check_messages_from_rank0({"ring": 7})
+def test_the_cost_is_not_on_the_student_side():
+    """The visible check times the schedule against the student's own formula, never the key's."""
+    wrong_cost = "2*(p - 1)*(alpha + n*beta)"
+    visible = lab4.linear_bcast_cases(linear, wrong_cost)
+    assert not visible[0].passed and "your cost_linear_bcast's time is 5 us" in visible[0].message
+    assert all(c.passed for c in visible[5:])            # its form is fine: only the grader knows
 
 
 @pytest.fixture(scope="module")
 def smpi_traces(built_flavour):
     built_flavour("smpi")
-    return [trace.run_traced(a, 8, b, flavour="smpi", platform="orfeo-thin", reps=1)
-            for a in ("gather_bcast", "binomial") for b in (1024, 65536)]
+    return [trace.run_traced(a, p, b, flavour="smpi", platform=lab4.PLATFORM, reps=1)
+            for a, p, b in lab4.VISIBLE_TRACES]
 
 
 @pytest.mark.smpi
 def test_model_options(smpi_traces):
-    grading.check_model_options(dict(ports="shared", eager_bytes=4096), smpi_traces, hidden=True)
-    with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 1024 B: with \{'ports': 1\} the model ends"):
-        grading.check_model_options(dict(ports=1), smpi_traces)
-    with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 1024 B: with \{'ports': None, 'eager"):
-        grading.check_model_options(dict(ports=None, eager_bytes=4096), smpi_traces)
-    with pytest.raises(AssertionError, match=r"gather_bcast, P = 8, 1024 B: with \{'ports': 'shared', 'eager_bytes': 40000\}"):
-        grading.check_model_options(dict(ports="shared", eager_bytes=40000), smpi_traces)   # 8 KiB bcast
-    for wrong, hidden_run in ((2048, "binomial, P = 16, 4000 B"), (8192, "ring, P = 13, 6000 B")):
-        eager = dict(ports="shared", eager_bytes=wrong)
-        grading.check_model_options(eager, smpi_traces)                  # the visible runs pass ...
-        with pytest.raises(AssertionError, match=hidden_run):             # ... the hidden do not
-            grading.check_model_options(eager, smpi_traces, hidden=True)
-    with pytest.raises(AssertionError, match="give a dict with the keys ports and eager_bytes"):
-        grading.check_model_options(dict(port=None), smpi_traces)
-    with pytest.raises(AssertionError, match="bad ports 0"):
-        grading.check_model_options(dict(ports=0), smpi_traces)
-    with pytest.raises(AssertionError, match="no SMPI traces"):
-        grading.check_model_options(dict(ports=None))
+    right = dict(ports="shared", eager_bytes=65536)
+    assert all(c.passed for c in lab4.model_cases(right, smpi_traces))
+    one_port = lab4.model_cases(dict(ports=1), smpi_traces)
+    assert not one_port[0].passed and one_port[0].name == "gather_bcast, P = 8, 1024 B"
+    assert "the model ends rank" in one_port[0].message
+    # eager below 40000 B passes the visible runs, not gather_bcast at P = 13 with 4096 B per rank
+    eager_40k = dict(ports="shared", eager_bytes=40000)
+    assert all(c.passed for c in lab4.model_cases(eager_40k, smpi_traces))
+    assert judged("model_check", model=right, traces=smpi_traces).score == 2
+    v = judged("model_check", model=eager_40k, traces=smpi_traces)
+    assert v.score == 1.78 and "hidden: gather_bcast, P = 13, 4096 B" in v.text()
+    assert "valid: ports, eager_bytes" in lab4.model_cases(dict(port=None), smpi_traces)[0].message
+    assert not lab4.model_cases(dict(ports=0), smpi_traces)[0].passed
+    assert "no SMPI traces" in lab4.model_cases(right, [])[0].message
 
 
-def _results():
+def _results(alpha, beta):
+    """A results table whose avg_us is the key's cost x 1.1, and gather_bcast's x 0.2."""
     rows = []
-    for algo in ("ring", "bruck", "gather_bcast"):
+    for algo in lab4.ERROR_ALGORITHMS:
         for p in (2, 4, 8):
             for b in (1024, 65536):
-                model = float(costs.evaluate("allgather", algo, p, b, 1.0, 1e-4))
+                model = float(costs.evaluate("allgather", algo, p, b, alpha, beta))
                 rows.append(dict(collective="allgather", algorithm=algo, nprocs=p, bytes=b,
                                  avg_us=model * (0.2 if algo == "gather_bcast" else 1.1)))
     return pd.DataFrame(rows)
 
 
-def test_error_table():
-    res = _results()
-    errors = costs.compare_model(res, 1.0, 1e-4)
-    grading.check_error_table(errors, "gather_bcast", res, 1.0, 1e-4)
-    with pytest.raises(AssertionError, match="worst = 'ring', but the largest error in the table is 'gather_bcast'"):
-        grading.check_error_table(errors, "ring", res, 1.0, 1e-4)
-    with pytest.raises(AssertionError, match=r"with alpha = 2 us and beta = 0.0001 us/B it is"):
-        grading.check_error_table(errors, "gather_bcast", res, 2.0, 1e-4)
-    with pytest.raises(AssertionError, match="must be the DataFrame of costs.compare_model"):
-        grading.check_error_table(None, "gather_bcast", res, 1.0, 1e-4)
-    with pytest.raises(AssertionError, match=r"the table has the algorithms \['bruck', 'ring'\]"):
-        grading.check_error_table(errors[errors["algorithm"] != "gather_bcast"], "ring", res, 1.0, 1e-4)
+def test_error_table(monkeypatch):
+    from mpilab.grade.cases import Case
+    monkeypatch.setattr(rubric, "spot_case", lambda *a, **k: Case("spot", True))   # no SMPI run here
+    alpha, beta = rubric.platform_alpha_beta()
+    res = _results(alpha, beta)
+    my_costs = {a: str(costs.entry("allgather", a).expr) for a in lab4.ERROR_ALGORITHMS}
+    errors = pd.DataFrame([dict(algorithm=a, mape=rubric.mape(g, my_costs[a], alpha, beta, "avg_us"))
+                           for a, g in res.groupby("algorithm")])
+    assert errors.set_index("algorithm")["mape"].round(6).to_dict() == {
+        "gather_bcast": 400.0, "lib:bruck": pytest.approx(9.090909, abs=1e-6), "pairwise": pytest.approx(9.090909, abs=1e-6)}
+    given = dict(errors=errors, worst="gather_bcast", results_df=res, my_costs=my_costs)
+    assert judged("errors_check", points=1, **given).score == 1
+    # worst wrong: one of 4 cases (3 mapes and worst)
+    v = judged("errors_check", points=1, **{**given, "worst": "pairwise"})
+    assert v.score == 0.75 and "worst = 'pairwise'; the largest error is gather_bcast's" in v.text()
+    # errors computed with another alpha: every mape off
+    off = errors.assign(mape=[rubric.mape(g, my_costs[a], 2 * alpha, beta, "avg_us") for a, g in res.groupby("algorithm")])
+    v = judged("errors_check", points=1, **{**given, "errors": off})
+    assert v.score == 0.25 and "gather_bcast: its mape: yours is" in v.text()
+    assert not all(c.passed for c in lab4.errors_form_cases(errors, "pairwise", res, my_costs))
 
 
-def test_calibrated_platform(tmp_path):
+def test_calibrated_platform(tmp_path, monkeypatch):
     sizes = [0] + [2 ** k for k in range(15)]
     rng = np.random.default_rng(4)
     pp = pd.DataFrame(dict(collective="pingpong", flavour="openmpi", platform="local", mapping="core",
-                           bytes=sizes, avg_us=[0.3 + 2.5e-4 * b + rng.normal(0, 0.005) for b in sizes]))
+                           nprocs=2, bytes=sizes, maxrank_median_us=[0.3 + 2.5e-4 * b + rng.normal(0, 0.005)
+                                                                     for b in sizes]))
+    pp["avg_us"] = pp["maxrank_median_us"]
+    fit = p2p.fit(pp, segments=1, value="maxrank_median_us")
+    monkeypatch.chdir(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mine = calibration.calibrate(pp, base="orfeo-thin", path=tmp_path / "mine.xml")
-        one = calibration.calibrate(
-            {"core": tuple(p2p.fit(pp, segments=1).iloc[0][["intercept", "slope"]])},
-            path=tmp_path / "one.xml")
-    grading.check_calibrated_platform(mine, pp)
-    grading.check_calibrated_platform(one, pp)
-    with pytest.raises(AssertionError, match=r"core link costs 1.174 us \+ 9.265e-05 us/B; a fit of your ping-pong gives 0\.29"):
-        grading.check_calibrated_platform("orfeo-thin", pp)
-    with pytest.raises(AssertionError, match="cannot read the platform 'nosuch.xml'"):
-        grading.check_calibrated_platform("nosuch.xml", pp)
+        mine = calibration.calibrate(fit, base="orfeo-thin", path="mine.xml")
+    assert all(c.passed for c in lab4.platform_cases(mine, pp))
+    assert judged("calibrate_check", workdir=tmp_path, my_platform=mine, pp=pp).score == 2
+    # THIN's own platform copied next to the notebook: neither its latency nor its bandwidth is pp's
+    from mpilab.simulate import platforms
+    (tmp_path / "thin.xml").write_text(Path(platforms.platform_file("orfeo-thin")).read_text())
+    v = judged("calibrate_check", workdir=tmp_path, my_platform="thin.xml", pp=pp)
+    assert v.score == 0 and "a fit of pp gives 0.2995 us" in v.text() and "a fit of pp gives 0.0002504 us/B" in v.text()
+    assert "not found next to the notebook" in judged("calibrate_check", workdir=tmp_path,
+                                                      my_platform="nosuch.xml", pp=pp).text()

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from mpilab.core.errors import UsageError
-from mpilab.model.fits import hockney_fit, segmented_fit, segmented_fit_p
+from mpilab.model.fits import hockney_fit, segmented_fit
+from mpilab_key.fits import segmented_fit_p
 
 
 def sizes():

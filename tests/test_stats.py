@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from mpilab.model import stats
+from mpilab_key.stats import correlate
 from mpilab.core.errors import UsageError
 
 
@@ -73,17 +74,17 @@ def test_correlate_per_group():
                              avg_us=10 + slope * probe + (0.5 if i == 2 else 0)))
     rows.append(dict(collective="bcast", algorithm="linear", bytes=1024, probe_us=1.0, avg_us=3.0))
     rows.append(dict(collective="bcast", algorithm="linear", bytes=1024, probe_us=None, avg_us=4.0))
-    c = stats.correlate(pd.DataFrame(rows)).set_index("algorithm")
+    c = correlate(pd.DataFrame(rows)).set_index("algorithm")
     assert c.loc["binomial", "pearson_r"] > 0.99 and c.loc["binomial", "spearman_rho"] == 1.0
     assert c.loc["pipeline", "pearson_r"] < -0.99
     assert c.loc["linear", "n"] == 1 and np.isnan(c.loc["linear", "pearson_r"])  # empty probe dropped
-    one = stats.correlate(pd.DataFrame(rows[:4]), by=())
+    one = correlate(pd.DataFrame(rows[:4]), by=())
     assert list(one.columns) == ["n", "pearson_r", "pearson_p", "spearman_rho"] and one["n"][0] == 4
 
 
 def test_correlate_needs_probe():
     df = pd.DataFrame({"probe_us": [None, None], "avg_us": [1.0, 2.0]})
     with pytest.raises(UsageError, match="measure with --probe"):
-        stats.correlate(df)
+        correlate(df)
     with pytest.raises(UsageError, match="no column 'probe_us'"):
-        stats.correlate(pd.DataFrame({"avg_us": [1.0]}))
+        correlate(pd.DataFrame({"avg_us": [1.0]}))

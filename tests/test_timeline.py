@@ -217,7 +217,7 @@ def test_mpich_trace(built_flavour):
 
 
 @pytest.mark.smpi
-@pytest.mark.parametrize("algo", list(schedules.ALGORITHMS))
+@pytest.mark.parametrize("algo", list(schedules.algorithms()))
 @pytest.mark.parametrize("p, nbytes", [(5, 4095), (8, 65536), (16, 8192), (32, 1024)])
 def test_smpi_run_is_the_event_model(built_flavour, algo, p, nbytes):
     """SMPI's traced run is the model with SMPI's rules (shared ports, memories and cards, sends

@@ -62,8 +62,15 @@ def configure(p):
     """Add the arguments of ``mpilab timeline`` to its parser ``p``."""
     p.description = ("Run an algorithm's C code under the PMPI tracer (c_reference/trace), "
         "predict the same run with the alpha-beta event model, and draw both, one "
-        "row per rank on one time axis, into a PNG whose path is printed last.")
-    p.add_argument("--algo", required=True, help=f"one of: {', '.join(schedules.ALGORITHMS)}")
+        "row per rank on one time axis, into a PNG whose path is printed last. The reference "
+        "algorithms (gather_bcast, pairwise) run everywhere; ring, bruck and binomial only in an "
+        "instructor's checkout: their schedules (and ring's and Bruck's C code) are the labs' "
+        "answers, kept in the answer key.")
+    p.add_argument("--algo", required=True,
+                   help=f"one of: {', '.join(schedules.algorithms())}"
+                        + ("" if set(schedules.IN_THE_KEY) <= set(schedules.algorithms()) else
+                           f" ({', '.join(schedules.IN_THE_KEY)}: only in an instructor's checkout, "
+                           "where the answer key has their schedules)"))
     p.add_argument("--nprocs", "-n", default="8", help="processes (default 8)")
     p.add_argument("--bytes", "-b", default="64K",
                    help="bytes per rank (allgather) or of the buffer (bcast); K/M suffixes (default 64K)")

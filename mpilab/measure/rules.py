@@ -1,5 +1,7 @@
-"""Open MPI 4.1 dynamic rules files: a decision table (:func:`mpilab.model.decision.decision_table`)
-written as a file Open MPI follows, read back, looked up as Open MPI does, and measured.
+"""Open MPI 4.1 dynamic rules files: read back, looked up as Open MPI does, and measured.
+
+Lab 5 asks students to write their decision table as such a file; the function that writes a
+table as a rules file is the answer key's (``mpilab_key.rules``).
 
 Rules file format (Open MPI 4.1 ``coll_tuned_dynamic_file.c``), whitespace-separated integers::
 
@@ -18,10 +20,8 @@ Message size. Open MPI 4.1 (``coll_tuned_decision_dynamic.c``) compares the file
 sizes with count × datatype size for bcast, reduce and allreduce, the kit's ``bytes``; for
 allgather with datatype size × sendcount × communicator size, the whole gathered buffer, while
 the kit's allgather ``bytes`` is one process's contribution. So an allgather threshold depends on
-P: :func:`write_ompi_rules` writes one communicator-size block per process count of the table
-(the first and last P of each range) with thresholds ``bytes × P``, exact at those P and scaled
-by the block's P in between, and :func:`rules_choose` multiplies the query by P as Open MPI
-does.
+P: a file for allgather needs thresholds ``bytes × P`` per communicator-size block, and
+:func:`rules_choose` multiplies the query by P as Open MPI does.
 """
 import os
 from pathlib import Path
@@ -34,73 +34,6 @@ from mpilab.measure import collbench, driver, forcing, libalgs
 from mpilab.measure.driver import BenchOptions
 
 OMPI_COLL_IDS = {"allgather": 0, "allreduce": 2, "bcast": 7, "reduce": 11}
-
-
-def write_ompi_rules(table, path, segsizes=None):
-    """Write ``table`` (from :func:`mpilab.model.decision.decision_table`) as an Open MPI 4.1 dynamic rules file.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-    path : str or Path
-    segsizes : dict, optional
-        ``{(collective, algorithm): bytes}`` overriding the table's default segment sizes.
-
-    Raises
-    ------
-    UsageError
-        An algorithm Open MPI does not have, a row of the kit's own C algorithms (``ring``,
-        ``bruck``, ``native``...: Open MPI cannot run them; the library's are ``lib:ring``...),
-        or a collective without coll/tuned rules.
-    """
-    segsizes = segsizes or {}
-    lines = []
-    colls = sorted(table["collective"].unique(), key=lambda c: OMPI_COLL_IDS.get(c, 99))
-    lines.append(f"{len(colls)}")
-    for coll in colls:
-        if coll not in OMPI_COLL_IDS:
-            raise UsageError(f"no Open MPI rules for collective {coll!r}; valid: "
-                             f"{', '.join(sorted(OMPI_COLL_IDS))}")
-        t = table[table.collective == coll]
-        for name in t["algorithm"].unique():
-            _refuse_kit_algorithm(coll, name)
-        blocks = []     # (communicator size written, P the thresholds are scaled by, rules)
-        for pmin in sorted(t["nprocs_min"].unique()):
-            rules = t[t.nprocs_min == pmin].sort_values("bytes_min")
-            pmax = int(rules["nprocs_max"].max())
-            at = [int(pmin)] + ([pmax] if coll == "allgather" and pmax != pmin else [])
-            blocks += [(p, p if coll == "allgather" else 1, rules) for p in at]
-        lines.append(f"{OMPI_COLL_IDS[coll]}")
-        lines.append(f"{len(blocks)}")
-        for i, (p, scale, rules) in enumerate(blocks):
-            lines.append(f"{1 if i == 0 else p}")
-            lines.append(f"{len(rules)}")
-            for j, (_, r) in enumerate(rules.iterrows()):
-                alg = libalgs.lookup(coll, r["algorithm"])
-                if alg.ompi_id is None:
-                    raise UsageError(f"{coll} algorithm {r['algorithm']!r} is not available on "
-                                     f"openmpi; it cannot go into a rules file")
-                seg = segsizes.get((coll, alg.name), alg.ompi_segsize)
-                start = 0 if j == 0 else int(r["bytes_min"]) * scale
-                lines.append(f"{start} {alg.ompi_id} 0 {seg}")
-    text = "\n".join(lines) + "\n"
-    with open(path, "w") as f:
-        f.write(text)
-    return text
-
-
-def _refuse_kit_algorithm(coll, name):
-    """Raise a UsageError for rows that are not Open MPI algorithms (the kit's C code)."""
-    if libalgs.is_library(coll, name):
-        return
-    hint = (f"; the library's {name} is {libalgs.PREFIX + name!r}"
-            if libalgs.PREFIX + name in libalgs.names(coll) else "")
-    what = ("the library's own choice, not an algorithm (use 'default' for Open MPI's fixed "
-            "rules)" if name == "native" else "the kit's own C algorithm or unknown")
-    raise UsageError(f"{coll} algorithm {name!r} in the decision table is {what}: an Open MPI "
-                     f"rules file can only name Open MPI's algorithms{hint}; build the table "
-                     f"from library rows only, e.g. decision_table(df, algorithms=[...]) with "
-                     f"names from `mpilab libalgs --coll {coll}`")
 
 
 def read_ompi_rules(path):
@@ -223,7 +156,7 @@ def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetit
     launcher : mpilab.measure.launch.Launcher
         An Open MPI launcher.
     path : str or Path
-        The rules file (e.g. from :func:`write_ompi_rules`).
+        The rules file.
     collective : str
     nprocs : int
     sizes : str or (int, int)
@@ -244,7 +177,8 @@ def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetit
                          "valid: openmpi")
     path = os.path.abspath(path)
     if not os.path.isfile(path):
-        raise UsageError(f"rules file {path!r} does not exist; write one with write_ompi_rules")
+        raise UsageError(f"rules file {path!r} does not exist; valid: the path of an Open MPI "
+                         f"dynamic rules file")
     timeout = kw.pop("timeout", 600)
     args = collbench.collbench_args("native", collective, BenchOptions(sizes=sizes, **kw))
     proc = forcing.run(launcher, collbench.collbench_program("openmpi"), args, nprocs,

@@ -221,7 +221,9 @@ def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping
     Parameters
     ----------
     algorithm : str
-        One of :data:`mpilab.model.schedules.ALGORITHMS`.
+        One of :func:`mpilab.model.schedules.algorithms` that the traced program
+        (``c_reference/trace/timeline.c``) has: gather_bcast, pairwise and binomial; ring and bruck
+        in an instructor's checkout.
     nprocs, nbytes : int
         Processes; bytes per rank (allgather) or of the buffer (bcast).
     flavour : {"openmpi", "mpich", "smpi"}

@@ -44,7 +44,6 @@ from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import sympy
 from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application,
     parse_expr, standard_transformations)
@@ -269,65 +268,57 @@ def evaluate(collective, name, nprocs, nbytes, alpha_us, beta_us_per_byte, segme
     """
     e = entry(collective, name)
     expr = e.exact if e.exact is not None else e.expr
+    out = np.asarray(evaluate_expression(expr, nprocs, nbytes, alpha_us, beta_us_per_byte, segment))
+    pv = np.asarray(nprocs, dtype=float)
+    if e.exact is None:
+        out = out.copy()
+        out[~np.broadcast_to(in_domain(e.domain, pv), out.shape)] = np.nan
+    return out if out.ndim else float(out)
+
+
+def evaluate_expression(expr, nprocs, nbytes, alpha_us, beta_us_per_byte, segment=8192):
+    """Numeric value in µs of any cost expression in p, n, alpha, beta (and s); arrays broadcast.
+
+    Use it with your own expressions (a string is parsed with :func:`parse`), e.g. to put a model
+    next to measurements.
+
+    Returns
+    -------
+    numpy.ndarray or float
+    """
+    expr = parse(expr) if isinstance(expr, str) else only_allowed(expr, str(expr))
     f = sympy.lambdify((p, n, alpha, beta, s), expr, modules=_NUMERIC)
     pv = np.asarray(nprocs, dtype=float)
     nv = np.asarray(nbytes, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.asarray(f(pv, nv, alpha_us, beta_us_per_byte, float(segment)), dtype=float)
     out = np.broadcast_to(out, np.broadcast(pv, nv).shape).copy()
-    if e.exact is None:
-        out[~np.broadcast_to(in_domain(e.domain, pv), out.shape)] = np.nan
     return out if out.ndim else float(out)
 
 
-def compare_model(df, alpha_us, beta_us_per_byte, value="avg_us", segment=8192):
-    """Model vs measurement per algorithm: the mean absolute percentage error (MAPE).
+def plot_model(table, ax=None, value="avg_us", model="model_us"):
+    """Measured (points) against a model (lines) over message size, one panel per process count.
 
     Parameters
     ----------
-    df : pandas.DataFrame
-        Results with ``collective``, ``algorithm``, ``nprocs``, ``bytes`` and ``value``.
-        For allgather, ``bytes`` is taken as the per-rank block, as in the results table.
-    alpha_us, beta_us_per_byte : float
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``collective``, ``algorithm``, ``points``, ``mape`` (%) — rows whose algorithm is not in
-        the table, or whose p is outside an entry's domain with no exact cost, are left out.
-    """
-    rows, detail = [], []
-    for (coll, algo), g in df.groupby(["collective", "algorithm"]):
-        if (coll, algo) not in table():
-            continue
-        pred = evaluate(coll, algo, g["nprocs"], g["bytes"], alpha_us, beta_us_per_byte, segment)
-        pred = np.atleast_1d(pred)
-        ok = ~np.isnan(pred)
-        if not ok.any():
-            continue
-        meas = g[value].to_numpy(dtype=float)
-        err = np.abs(pred[ok] - meas[ok]) / meas[ok] * 100
-        rows.append(dict(collective=coll, algorithm=algo, points=int(ok.sum()),
-                         mape=float(np.mean(err))))
-        detail.append(g[ok].assign(model_us=pred[ok]))
-    out = pd.DataFrame(rows, columns=["collective", "algorithm", "points", "mape"])
-    out.attrs["detail"] = pd.concat(detail) if detail else pd.DataFrame()
-    return out
-
-
-def plot_model(table, ax=None, value="avg_us"):
-    """Measured (points) vs model (lines) against message size, for :func:`compare_model`'s output.
-
-    Log-log axes, one panel per process count (or everything on ``ax`` when one is given).
+    table : pandas.DataFrame
+        Rows with ``algorithm``, ``nprocs``, ``bytes``, the measured ``value`` and the model's
+        prediction in the column ``model`` (e.g. results rows with a ``model_us`` column you
+        computed from a cost expression). A table whose ``attrs["detail"]`` holds such rows
+        (the answer key's model comparison) is read through it.
+    ax : matplotlib Axes, optional
+        Draw everything on it instead of one panel per process count.
 
     Returns
     -------
     (fig, axes)
         ``axes`` is an array with one Axes per process count (``ax`` itself when given).
     """
-    d = table.attrs.get("detail")
-    if d is None or d.empty:
-        raise UsageError("nothing to plot: compare_model found no algorithm with a cost")
+    d = table.attrs.get("detail", table)
+    missing = [c for c in ("algorithm", "nprocs", "bytes", value, model) if c not in getattr(d, "columns", ())]
+    if d is None or len(d) == 0 or missing:
+        raise UsageError("nothing to plot: give rows with algorithm, nprocs, bytes, "
+                         f"{value} and {model}" + (f" (missing: {', '.join(missing)})" if missing else ""))
     counts = sorted(d["nprocs"].unique())
     if ax is None:
         fig, axes = plt.subplots(1, len(counts), figsize=(5 * len(counts), 4), squeeze=False)
@@ -340,10 +331,10 @@ def plot_model(table, ax=None, value="avg_us"):
     for p_, g in d.groupby("nprocs"):
         a = panels[p_]
         for algo, h in g.groupby("algorithm"):
-            h = h.groupby("bytes")[[value, "model_us"]].median().reset_index()
+            h = h.groupby("bytes")[[value, model]].median().reset_index()
             c = f"C{algos.index(algo)}"
             a.plot(h["bytes"], h[value], "o", color=c, label=f"{algo} measured")
-            a.plot(h["bytes"], h["model_us"], "-", color=c, label=f"{algo} model")
+            a.plot(h["bytes"], h[model], "-", color=c, label=f"{algo} model")
         a.set_xscale("log", base=2)
         a.set_yscale("log")
         a.set_xlabel("message size (bytes)")

@@ -8,8 +8,8 @@ segment gets an ordinary least-squares line (``scipy.stats.linregress``), and th
 the smallest total squared error wins. The result reads like the report's table: one row per
 segment with its intercept, slope and the size it holds up to.
 
-The same fit works over the process count ``p`` for collective results
-(:func:`segmented_fit_p`).
+The same fit works over the process count ``p`` of one collective curve; lab 1 asks students to
+fit every curve of their results (the answer key's ``mpilab_key.fits`` does it for the rubric).
 
 Examples
 --------
@@ -202,38 +202,3 @@ def segmented_fit(x, y, segments=2, min_points=2, xname="bytes"):
     table = pd.DataFrame(rows)
     bps = [float(x[a]) for a, _, _ in best[1][1:]]
     return SegmentedFit(x, y, table, bps, xname)
-
-
-def segmented_fit_p(df, segments=2, value="avg_us", by=("collective", "algorithm", "bytes")):
-    """Segmented fit of time over process count, one per group of a results table.
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        Results with ``nprocs`` and ``value`` columns.
-    segments : int
-    value : str
-    by : sequence of str
-        Columns that identify one curve (those present in ``df`` are used).
-
-    Returns
-    -------
-    pandas.DataFrame
-        The segment rows of every curve, with the ``by`` columns in front.
-    """
-    for col in ("nprocs", value):
-        if col not in df.columns:
-            raise UsageError(f"results table has no column {col!r}; columns: {', '.join(df.columns)}")
-    keys = [c for c in by if c in df.columns]
-    out = []
-    groups = df.groupby(keys) if keys else [((), df)]
-    for key, g in groups:
-        g = g.groupby("nprocs", as_index=False)[value].median()
-        fit = segmented_fit(g["nprocs"], g[value], segments=segments, xname="processes")
-        t = fit.table.copy()
-        key = key if isinstance(key, tuple) else (key,)
-        for c, v in reversed(list(zip(keys, key))):
-            t.insert(0, c, v)
-        t["r2_total"] = fit.r2
-        out.append(t)
-    return pd.concat(out, ignore_index=True)

@@ -21,6 +21,12 @@ the α-β (Hockney) model:
   message pays its α in parallel with the others, then moves at its share of ``1/port_beta``
   bytes/µs (and never faster than ``1/β`` of its own route).
 
+Which schedules are here. The student's side of the kit has the schedules of the two reference
+algorithms (gather + broadcast and the pairwise exchange, whose C code students read). The
+schedules of the algorithms the labs ask students to write (ring and Bruck in lab 2, the binomial
+broadcast) are in the answer key (``mpilab_key.schedules``, :mod:`mpilab.core.key`) and join
+:func:`algorithms` in an instructor's checkout, where the key is installed.
+
 SimGrid's SMPI follows the same rules on the kit's platforms (a transfer starts when both
 sides are posted; sends below 64 KiB release the sender at once; each core has one full-duplex
 port), so ``ports="shared", eager_bytes=65536`` with the platform's α and β reproduces an SMPI
@@ -28,9 +34,9 @@ run inside one node.
 
 Examples
 --------
->>> calls, messages = simulate(schedule("ring", 4, 1024), alpha=2.0, beta=0.001)
->>> round(float(calls["end_us"].max()), 6)   # 3 steps of 2 + 1024 * 0.001 us
-9.072
+>>> calls, messages = simulate(schedule("pairwise", 4, 1024), alpha=2.0, beta=0.001)
+>>> round(float(calls["end_us"].max()), 6)   # 2 steps: 2 + 1024 * 0.001, then 2 + 2048 * 0.001 us
+7.072
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from mpilab.core import key
 from mpilab.core.errors import UsageError, one_of
 
 #: Tags of c_reference/include/labcoll_impl.h, so predicted and traced messages look alike.
@@ -106,14 +113,6 @@ class Program:
 
 # --- the schedules (each mirrors one C file) ---------------------------------------------------
 
-def _ring(p, n, root):
-    """c_reference/allgather/ring.c: p - 1 send-receives with the neighbours, one block each."""
-    progs = [Program(r) for r in range(p)]
-    for r, prog in enumerate(progs):
-        for _ in range(p - 1):
-            prog.sendrecv((r + 1) % p, n, (r - 1) % p, n, TAGS["allgather"])
-    return progs
-
 
 def _pairwise(p, n, root):
     """c_reference/allgather/pairwise.c: recursive doubling, extra ranks folded in and out."""
@@ -145,18 +144,6 @@ def _pairwise(p, n, root):
     return progs
 
 
-def _bruck(p, n, root):
-    """c_reference/allgather/bruck.c: ceil(log2 p) send-receives to r - d, doubling blocks."""
-    progs = [Program(r) for r in range(p)]
-    for r, prog in enumerate(progs):
-        d = 1
-        while d < p:
-            cnt = min(d, p - d)
-            prog.sendrecv((r - d) % p, cnt * n, (r + d) % p, cnt * n, TAGS["allgather"])
-            d *= 2
-    return progs
-
-
 def _gather_bcast(p, n, root):
     """c_reference/allgather/gather_bcast.c: non-blocking gather to rank 0, then broadcast."""
     root = 0
@@ -171,40 +158,41 @@ def _gather_bcast(p, n, root):
     return progs
 
 
-def _binomial(p, n, root):
-    """solutions/c_reference/bcast/binomial.c: receive from the parent, send to children farthest first."""
-    progs = [Program(r) for r in range(p)]
-    for r, prog in enumerate(progs):
-        v = (r - root) % p
-        mask = 1
-        while mask < p:
-            if v & mask:
-                prog.recv((v - mask + root) % p, n, TAGS["bcast"])
-                break
-            mask <<= 1
-        mask >>= 1
-        while mask > 0:
-            if v + mask < p:
-                prog.send((v + mask + root) % p, n, TAGS["bcast"])
-            mask >>= 1
-    return progs
 
 
-#: name -> (collective, schedule builder, source file)
+#: The schedules of the student's side: name -> (collective, schedule builder, source file).
 ALGORITHMS = {
-    "ring": ("allgather", _ring, "c_reference/allgather/ring.c"),
     "pairwise": ("allgather", _pairwise, "c_reference/allgather/pairwise.c"),
-    "bruck": ("allgather", _bruck, "c_reference/allgather/bruck.c"),
     "gather_bcast": ("allgather", _gather_bcast, "c_reference/allgather/gather_bcast.c"),
-    "binomial": ("bcast", _binomial, "solutions/c_reference/bcast/binomial.c"),
 }
+#: Schedules that only the answer key has (algorithms the labs ask students to write).
+IN_THE_KEY = ("ring", "bruck", "binomial")
+
+
+def algorithms():
+    """Every schedule this installation has: :data:`ALGORITHMS`, and the answer key's when installed
+    (ring, Bruck and the binomial broadcast, in an instructor's checkout)."""
+    keyed = key.module("schedules")
+    return {**ALGORITHMS, **(keyed.ALGORITHMS if keyed else {})}
 
 
 def collective_of(algorithm):
-    """The collective an algorithm implements (``"allgather"`` or ``"bcast"``)."""
-    if algorithm not in ALGORITHMS:
-        raise one_of("algorithm with a schedule", algorithm, ALGORITHMS)
-    return ALGORITHMS[algorithm][0]
+    """The collective an algorithm implements (``"allgather"`` or ``"bcast"``).
+
+    Raises
+    ------
+    UsageError
+        An algorithm without a schedule here; for ring, bruck and binomial without the answer key
+        the message says that their schedules are the instructor's.
+    """
+    known = algorithms()
+    if algorithm in known:
+        return known[algorithm][0]
+    if algorithm in IN_THE_KEY:
+        raise UsageError(f"no schedule of {algorithm!r} here: the schedules of {', '.join(IN_THE_KEY)} "
+                         f"(algorithms the labs ask you to write) are in the answer key, in an "
+                         f"instructor's checkout; here: {', '.join(known)}")
+    raise one_of("algorithm with a schedule", algorithm, known)
 
 
 def schedule(algorithm, nprocs, nbytes, root=0):
@@ -213,7 +201,7 @@ def schedule(algorithm, nprocs, nbytes, root=0):
     Parameters
     ----------
     algorithm : str
-        A name of :data:`ALGORITHMS`.
+        A name of :func:`algorithms`.
     nprocs : int
     nbytes : int
         Allgather: the bytes each rank contributes (its block). Bcast: the buffer.
@@ -231,7 +219,7 @@ def schedule(algorithm, nprocs, nbytes, root=0):
         raise UsageError(f"bad size {nbytes!r}; valid: bytes >= 0")
     if not 0 <= int(root) < int(nprocs):
         raise UsageError(f"bad root {root!r}; valid: 0..{int(nprocs) - 1}")
-    return ALGORITHMS[algorithm][1](int(nprocs), int(nbytes), int(root))
+    return algorithms()[algorithm][1](int(nprocs), int(nbytes), int(root))
 
 
 # --- the event model -----------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Statistics you can defend: repetitions, medians with confidence intervals, shuffled order,
 boxplots per process count, and measured-vs-reference comparisons (001_a968b7c01287fc38.txt:
-30 launches × 100 measures, medians and boxplots, values read off the paper's figures).
+30 launches × 100 measures, medians and boxplots, values read off the paper's figures). The
+correlation of a probe with a collective per group (lab 5's graded question) is the answer key's
+(``mpilab_key.stats``).
 
 A results table holds one row per (point, repetition); each row's timing column (by default
 ``maxrank_avg_us``, falling back to ``avg_us`` where empty, e.g. OSU imports) is one sample.
@@ -173,44 +175,3 @@ def compare_reference(measured_df, reference_table, value="maxrank_avg_us", on=(
     ax.set_ylabel("latency (µs)")
     ax.legend()
     return joined.reset_index(drop=True), (fig, ax)
-
-
-def correlate(df, x="probe_us", y="avg_us", by=("collective", "algorithm", "bytes")):
-    """Correlation between two columns over the rows of each group, e.g. probe ping-pong and
-    collective latency across runs under different load (003_25a9e71ac18c5178.txt).
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        Results rows; rows where ``x`` or ``y`` is empty are left out.
-    x, y : str
-        Columns to correlate (default: ``probe_us``, stored by ``collbench --probe``, and
-        ``avg_us``).
-    by : sequence of str
-        One correlation per group of these columns (those present in ``df``; none: one in all).
-
-    Returns
-    -------
-    pandas.DataFrame
-        The ``by`` columns, ``n``, ``pearson_r``, ``pearson_p``, ``spearman_rho``
-        (NaN for groups with fewer than 3 rows or a constant column).
-    """
-    for col in (x, y):
-        if col not in df.columns:
-            raise UsageError(f"results table has no column {col!r}; columns: {', '.join(df.columns)}")
-    d = df.assign(_x=pd.to_numeric(df[x], errors="coerce"),
-                  _y=pd.to_numeric(df[y], errors="coerce")).dropna(subset=["_x", "_y"])
-    if d.empty:
-        raise UsageError(f"no row has both {x} and {y} (for probe_us, measure with --probe)")
-    keys = [c for c in by if c in d.columns]
-    out = []
-    for key, g in (d.groupby(keys, sort=True) if keys else [((), d)]):
-        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
-        row["n"] = len(g)
-        r = pr = rho = float("nan")
-        if len(g) >= 3 and g["_x"].nunique() > 1 and g["_y"].nunique() > 1:
-            r, pr = (float(v) for v in _st.pearsonr(g["_x"], g["_y"]))
-            rho = float(_st.spearmanr(g["_x"], g["_y"])[0])
-        row.update(pearson_r=r, pearson_p=pr, spearman_rho=rho)
-        out.append(row)
-    return pd.DataFrame(out)

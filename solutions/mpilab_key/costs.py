@@ -5,10 +5,12 @@ reductions and broadcasts, and most library algorithms share their forms. So the
 the instructor's side; :func:`mpilab.model.costs.table` reads it when the key is installed.
 Symbols and conventions: :mod:`mpilab.model.costs`.
 """
+import numpy as np
+import pandas as pd
 import sympy
 
 from mpilab.model.costs import (BUFFER, Cost, FLOOR_LOG2, LOG2, PER_RANK, POW2, ROUNDS, SEGMENT_BYTES,
-                                SEGMENTS, alpha, beta, n, p, s)
+                                SEGMENTS, alpha, beta, evaluate, n, p, s, table)
 
 # Open MPI's chain: 4 chains (coll_tuned_<coll>_algorithm_chain_fanout = 4); the root serves
 # the 4 chain heads one after another, the last chain then takes ceil((p-1)/4) - 1 more hops.
@@ -120,3 +122,39 @@ NO_COST = {
 }
 
 
+def compare_model(df, alpha_us, beta_us_per_byte, value="avg_us", segment=8192):
+    """Model vs measurement per algorithm: the mean absolute percentage error (MAPE).
+
+    Lab 4 asks students for this table (with their own cost expressions), so it is the answer
+    key's; ``mpilab model`` (an instructor's command) prints it per process count.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Results with ``collective``, ``algorithm``, ``nprocs``, ``bytes`` and ``value``.
+        For allgather, ``bytes`` is taken as the per-rank block, as in the results table.
+    alpha_us, beta_us_per_byte : float
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``collective``, ``algorithm``, ``points``, ``mape`` (%) — rows whose algorithm is not in
+        the table, or whose p is outside an entry's domain with no exact cost, are left out.
+    """
+    rows, detail = [], []
+    for (coll, algo), g in df.groupby(["collective", "algorithm"]):
+        if (coll, algo) not in table():
+            continue
+        pred = evaluate(coll, algo, g["nprocs"], g["bytes"], alpha_us, beta_us_per_byte, segment)
+        pred = np.atleast_1d(pred)
+        ok = ~np.isnan(pred)
+        if not ok.any():
+            continue
+        meas = g[value].to_numpy(dtype=float)
+        err = np.abs(pred[ok] - meas[ok]) / meas[ok] * 100
+        rows.append(dict(collective=coll, algorithm=algo, points=int(ok.sum()),
+                         mape=float(np.mean(err))))
+        detail.append(g[ok].assign(model_us=pred[ok]))
+    out = pd.DataFrame(rows, columns=["collective", "algorithm", "points", "mape"])
+    out.attrs["detail"] = pd.concat(detail) if detail else pd.DataFrame()
+    return out

@@ -32,8 +32,11 @@ from nbconvert import HTMLExporter
 from mpilab.core import paths
 from mpilab.grade import judge
 from mpilab.grade.answers import encode
+from mpilab_key import InNotebook
 
 SOLUTIONS = Path(__file__).resolve().parents[1]
+#: Where :func:`run_solution` puts the values of the guide's InNotebook expressions.
+VALUES = "__values__"
 
 
 def _cells(nb, kind=None):
@@ -55,8 +58,12 @@ def run_solution(lab, out, timeout=1800):
         for c in (SOLUTIONS / lab / "c_solutions").glob("*.c"):
             shutil.copy(c, work / c.name)
         nb = nbformat.read(work / f"{lab}.ipynb", as_version=4)
+        exprs = sorted({v for tries in getattr(rubric, "GUIDE", {}).get("wrong", {}).values()
+                        for _, given in tries for v in given.values() if isinstance(v, InNotebook)})
         probe = nbformat.v4.new_code_cell(
-            "import json as _json\nprint('MPILAB-QUOTES ' + _json.dumps({k: str(eval(v)) for k, v in %r.items()}))" % quotes)
+            "import json as _json\nprint('MPILAB-QUOTES ' + _json.dumps({k: str(eval(v)) for k, v in %r.items()}))\n"
+            "from mpilab.grade.answers import encode as _encode\n"
+            "print('MPILAB-VALUES ' + _json.dumps({e: _encode(eval(e)) for e in %r}))" % (quotes, exprs))
         nb.cells.append(probe)
         start = time.monotonic()
         NotebookClient(nb, timeout=timeout, kernel_name="python3",
@@ -66,6 +73,8 @@ def run_solution(lab, out, timeout=1800):
         nb.cells.pop()
         m = re.search(r"MPILAB-QUOTES (\{.*\})", text)
         measured = json.loads(m.group(1)) if m else {}
+        m = re.search(r"MPILAB-VALUES (\{.*\})", text)
+        measured[VALUES] = json.loads(m.group(1)) if m else {}
     out.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out / f"{lab}.ipynb")
     html, _ = HTMLExporter().from_notebook_node(nb)
@@ -73,8 +82,13 @@ def run_solution(lab, out, timeout=1800):
     return nb, elapsed, measured
 
 
-def wrong_answers(lab):
-    """Each common wrong answer of the lab's GUIDE with the trusted grader's feedback."""
+def wrong_answers(lab, values=None):
+    """Each common wrong answer of the lab's GUIDE with the trusted grader's feedback.
+
+    ``values`` maps each :class:`mpilab_key.InNotebook` expression to its value, encoded, as the
+    executed solution notebook computed it (:func:`run_solution`).
+    """
+    values = values or {}
     rubric = importlib.import_module(f"mpilab_key.rubrics.{lab}")
     nb = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
     points = {meta["grade_id"]: meta.get("points", 0) for _, meta in _cells(nb, "test")}
@@ -87,6 +101,10 @@ def wrong_answers(lab):
                 for name, value in given.items():
                     if name.endswith(".c"):
                         shutil.copy(paths.repo_root() / value, Path(tmp) / name)
+                    elif isinstance(value, InNotebook):
+                        if value not in values:
+                            raise RuntimeError(f"{lab} {gid}: the solution notebook did not compute {value!r}")
+                        answers[name] = values[value]
                     else:
                         answers[name] = encode(value)
                 ctx = judge.Context(lab, Path(tmp), Path(tmp))
@@ -119,8 +137,9 @@ def guide_page(lab, nb, elapsed, measured, wrong):
         lines.append(f"- **{meta['grade_id']}** ({meta.get('points', 0)} points): {cell.source.strip()}")
     lines += ["", "## Numbers the rubric quotes, as measured on this run", ""]
     for name, value in measured.items():
-        lines.append(f"- {name}: **{value}**")
-    if not measured:
+        if name != VALUES:
+            lines.append(f"- {name}: **{value}**")
+    if not set(measured) - {VALUES}:
         lines.append("(none listed for this lab)")
     lines += ["", "## Common wrong answers and the feedback each gets", ""]
     for gid, label, v in wrong:
@@ -144,7 +163,7 @@ def main(argv=None):
     for lab in labs:
         print(f"instructor-guide: {lab}: running the solution notebook ...", flush=True)
         nb, elapsed, measured = run_solution(lab, out / lab)
-        page = guide_page(lab, nb, elapsed, measured, wrong_answers(lab))
+        page = guide_page(lab, nb, elapsed, measured, wrong_answers(lab, measured.get(VALUES)))
         (out / lab / "guide.md").write_text(page)
         index.append(f"- [{lab}]({lab}/guide.md): solution ran in {elapsed:.0f} s")
         print(f"instructor-guide: {lab}: {out / lab / 'guide.md'} ({elapsed:.0f} s)", flush=True)

@@ -26,11 +26,16 @@ class Cell:
 
     ``visible(*values)`` returns a list of :class:`mpilab.grade.cases.Case` (None: the cell has
     no visible check, e.g. a cost whose value only the grader knows).
+
+    ``prepare(*values)``, optional, turns values that are not data into data before they are
+    handed in (e.g. a function the student wrote into what it returns on the cases the grader
+    looks at); it returns one value per name. ``visible`` still gets the values as given.
     """
 
     names: tuple = ()
     visible: object = None
     doc: str = field(default="")
+    prepare: object = None
 
 
 def cells(lab):
@@ -53,7 +58,8 @@ def checker(lab):
         if len(values) != len(cell.names):
             raise UsageError(f"check({grade_id!r}, ...) hands in {len(cell.names)} answer(s): "
                              f"{', '.join(cell.names) or 'none'}; got {len(values)}")
-        answers.hand_in(grade_id, **dict(zip(cell.names, values)))
+        handed = cell.prepare(*values) if cell.prepare is not None else values
+        answers.hand_in(grade_id, **dict(zip(cell.names, handed)))
         if os.environ.get("NBGRADER_EXECUTION") == "autograde" or cell.visible is None:
             return None
         results = cell.visible(*values)

@@ -1,0 +1,233 @@
+"""Lab 4's rubric: the linear broadcast's schedule and cost, rank 0's messages in the library's
+broadcasts, the event model's options, the model errors and the calibrated platform.
+
+* linear broadcast: the schedule, handed in as data for every p up to 16 and every root, is
+  played at the notebook's (p, root) and at hidden ones (other p, roots other than 0), each a
+  case that passes when every rank gets the buffer in the linear broadcast's time
+  ((p - 1) messages of n bytes, one after the other); the cost's α and β terms are two more cases.
+* rank 0: the grader traces the library's broadcasts on SMPI itself and counts rank 0's messages.
+* model options: the grader traces the notebook's SMPI runs again and hidden ones (other process
+  counts and sizes of gather_bcast and pairwise, across THIN's sockets and around the eager
+  limit); one case per run.
+* errors: each algorithm's MAPE recomputed from the student's own cost expressions, results_df
+  (one point simulated again), α and β of the platform's core link (avg_us or maxrank_avg_us:
+  both are defensible), and whether ``worst`` is the largest.
+* calibration: the platform's core link against fits of the student's ping-pong made here (one
+  to three segments, median, mean or slowest-rank times): the latency and the bandwidth are one
+  case each.
+"""
+import math
+
+import numpy as np
+
+from mpilab.core.errors import UsageError
+from mpilab.grade.cases import Case
+from mpilab.grade.checks import Function, costs as cost_checks, schedules as schedule_checks
+from mpilab.grade.checks.tables import frame
+from mpilab.grade.labs import lab4
+from mpilab.measure import libtrace, trace
+from mpilab.model import costs, p2p, schedules
+from mpilab.simulate import platforms, routes
+from mpilab_key import InNotebook
+from mpilab_key.resimulate import spot_case
+
+#: Hidden (p, root) of the linear broadcast: other p, the roots next to 0 and last.
+HIDDEN_BCAST = tuple((p, r) for p in (4, 7, 13) for r in (1, p - 1))
+#: Hidden SMPI runs of the model options: the same algorithms at other P (a fold, THIN's second
+#: socket) and sizes on both sides of the platform's eager limit.
+HIDDEN_TRACES = (("pairwise", 5, 32768), ("gather_bcast", 6, 65536), ("pairwise", 13, 8192),
+                 ("gather_bcast", 13, 4096), ("gather_bcast", 16, 65535))
+#: MAPE agreement (relative), and the calibrated link's (relative; absolute for α in µs).
+MAPE_RTOL, LINK_RTOL, LINK_ATOL = 1e-3, 0.02, 0.005
+
+
+def linear_cases(answers, ctx):
+    data, cost = schedule_checks.read_data(answers["linear_bcast"]), answers["cost_linear_bcast"]
+    out = []
+    for hidden, cases in ((False, lab4.VISIBLE_BCAST), (True, HIDDEN_BCAST)):
+        for p, root in cases:
+            want = float(costs.evaluate("bcast", "basic_linear", p, schedule_checks.NBYTES,
+                                        schedule_checks.ALPHA, schedule_checks.BETA))
+            entry = data.get(f"{p},{root}", data.get("error", "error: no schedule for this case"))
+            out.append(schedule_checks.bcast_case(entry, p, root, want, what="the linear broadcast's",
+                                                  hidden=hidden))
+    e = costs.entry("bcast", "basic_linear")
+    return out + cost_checks.value_cases(cost, e.expr, e.domain, name="cost_linear_bcast")
+
+
+def rank0_cases(answers, ctx):
+    counts = answers["messages_from_rank0"]
+    form = lab4.rank0_cases(counts)
+    if not form[0].passed:
+        return form
+    out = []
+    for alg in lab4.LIBRARY_BCASTS:
+        tl = libtrace.run_library_traced("bcast", alg, lab4.LIBRARY_P, lab4.LIBRARY_BYTES, platform=lab4.PLATFORM)
+        want = int((tl.messages["src"] == 0).sum())
+        out.append(Case(f"{alg}: rank 0's messages", int(counts[alg]) == want,
+                        f"you counted {counts[alg]}; count the arrows that leave rank 0's row in "
+                        f"the diagram of {alg} (P = {lab4.LIBRARY_P}, {lab4.LIBRARY_BYTES} B)"))
+    return out
+
+
+def model_cases(answers, ctx):
+    model = answers["model"]
+    bad = lab4.model_form_case(model)
+    if bad:
+        return [bad]
+    out = []
+    for hidden, runs in ((False, lab4.VISIBLE_TRACES), (True, HIDDEN_TRACES)):
+        for alg, p, nbytes in runs:
+            tl = trace.run_traced(alg, p, nbytes, flavour="smpi", platform=lab4.PLATFORM, reps=1, warmup=0)
+            out.append(lab4.model_match_case(model, tl, hidden=hidden))
+    return out
+
+
+def platform_alpha_beta():
+    """α and β of the notebook's first cell: the core link of THIN between ranks 0 and 1."""
+    return routes.route_cost(lab4.PLATFORM, *platforms.placement(lab4.PLATFORM, 2))
+
+
+def mape(rows, expr, alpha, beta, value):
+    """Mean absolute percentage error of a cost expression on results rows."""
+    model = np.atleast_1d(costs.evaluate_expression(expr, rows["nprocs"].to_numpy(float),
+                                                    rows["bytes"].to_numpy(float), alpha, beta))
+    meas = rows[value].to_numpy(dtype=float)
+    return float(np.mean(np.abs(model - meas) / meas * 100))
+
+
+def errors_cases(answers, ctx):
+    errors, worst, results_df, my_costs = (answers[k] for k in ("errors", "worst", "results_df", "my_costs"))
+    form = lab4.errors_form_cases(errors, worst, results_df, my_costs)
+    if len(form) == 1 and not form[0].passed:
+        return form
+    results_df, errors = frame(results_df), frame(errors)
+    spot = spot_case(results_df.assign(collective="allgather"), "results_df", lab4.PLATFORM, (),
+                     (("allgather", "lib:bruck", 8), ("allgather", "lib:bruck", 4)))
+    if not spot.passed:
+        return [spot]
+    alpha, beta = platform_alpha_beta()
+    got = dict(zip(errors["algorithm"].astype(str), errors["mape"]))
+    out, want = [], {}
+    for alg, rows in results_df.groupby("algorithm"):
+        alg = str(alg)
+        title = f"{alg}: its mape"
+        expr = my_costs.get(alg) if isinstance(my_costs, dict) else None
+        try:
+            cost_checks.to_expression(expr)
+        except ValueError as exc:
+            out.append(Case(title, False, f"my_costs[{alg!r}]: {exc}"))
+            continue
+        options = {v: mape(rows, expr, alpha, beta, v) for v in ("avg_us", "maxrank_avg_us") if v in rows}
+        want[alg] = options.get("avg_us")
+        mine = got.get(alg)
+        ok = mine is not None and any(math.isclose(float(mine), w, rel_tol=MAPE_RTOL, abs_tol=1e-6)
+                                      for w in options.values())
+        out.append(Case(title, ok, f"yours is {mine if mine is None else round(float(mine), 4)} %; your "
+                                   f"cost on results_df with alpha = {alpha:.4g} us and beta = {beta:.4g} us/B "
+                                   f"gives {options.get('avg_us', float('nan')):.4g} % (avg_us)"))
+    if want and all(v is not None for v in want.values()):
+        largest = max(want, key=want.get)
+        out.append(Case("worst", str(worst) == largest, f"worst = {worst!r}; the largest error is {largest}'s"))
+    else:
+        out.append(Case("worst", False, "the errors could not be recomputed for every algorithm"))
+    return out
+
+
+def pingpong_fits(pp):
+    """(intercept, slope) of the defensible fits of a ping-pong: one to three segments of the
+    median, mean or slowest rank's one-way time, first segment."""
+    rows = frame(pp)
+    rows = rows[rows["mapping"] == "core"] if "mapping" in rows else rows
+    out = []
+    for value in ("maxrank_median_us", "avg_us", "maxrank_avg_us"):
+        if value not in rows or rows[value].isna().all():
+            continue
+        for segments in (1, 2, 3):
+            try:
+                first = p2p.fit(rows, segments=segments, value=value).iloc[0]
+            except (UsageError, ValueError, KeyError):
+                continue
+            out.append((float(first["intercept"]), float(first["slope"]), f"{segments} segment(s) of {value}"))
+    return out
+
+
+def platform_cases(answers, ctx):
+    my_platform, pp = answers["my_platform"], answers["pp"]
+    if not isinstance(my_platform, str):
+        return [Case("my_platform is a file", False, "my_platform should be the platform's path")]
+    path = ctx.written_file(my_platform.rsplit("/", 1)[-1])
+    if path is None or path.stat().st_size > 5_000_000:
+        return [Case("my_platform is next to the notebook", False,
+                     "the platform file was not found next to the notebook: write it there "
+                     "(e.g. path='my-machine.xml')")]
+    try:
+        a, b = lab4.core_link(path)
+    except (UsageError, OSError, ValueError) as exc:
+        return [Case("my_platform is a platform of THIN's shape", False, str(exc))]
+    fits = pingpong_fits(pp) if not isinstance(pp, Exception) else []
+    if not fits:
+        return [Case("pp is your ping-pong", False, "pp holds no ping-pong rows the grader can fit")]
+    near = min(fits, key=lambda f: abs(f[0] - a))
+    ok_a = any(math.isclose(a, f[0], rel_tol=LINK_RTOL, abs_tol=LINK_ATOL) for f in fits)
+    ok_b = any(math.isclose(b, f[1], rel_tol=LINK_RTOL) for f in fits)
+    return [Case("the core link's latency is your ping-pong's α", ok_a,
+                 f"the platform's core latency is {a:.4g} us; a fit of pp gives {near[0]:.4g} us ({near[2]})"),
+            Case("the core link's bandwidth is your ping-pong's 1/β", ok_b,
+                 f"the platform's core link costs {b:.4g} us/B; a fit of pp gives {near[1]:.4g} us/B ({near[2]})")]
+
+
+def _forgets_last_rank(p, n, root=0):
+    """A wrong linear broadcast for the guide: the root sends to every rank but the last."""
+    progs = [schedules.Program(r) for r in range(p)]
+    for dst in range(p - 1):
+        if dst != root:
+            progs[root].send(dst, n)
+            progs[dst].recv(root, n)
+    return progs
+
+
+RUBRIC = {
+    "linear_bcast_check": Function(linear_cases, ("linear_bcast", "cost_linear_bcast")),
+    "rank0_check": Function(rank0_cases, ("messages_from_rank0",)),
+    "model_check": Function(model_cases, ("model",)),
+    "errors_check": Function(errors_cases, ("errors", "worst", "results_df", "my_costs")),
+    "calibrate_check": Function(platform_cases, ("my_platform", "pp")),
+}
+
+#: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
+GUIDE = {
+    "time": ("4 to 5 hours for a typical MSc student: the event model and the diagrams take an hour "
+             "to read, the linear broadcast and its cost 30-45 min, finding the model options by "
+             "trial 45-60 min, the errors and the calibration an hour, the four written answers "
+             "about an hour; the notebook's own runs take 2-4 minutes"),
+    "sections": [("1. Schedules, the event model, the linear broadcast and its cost", "1 h to 1 h 15"),
+                 ("2. Measured diagrams: the reference allgathers, the library's broadcasts, a real run",
+                  "45 min"),
+                 ("3. Where overlap breaks the model (the model options)", "45 min to 1 h"),
+                 ("4. The model's error per algorithm", "45 min"),
+                 ("5. Calibrating a platform to this machine", "30 min"),
+                 ("Written answers (four)", "45 min to 1 h")],
+    "quotes": {
+        "alpha, beta of THIN's core link (us, us/B)": "(alpha, beta)",
+        "rank 0's messages in the library's broadcasts (P = 8, 64 KiB)": "messages_from_rank0",
+        "model options": "model",
+        "MAPE per algorithm (%)": "dict(zip(errors.algorithm, errors.mape.round(1)))",
+        "worst model": "worst",
+        "this machine's ping-pong fit (us, us/B)": "(real_alpha, real_beta)",
+    },
+    "wrong": {
+        "linear_bcast_check": [
+            ("the root forgets the last rank, cost right",
+             {"linear_bcast": schedule_checks.schedules_data(_forgets_last_rank),
+              "cost_linear_bcast": (costs.p - 1) * (costs.alpha + costs.n * costs.beta)}),
+            ("right schedule, one α for all messages (the overlapping sends' cost)",
+             {"linear_bcast": InNotebook("__import__('mpilab.grade.checks.schedules', fromlist=['x'])"
+                                         ".schedules_data(linear_bcast)"),
+              "cost_linear_bcast": costs.alpha + (costs.p - 1) * costs.n * costs.beta})],
+        "model_check": [("sends eager below 40000 B", {"model": dict(ports="shared", eager_bytes=40000)}),
+                        ("one port, nothing eager", {"model": dict(ports=1, eager_bytes=0)})],
+        "rank0_check": [("the root's children only (one message per algorithm)",
+                         {"messages_from_rank0": {"binomial": 3, "pipeline": 1, "scatter_allgather_ring": 3}})],
+    },
+}

@@ -1,0 +1,211 @@
+"""Lab 5's rubric: the decision table, the regret, the rules file and the correlations, judged on
+the tables the student hands in (``quiet``, ``series``), one point of each simulated again.
+
+* decision table: one case per process count: at every measured size the table's algorithm is
+  the fastest there (median or mean over repetitions; an algorithm within 1 % of the fastest
+  also counts: where a range ends between two near-equal algorithms is a convention); one case
+  for the merging the question asks for (no two neighbouring ranges with the same algorithm, no
+  two neighbouring process-count ranges with the same size ranges);
+* regret: one case per algorithm: its mean and worst regret over the points it was measured at;
+* rules file: the file handed in, read as Open MPI reads it, gives the table's algorithm at every
+  measured point (one case per process count), once the table holds every measured point;
+* correlation: one case per algorithm: Pearson's r of probe_us and maxrank_avg_us at every size.
+"""
+import math
+
+import numpy as np
+
+from mpilab.grade.cases import Case
+from mpilab.grade.checks import Function
+from mpilab.grade.checks.tables import frame
+from mpilab.grade.labs import lab5
+from mpilab_key import InNotebook
+from mpilab_key.resimulate import spot_case
+from mpilab_key.stats import correlate
+
+#: The notebook's simulated launcher (no selector: every algorithm is forced).
+PLATFORM, CFG = "orfeo-thin", ()
+SPOT = (("bcast", "binomial", 16), ("bcast", "binomial", 8), ("bcast", "pipeline", 48))
+#: An algorithm this close to the fastest (relative) may be the table's choice.
+TIE = 0.01
+#: Agreement of regrets (relative) and of correlations (absolute).
+REGRET_RTOL, R_ATOL = 1e-3, 1e-3
+
+
+def data_gate(results, what):
+    """The failed cases that stop the grading of a cell built on ``results`` (empty: go on)."""
+    t = frame(results)
+    if "platform" in t:
+        t = t[t["platform"].astype(str) == PLATFORM]
+    spot = spot_case(t.assign(collective=lab5.COLLECTIVE), what, PLATFORM, CFG, SPOT, value=lab5.VALUE)
+    return [] if spot.passed else [spot]
+
+
+def point_times(results):
+    """``{(nprocs, bytes): {algorithm: [median, mean] over repetitions}}``."""
+    t = frame(results)
+    out = {}
+    for (p, b, a), g in t.groupby(["nprocs", "bytes", "algorithm"]):
+        v = g[lab5.VALUE].astype(float)
+        out.setdefault((int(p), int(b)), {})[str(a)] = (float(v.median()), float(v.mean()))
+    return out
+
+
+def acceptable(times, algorithm):
+    """Whether ``algorithm`` is among the fastest at a point (either convention, :data:`TIE`)."""
+    if algorithm not in times:
+        return False
+    return any(times[algorithm][k] <= min(v[k] for v in times.values()) * (1 + TIE) for k in (0, 1))
+
+
+def merged_case(table):
+    """The question's merging: neighbouring ranges of a process-count range never share an
+    algorithm, and neighbouring process-count ranges never have the same size ranges."""
+    t = frame(table).sort_values(["nprocs_min", "bytes_min"])
+    blocks = [(key, [(int(r.bytes_min), int(r.bytes_max), str(r.algorithm)) for r in g.itertuples()])
+              for key, g in t.groupby(["nprocs_min", "nprocs_max"], sort=True)]
+    problems = []
+    for (pmin, pmax), ranges in blocks:
+        for (b0, _, a0), (b1, _, a1) in zip(ranges, ranges[1:]):
+            if a0 == a1:
+                problems.append(f"P {pmin}..{pmax}: the ranges from {b0} B and from {b1} B are both {a0}")
+    for (k0, r0), (k1, r1) in zip(blocks, blocks[1:]):
+        if r0 == r1:
+            problems.append(f"P {k0[0]}..{k0[1]} and P {k1[0]}..{k1[1]} have the same size ranges")
+    return Case("neighbouring ranges with the same choice are merged", not problems, "; ".join(problems[:3]))
+
+
+def table_cases(answers, ctx):
+    table, quiet = answers["table"], answers["quiet"]
+    form = lab5.table_form_cases(table, quiet)
+    if len(form) == 1 and not form[0].passed and form[0].name != lab5.coverage_case(frame(table), frame(quiet)).name:
+        return form
+    gate = data_gate(quiet, "quiet")
+    if gate:
+        return gate
+    times = point_times(quiet)
+    out = []
+    for p in sorted({p for p, _ in times}):
+        wrong = []
+        for b in sorted(b for q, b in times if q == p):
+            says = lab5.lookup(table, p, b)
+            if len(says) != 1 or not acceptable(times[(p, b)], says[0]):
+                best = min(times[(p, b)], key=lambda a: times[(p, b)][a][0])
+                wrong.append(f"{b} B: {'/'.join(says) or 'no range'} (fastest: {best}, "
+                             f"{times[(p, b)][best][0]:.4g} us)")
+        out.append(Case(f"P = {p}: the fastest algorithm at every size", not wrong,
+                        "; ".join(wrong[:3]) + (f"; and {len(wrong) - 3} more" if len(wrong) > 3 else "")))
+    return out + [merged_case(table)]
+
+
+def regret_cases(answers, ctx):
+    regret, quiet = answers["regret"], answers["quiet"]
+    form = lab5.regret_form_cases(regret, quiet)
+    if len(form) == 1 and not form[0].passed:
+        return form
+    gate = data_gate(quiet, "quiet")
+    if gate:
+        return gate
+    times = point_times(quiet)
+    mine = frame(regret).assign(algorithm=lambda d: d["algorithm"].astype(str)).set_index("algorithm")
+    out = []
+    for alg in sorted({a for v in times.values() for a in v}):
+        want = []
+        for k in (0, 1):
+            r = [v[alg][k] / min(x[k] for x in v.values()) - 1 for v in times.values() if alg in v]
+            want.append((float(np.mean(r)), float(np.max(r))))
+        title = f"{alg}: mean and worst regret"
+        if alg not in mine.index:
+            out.append(Case(title, False, f"regret has no row for {alg}"))
+            continue
+        got = (float(mine.loc[alg, "mean_regret"]), float(mine.loc[alg, "max_regret"]))
+        ok = any(all(math.isclose(g, w, rel_tol=REGRET_RTOL, abs_tol=1e-9) for g, w in zip(got, ws)) for ws in want)
+        out.append(Case(title, ok, f"yours: mean {got[0]:.4f}, worst {got[1]:.4f}; from quiet (time / best "
+                                   f"time - 1 at each point, {lab5.VALUE}): mean {want[0][0]:.4f}, worst {want[0][1]:.4f}"))
+    return out
+
+
+def rules_cases(answers, ctx):
+    path, table, quiet = answers["rules_path"], answers["table"], answers["quiet"]
+    form = lab5.table_form_cases(table, quiet)
+    if not all(c.passed for c in form):
+        return [Case("the table holds every measured point once", False,
+                     "the rules file is compared with your table where the table says what to run: "
+                     + "; ".join(c.message for c in form if not c.passed))]
+    found = ctx.written_file(str(path).rsplit("/", 1)[-1]) if isinstance(path, str) else None
+    if found is None or found.stat().st_size > 1_000_000:
+        return [Case("the rules file is next to the notebook", False,
+                     "the rules file was not found next to the notebook (rules_path)")]
+    return lab5.file_cases(found, table, quiet)
+
+
+def corr_cases(answers, ctx):
+    corr, series = answers["corr"], answers["series"]
+    form = lab5.corr_form_cases(corr, series)
+    if len(form) == 1 and not form[0].passed:
+        return form
+    gate = data_gate(series, "series")
+    if gate:
+        return gate
+    want = correlate(frame(series).assign(collective=lab5.COLLECTIVE), x="probe_us", y=lab5.VALUE,
+                     by=("algorithm", "bytes"))
+    got = {(str(a), int(b)): float(r) for a, b, r in zip(frame(corr)["algorithm"], frame(corr)["bytes"],
+                                                         frame(corr)["pearson_r"])}
+    out = []
+    for alg, g in want.groupby("algorithm"):
+        wrong = []
+        for b, r in zip(g["bytes"], g["pearson_r"]):
+            mine = got.get((str(alg), int(b)))
+            same = mine is not None and ((math.isnan(mine) and math.isnan(r))
+                                         or (not math.isnan(r) and abs(mine - r) <= R_ATOL))
+            if not same:
+                wrong.append(f"{int(b)} B: r = {'none' if mine is None else format(mine, '.4f')}, expected {r:.4f}")
+        out.append(Case(f"{alg}: Pearson's r at every size", not wrong,
+                        "; ".join(wrong[:3]) + f" (probe_us against {lab5.VALUE} over the rows of series)"))
+    return out
+
+
+RUBRIC = {
+    "decision_table": Function(table_cases, ("table", "quiet")),
+    "regret_check": Function(regret_cases, ("regret", "quiet")),
+    "rules_check": Function(rules_cases, ("rules_path", "table", "quiet")),
+    "corr_check": Function(corr_cases, ("corr", "series")),
+}
+
+#: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
+GUIDE = {
+    "time": ("4 to 5 hours for a typical MSc student: building the decision table with pandas "
+             "(winners, then merged ranges) takes 1 to 1.5 h, the regret 30 min, writing the rules "
+             "file by hand 45 min to 1 h, the load sections and the correlation 45 min, the three "
+             "written answers 45 min to 1 h; the notebook's own runs take 2-4 minutes here"),
+    "sections": [("1. The measurements (simulated sweep, about 30 s)", "15 min"),
+                 ("2. The decision table", "1 to 1.5 h"),
+                 ("3. Regret of a fixed choice", "30 min"),
+                 ("4. The rules file and a real Open MPI following it", "1 h"),
+                 ("5. Load: busy network (simulated), the probe, real load", "45 min to 1 h"),
+                 ("Written answers (three)", "45 min to 1 h")],
+    "quotes": {
+        "decision table rows (simulated THIN, slowest rank)": "len(table)",
+        "lowest mean regret": "regret.sort_values('mean_regret').iloc[0][['algorithm', 'mean_regret', 'max_regret']].to_dict()",
+        "median Pearson r over algorithm and size (busy network, P = 48)": "round(float(corr.pearson_r.median()), 3)",
+    },
+    "wrong": {
+        "decision_table": [("winners by the mean over ranks (avg_us) instead of the slowest rank",
+                            {"table": InNotebook("__import__('mpilab_key.decision', fromlist=['x'])"
+                                                 ".decision_table(quiet, value='avg_us')"),
+                             "quiet": InNotebook("quiet")}),
+                           ("one row per point (nothing merged)",
+                            {"table": InNotebook("fastest(quiet).assign(collective='bcast', nprocs_min="
+                                                 "lambda d: d.nprocs, nprocs_max=lambda d: d.nprocs, "
+                                                 "bytes_min=lambda d: d.bytes, bytes_max=lambda d: d.bytes)"),
+                             "quiet": InNotebook("quiet")})],
+        "regret_check": [("time / best time (no - 1)",
+                          {"regret": InNotebook("regret.assign(mean_regret=regret.mean_regret + 1, "
+                                                "max_regret=regret.max_regret + 1)"),
+                           "quiet": InNotebook("quiet")})],
+        "corr_check": [("correlated with the mean over ranks (avg_us)",
+                        {"corr": InNotebook("corr.assign(pearson_r=[__import__('numpy').corrcoef(g.probe_us, "
+                                            "g.avg_us)[0, 1] for _, g in series.groupby(['algorithm', 'bytes'])])"),
+                         "series": InNotebook("series")})],
+    },
+}
