@@ -10,6 +10,7 @@ ASSIGNMENT ?= lab2
 PORT      ?= 8888
 PYTEST_ARGS ?=
 JOBS      ?= 2
+VARIANT   ?= student
 
 .PHONY: help setup build demo test lab grade image clean
 
@@ -38,8 +39,8 @@ lab: build ## start JupyterLab on labs/ (PORT=8888)
 grade: build ## autograde grader/submitted/ for ASSIGNMENT=lab2 and export grades
 	scripts/grade.sh $(ASSIGNMENT)
 
-image: ## build the Apptainer image FLAVOUR=openmpi|mpich (needs apptainer)
-	scripts/build-image.sh $(FLAVOUR)
+image: ## build build/images/mpilab-FLAVOUR[-instructor].sif: FLAVOUR=openmpi|mpich [VARIANT=instructor] [OSU=URL|TARBALL]
+	$(if $(OSU),OSU_SOURCE='$(OSU)') scripts/build-image.sh $(FLAVOUR) $(VARIANT)
 
 clean: ## remove build outputs (keeps .venv and results/)
 	rm -rf c_reference/build
