@@ -14,7 +14,7 @@
 set -euo pipefail
 
 VERSION=1.5.3
-PREFIX=/opt/apptainer
+PREFIX=${MPILAB_APPTAINER_PREFIX:-/opt/apptainer}
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENDOR="${MPILAB_VENDOR:-$ROOT/../shared/vendor}"
 TARBALL="$VENDOR/apptainer-$VERSION-vendored.tar.gz"
