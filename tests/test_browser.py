@@ -67,9 +67,12 @@ def jupyter_lab(tmp_path):
         log.close()
 
 
-def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
+def run_lab0_cells(url, token, screenshot):
+    """Open lab 0 on the JupyterLab at ``url`` in headless Chromium, run its imports and the
+    doctor's report, and return the report's text; the page is saved as
+    ``test-output/browser/<screenshot>`` (also when it fails). tests/test_containers.py uses it
+    for the JupyterLab an image serves."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    url, token = jupyter_lab
     out = ROOT / "test-output" / "browser"
     out.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as pw:
@@ -92,8 +95,14 @@ def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
             sync_api.expect(report).to_contain_text("openmpi", timeout=30_000)
             text = report.inner_text()
         finally:
-            page.screenshot(path=str(out / "lab0.png"), full_page=False)   # also of a failure
+            page.screenshot(path=str(out / screenshot), full_page=False)   # also of a failure
             browser.close()
+    assert (out / screenshot).stat().st_size > 10_000
+    return text
+
+
+def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
+    url, token = jupyter_lab
+    text = run_lab0_cells(url, token, "lab0.png")
     for line in ("openmpi    ok", "smpi       ok", "jupyter    ok"):
         assert line in text, f"{line!r} not in the doctor report the page shows:\n{text}"
-    assert (out / "lab0.png").stat().st_size > 10_000
