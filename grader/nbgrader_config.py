@@ -13,11 +13,11 @@ c.CourseDirectory.release_directory = "../labs"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "check_student*", "test-output", "c_solutions"]
 
 # MPI cells run sweeps and compile C: nbgrader's 30 s default would kill them. Each grading
-# check still has its own per-run limit (mpilab.grading.RUN_TIMEOUT) well inside this one.
+# check still has its own per-run limit (mpilab.grade.grading.RUN_TIMEOUT) well inside this one.
 c.ExecutePreprocessor.timeout = int(os.environ.get("MPILAB_CELL_TIMEOUT", "600"))
 c.ExecutePreprocessor.startup_timeout = 120
 
-# Autograde executes the notebooks with mpilab.autograde.GuardedExecute instead of nbgrader's
+# Autograde executes the notebooks with mpilab.grade.autograde.GuardedExecute instead of nbgrader's
 # Execute: a kernel that does not stop when a cell's time is up (it ignores SIGINT) or that dies
 # is restarted, so only the cells from there on lose their points (nbgrader alone fails the whole
 # notebook), and a cell's printed text is cut at MPILAB_CELL_OUTPUT_CAP characters as it arrives.
@@ -25,7 +25,7 @@ c.ExecutePreprocessor.startup_timeout = 120
 from nbgrader.converters.autograde import Autograde  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
-    "mpilab.autograde.GuardedExecute" if pp.__name__ == "Execute" else pp
+    "mpilab.grade.autograde.GuardedExecute" if pp.__name__ == "Execute" else pp
     for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
 c.LimitOutput.max_lines = 500
 c.LimitOutput.max_traceback = 60
@@ -44,6 +44,6 @@ c.Autograde.exclude_overwriting = {
 # under the file's original name. The names are Blackboard's,
 #   <assignment>_<student>_attempt_<YYYY-MM-DD-HH-MM-SS>_<original file name>
 # e.g. lab3_alice_b_attempt_2026-11-20-10-00-00_allreduce_two_level.c (student alice_b); the
-# collector (mpilab/lms.py) anchors on the timestamp and reads it, so a later attempt wins.
-c.ZipCollectApp.collector_plugin = "mpilab.lms.BlackboardCollector"
+# collector (mpilab/grade/lms.py) anchors on the timestamp and reads it, so a later attempt wins.
+c.ZipCollectApp.collector_plugin = "mpilab.grade.lms.BlackboardCollector"
 c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".c", ".csv", ".txt"]   # notebooks, C files, results

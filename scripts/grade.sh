@@ -20,7 +20,7 @@ case $limit in ''|*[!0-9]*|0)
 esac
 cd "$course"
 # what the sandbox hides from student code and makes read-only for grading kernels
-# (mpilab.sandbox.COURSE_ENV): the course being graded
+# (mpilab.grade.sandbox.COURSE_ENV): the course being graded
 MPILAB_COURSE_ROOT=$(pwd -P) && export MPILAB_COURSE_ROOT
 nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
 if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
@@ -64,7 +64,7 @@ nbgrader export --to "grades-$assignment.csv" --log-level=WARN
 python - "$course" "$assignment" <<'PY'
 import sys
 import pandas as pd
-from mpilab.grading import score_table
+from mpilab.grade.grading import score_table
 pd.set_option("display.width", 200)
 table = score_table(sys.argv[1], sys.argv[2])
 times = pd.read_csv(f"autograde-times-{sys.argv[2]}.csv", index_col="student")

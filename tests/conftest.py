@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mpilab import paths
+from mpilab.core import paths
+from mpilab.core.vocabulary import COMPILERS
 
-COMPILERS = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich", "smpi": "smpicc"}
 
 
 @pytest.fixture(scope="session")

@@ -94,13 +94,13 @@ class Course:
             for name, text in (extra or {}).items():
                 z.writestr(name, text)
 
-    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=1200, student_timeout=None, name=None):
+    def grade(self, lab, cell_timeout=60, run_timeout=10, timeout=3600, student_timeout=None, name=None):
         """Run ``scripts/grade.sh lab`` on the course; return (score table, seconds).
 
         ``student_timeout`` sets MPILAB_STUDENT_TIMEOUT (grade.sh's default otherwise). The output
         is saved as ``test-output/<name>.txt`` (default ``grade_<lab>``); a non-zero exit fails.
         """
-        from mpilab.grading import score_table
+        from mpilab.grade.grading import score_table
         env = dict(os.environ, COURSE=str(self.root), MPILAB_CELL_TIMEOUT=str(cell_timeout),
                    MPILAB_RUN_TIMEOUT=str(run_timeout))
         if student_timeout is not None:

@@ -1,4 +1,4 @@
-"""The course's Execute step (mpilab.autograde.GuardedExecute) on a tiny nbgrader assignment.
+"""The course's Execute step (mpilab.grade.autograde.GuardedExecute) on a tiny nbgrader assignment.
 
 Real nbgrader autograde with grader/nbgrader_config.py, on a three-question notebook made here:
 a kernel that ignores the interrupt, a kernel that dies, and a cell that prints without end.
@@ -14,8 +14,8 @@ import pytest
 from course import ROOT
 from nbformat.v4 import new_code_cell, new_notebook
 
-from mpilab import sandbox
-from mpilab.grading import score_table
+from mpilab.grade import sandbox
+from mpilab.grade.grading import score_table
 
 
 def _meta(gid, points=None):
@@ -48,7 +48,7 @@ try:
 except MemoryError:
     print("MemoryError")
 import os
-import mpilab.paths
+import mpilab.core.paths
 course = os.environ["MPILAB_COURSE_ROOT"]
 try:
     open(os.path.join(course, "gradebook.db"), "a").close()
@@ -56,7 +56,7 @@ try:
 except OSError as e:
     print("gradebook:", e.strerror)
 print("submitted:", os.listdir(os.path.join(course, "submitted")))
-print("solutions:", os.listdir(mpilab.paths.repo_root() / "solutions"))
+print("solutions:", os.listdir(mpilab.core.paths.repo_root() / "solutions"))
 with open("mine.txt", "w") as f:
     print("own directory: writable")
 """

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from mpilab import paths
+from mpilab.core import paths
 
 OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
             "OMPI_MCA_rmaps_base_oversubscribe": "1"}

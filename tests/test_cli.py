@@ -91,7 +91,7 @@ def test_sweep_then_plot(built_flavour, tmp_path):
 def _model_results(path):
     """A results CSV of a ring that follows alpha = 2 us, beta = 0.001 us/B exactly, but 10 % slow at P = 8."""
     import pandas as pd
-    from mpilab import results
+    from mpilab.core import results
     rows = [dict(collective="allgather", algorithm="ring", flavour="smpi", launcher="smpirun",
                  platform="t", mapping="core", nprocs=p, bytes=b, datatype="char", root=0,
                  repetition=0, maxrank_avg_us=(p - 1) * (2 + b * 1e-3) * (1.1 if p == 8 else 1))
@@ -111,7 +111,7 @@ def test_model_compares_costs_with_results(tmp_path):
 
 def test_model_takes_alpha_beta_from_a_pingpong(tmp_path):
     """--pingpong fits the ping-pong rows and uses the first segment of --mapping."""
-    from mpilab import results
+    from mpilab.core import results
     _model_results(tmp_path / "r.csv")
     pp = [dict(collective="pingpong", algorithm="blocking", flavour="smpi", launcher="smpirun",
                platform="t", mapping=m, nprocs=2, bytes=b, datatype="char", root=0, repetition=0,

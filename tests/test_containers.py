@@ -30,8 +30,10 @@ from pathlib import Path
 
 import pytest
 
-from mpilab import __version__, apptainer_check, launch, osu, slurm
-from mpilab.paths import repo_root
+from mpilab import __version__
+from mpilab.cluster import slurm
+from mpilab.core.paths import repo_root
+from mpilab.measure import launch, osu
 
 REPO = repo_root()
 VENDOR = REPO.parent / "shared" / "vendor"
@@ -122,7 +124,7 @@ def labels(image):
 
 def host_mpi_version(flavour):
     if flavour == "openmpi":
-        version = apptainer_check.ompi_version(run(["mpirun.openmpi", "--version"]).stdout)
+        version = launch.ompi_version(run(["mpirun.openmpi", "--version"]).stdout)
         return ".".join(map(str, version))
     return re.search(r"MPICH Version:\s*(\S+)", run(["mpichversion"]).stdout).group(1)
 
@@ -215,10 +217,10 @@ def test_hybrid_launch_prints_correct_allgather_results(images, flavour):
 @pytest.mark.slow
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_osu_runs_in_the_image_with_a_forced_algorithm(images, flavour, tmp_path):
-    """OSU 7.4, built against the image's MPI, run as seed 000 ran it, parsed by mpilab.osu."""
+    """OSU 7.4, built against the image's MPI, run as seed 000 ran it, parsed by mpilab.measure.osu."""
     image = images[(flavour, "student")]
     found = run(["apptainer", "exec", image, "python", "-c",
-                 "import json; from mpilab.osu import osu_programs; print(json.dumps(osu_programs()))"])
+                 "import json; from mpilab.measure.osu import osu_programs; print(json.dumps(osu_programs()))"])
     programs = json.loads(found.stdout)
     assert programs == {p: f"/opt/osu/bin/{p}" for p in osu.OSU_PROGRAMS}
     host = HOST_MPIRUN[flavour]
@@ -272,7 +274,7 @@ def mismatched_image(images, tmp_path_factory):
 
 @pytest.mark.slow
 def test_mpi_version_mismatch_gives_the_promised_warning(images, mismatched_image, monkeypatch):
-    """mpilab.launch's apptainer launcher and `mpilab image host-check` read the real image's
+    """mpilab.measure.launch's apptainer launcher and `mpilab image host-check` read the real image's
     label and name both versions; a matching image gives no warning."""
     monkeypatch.setenv("APPTAINER_NO_PRIVS", "1")
     host = host_mpi_version("openmpi")
@@ -305,7 +307,7 @@ def test_mpi_version_mismatch_gives_the_promised_warning(images, mismatched_imag
     ("HYDRA build details:\n    Version: 4.0.2", "4.1.4", False),
 ])
 def test_host_image_open_mpi_major_mismatch(host, image, warns):
-    msg = apptainer_check.host_image_mismatch(host, image)
+    msg = launch.host_image_mismatch(host, image)
     if warns:
         assert "5.0.3" in msg and "4.1.4" in msg and msg.index("host") < msg.index("image") and "major version" in msg
     else:

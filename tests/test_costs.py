@@ -9,11 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import sympy
-from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application,
-                                        parse_expr, standard_transformations)
+from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application, parse_expr, standard_transformations)
 
-from mpilab import costs, libalgs, paths
-from mpilab.errors import UsageError
+from mpilab.core import paths
+from mpilab.measure import libalgs
+from mpilab.model import costs
+from mpilab.core.errors import UsageError
+from mpilab.core.vocabulary import COLLECTIVES
 
 p, n, a, b = costs.p, costs.n, costs.alpha, costs.beta
 KIT = ("gather_bcast", "pairwise", "ring", "bruck")
@@ -29,7 +31,7 @@ def test_table_covers_kit_and_library():
 
 
 def test_library_entries_use_libalgs_names():
-    """One naming: every library entry is an algorithm of mpilab.libalgs for that collective."""
+    """One naming: every library entry is an algorithm of mpilab.measure.libalgs for that collective."""
     for coll, name in costs.TABLE:
         if coll == "allgather" and name in KIT:
             continue
@@ -37,9 +39,9 @@ def test_library_entries_use_libalgs_names():
 
 
 def test_every_library_algorithm_has_a_cost_or_a_reason():
-    """The other direction: a library algorithm added to mpilab.libalgs needs a cost here (or
+    """The other direction: a library algorithm added to mpilab.measure.libalgs needs a cost here (or
     a stated reason in NO_COST), or this fails."""
-    for coll in libalgs.COLLECTIVES:
+    for coll in COLLECTIVES:
         for name in libalgs.names(coll):
             if name == "default":
                 continue

@@ -1,6 +1,6 @@
-"""α-β costs of mpilab.costs against SimGrid on contention-free platforms.
+"""α-β costs of mpilab.model.costs against SimGrid on contention-free platforms.
 
-Platform (:func:`mpilab.platforms.alpha_beta_xml`): one host per rank, every message costs
+Platform (:func:`mpilab.simulate.platforms.alpha_beta_xml`): one host per rank, every message costs
 α + β·bytes (α = 10 µs, β = 0.001 µs/B), SMPI factors 1, and every send completes when its
 data has arrived (``smpi/send-is-detached-thresh`` 0), so an exchange costs α + β·max(bytes).
 ``pairs`` gives every pair of ranks a private link (nothing shared); ``single`` gives each rank
@@ -40,7 +40,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mpilab import collbench, costs, forcing, launch, platforms
+from mpilab.measure import collbench, forcing, launch
+from mpilab.model import costs
+from mpilab.simulate import platforms
 
 ALPHA, BETA = 10.0, 1e-3
 NPROCS = (2, 3, 4, 5, 8, 12, 16)

@@ -2,7 +2,8 @@ import importlib.util
 
 import pytest
 
-from mpilab import demo, results
+from mpilab.core import results
+from mpilab.studies import demo
 
 
 @pytest.mark.slow
@@ -10,7 +11,7 @@ from mpilab import demo, results
 def test_demo_quick(built_flavour, tmp_path, capsys):
     built_flavour("openmpi")
     built_flavour("mpich")
-    have_platforms = importlib.util.find_spec("mpilab.platforms") is not None
+    have_platforms = importlib.util.find_spec("mpilab.simulate.platforms") is not None
     if have_platforms:
         built_flavour("smpi")
     out = demo.run_demo(tmp_path, quick=True, progress=False)

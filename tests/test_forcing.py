@@ -4,18 +4,19 @@ import shutil
 
 import pytest
 
-from mpilab import forcing, launch, libalgs
-from mpilab.errors import UsageError
+from mpilab.measure import forcing, launch, libalgs
+from mpilab.core.errors import UsageError
+from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS
 
 
-def _algs(flavour, colls=libalgs.COLLECTIVES):
+def _algs(flavour, colls=COLLECTIVES):
     return [(c, n) for c in colls for n in libalgs.names(c, flavour)]
 
 
 # --- the verification logic on captured output ------------------------------------------
 
 def test_default_is_never_forced():
-    for fl in libalgs.FLAVOURS:
+    for fl in FLAVOURS:
         assert forcing.verify(fl, "bcast", "default", "Switch to algorithm flattree for collective bcast")[0] == "no"
 
 
@@ -163,11 +164,11 @@ def test_not_available_is_clear():
         forcing.prepare("smpi", "bcast", "chain")
 
 
-_has_platforms = importlib.util.find_spec("mpilab.platforms") is not None
+_has_platforms = importlib.util.find_spec("mpilab.simulate.platforms") is not None
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_platforms, reason="mpilab.platforms (orfeo-thin) not in this checkout yet")
+@pytest.mark.skipif(not _has_platforms, reason="mpilab.simulate.platforms (orfeo-thin) not in this checkout yet")
 @pytest.mark.parametrize("coll,name", _algs("smpi"))
 def test_smpi_forced_runs_and_checks(built_flavour, coll, name):
     built_flavour("smpi")

@@ -40,4 +40,3 @@ def test_grade_three_submissions(tmp_path, built_flavour):
     assert_scores(table, EXPECTED)
     feedback = course.feedback("wrong_fits_ranking", "lab1")
     assert "2 segments in fits, expected 4" in feedback and "your ranking is" in feedback
-    assert elapsed < 600, f"the batch took {elapsed:.0f} s"

@@ -78,4 +78,3 @@ def test_grade_eight_submissions(tmp_path):
     assert "the allgather ring cost differs at p = 1, n = 1 bytes (alpha = 1.5 us, beta = 0.001 us/B): yours " \
         "gives 1.501 us, expected 0 us" in course.feedback("wrong_cost", "lab2")
     assert "KernelRestarted" in course.feedback("ignores_sigint", "lab2")
-    assert elapsed < 900, f"the batch took {elapsed:.0f} s"

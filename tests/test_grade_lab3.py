@@ -60,4 +60,3 @@ def test_grade_four_submissions(tmp_path, monkeypatch):
     assert released == released_notebook("lab3")
     for f in FILES:
         assert (tmp_path / "release" / "lab3" / f).read_text() == (ROOT / "labs" / "lab3" / f).read_text()
-    assert elapsed < 900, f"the batch took {elapsed:.0f} s"

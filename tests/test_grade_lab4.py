@@ -47,4 +47,3 @@ def test_grade_lab4(tmp_path, built_flavour):
     assert "never receive the 1000-byte buffer" in feedback or "deadlocks" in feedback
     times = (course.root / "autograde-times-lab4.csv").read_text()
     (ROOT / "test-output" / "lab4-autograde-times.csv").write_text(times)
-    assert elapsed < 600, f"the batch took {elapsed:.0f} s"

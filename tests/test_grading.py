@@ -7,11 +7,14 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from mpilab import grading, launch
-from mpilab.errors import LaunchError
+from mpilab.grade import grading
+from mpilab.measure import rules
+from mpilab.model import decision, fits as models
+from mpilab.core.errors import LaunchError
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from mpilab.core.vocabulary import COMPILERS
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "grading"
@@ -53,7 +56,7 @@ def test_abort_under_smpi_is_a_crash():
 
 @pytest.mark.parametrize("flavour", ["openmpi", "mpich", "smpi"])
 def test_run_c_names_the_aborting_rank(flavour):
-    if shutil.which(launch.COMPILERS[flavour]) is None:
+    if shutil.which(COMPILERS[flavour]) is None:
         pytest.skip(f"{flavour} not installed")
     with pytest.raises(LaunchError, match=rf"abort_rank2.c on {flavour}.*, P = 3: rank 2 crashed: MPI_Abort with error code 3$"):
         grading.run_c(DATA / "abort_rank2.c", flavour, nprocs=3)
@@ -152,7 +155,6 @@ def _results(probe=False):
 
 
 def test_segmented_fits_check():
-    from mpilab import models
     df = _results()
     fits = models.segmented_fit_p(df[df.bytes == 1024], segments=2, value="avg_us")
     grading.check_segmented_fits(fits, df, 1024, segments=2)
@@ -181,9 +183,8 @@ def test_ranking_check():
 
 
 def test_decision_table_and_regret_checks():
-    from mpilab import selection
     df = _results()
-    table = selection.decision_table(df)
+    table = decision.decision_table(df)
     grading.check_decision_table(table, df)
     wrong = table.copy()
     wrong.loc[0, "algorithm"] = "pipeline"
@@ -191,7 +192,7 @@ def test_decision_table_and_regret_checks():
                                              r"from your results \(fastest by median maxrank_avg_us\) it is "
                                              r"bcast P 2..48, 2..1024 B: chain"):
         grading.check_decision_table(wrong, df)
-    reg = selection.regret(df)
+    reg = decision.regret(df)
     grading.check_regret(reg, df)
     with pytest.raises(AssertionError, match=r"bcast basic_linear: mean_regret 1.5324, expected 0.7662 \(time / best time - 1"):
         grading.check_regret(reg.assign(mean_regret=reg.mean_regret * 2), df)
@@ -200,13 +201,12 @@ def test_decision_table_and_regret_checks():
 
 
 def test_rules_file_check(tmp_path):
-    from mpilab import selection
     df = _results()
     df.loc[(df.algorithm == "pipeline") & (df.bytes == 1024), "maxrank_avg_us"] = 0.1  # pipeline wins 1 KiB
-    table = selection.decision_table(df)
+    table = decision.decision_table(df)
     assert table.algorithm.tolist() == ["chain", "pipeline"] * 2
     path = tmp_path / "rules.txt"
-    selection.write_ompi_rules(table, path)
+    rules.write_ompi_rules(table, path)
     grading.check_rules_file(path, table)
     text = path.read_text().replace("\n1024 3 0 8192\n", "\n1024 1 0 0\n")
     path.write_text(text)
@@ -221,7 +221,7 @@ def test_rules_file_check(tmp_path):
 
 
 def test_correlation_check():
-    from mpilab import stats
+    from mpilab.model import stats
     df = _results(probe=True)
     sub = df[(df.collective == "bcast") & (df.algorithm == "chain") & (df.bytes == 1024)]
     r = float(stats.correlate(sub, by=())["pearson_r"][0])
@@ -236,7 +236,7 @@ def test_correlation_check():
 
 def test_latency_plot_over_processes():
     """plots.latency_vs_nprocs passes the check for latency over P (no unit needed for P)."""
-    from mpilab import plots
+    from mpilab.studies import plots
     df = _results().assign(flavour="smpi", platform="orfeo-thin", mapping="core")
     at = df[(df.collective == "bcast") & (df.bytes == 1024)]
     fig, ax = plots.latency_vs_nprocs(df, 1024, collective="bcast", metric="avg_us")

@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mpilab import engines, grading
-from mpilab.errors import LaunchError, UsageError
+from mpilab.cluster import engines
+from mpilab.grade import grading
+from mpilab.core.errors import LaunchError, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 SOL = ROOT / "solutions" / "lab0"
@@ -126,5 +127,5 @@ def test_engines_refuse_bad_counts_and_the_other_mpi():
     other = {"openmpi": "mpich", "mpich": "openmpi"}[engines.mpi4py_flavour()]
     with pytest.raises(ValueError, match="mpi4py here runs on .* use flavour="):
         engines.mpi_cluster(n=2, flavour=other)
-    with pytest.raises(ValueError, match="unknown flavour 'smpi' for MPI engines; valid: openmpi, mpich"):
+    with pytest.raises(ValueError, match="unknown flavour for MPI engines 'smpi'; valid: mpich, openmpi"):
         engines.mpi_cluster(n=2, flavour="smpi")

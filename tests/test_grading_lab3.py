@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from course import mutant
 
-from mpilab import grading, platforms, sandbox
+from mpilab.grade import grading, sandbox
+from mpilab.simulate import platforms
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "grading"
@@ -125,13 +126,13 @@ def test_kit_two_level_reduce_every_root():
     work = grading.build_lab3(sources, "openmpi", "red", defines)
     try:
         for p in (1, 3, 6):
-            res = sandbox.run(grading._OPENMPI["mpirun"] + [str(p), "./red", "--hidden"], cwd=work, timeout=60)
+            res = sandbox.run(grading.MPIRUN_OPENMPI + [str(p), "./red", "--hidden"], cwd=work, timeout=60)
             assert res.ok and "PASS" in res.stdout, (p, res.stdout[-500:], res.stderr[-500:])
         grading.build_lab3(sources, "smpi", "red_smpi", defines, work=work)
         for platform, p, mapping in ((grading.LAB3_SMALL_CLUSTER, 7, "node"),
                                      (grading.LAB3_SMALL_CLUSTER, 8, "core"), ("jupiter-32x16", 37, "node")):
             for cfg in ((), ("smpi/coll-selector:ompi",)):
-                from mpilab import launch
+                from mpilab.measure import launch
                 argv = launch.get_launcher("smpi", platform=grading._lab3_platform(platform, work),
                                            workdir=work, cfg=list(cfg)).command(
                     str(Path(work) / "red_smpi"), ["--hidden"], p, mapping).argv

@@ -7,7 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mpilab import costs, grading, pingpong, platforms, schedules, timeline
+from mpilab.grade import grading
+from mpilab.measure import trace
+from mpilab.model import costs, p2p, schedules
+from mpilab.simulate import calibration
 
 
 def linear(p, n, root=0):
@@ -97,7 +100,7 @@ def test_messages_from_rank0():
 @pytest.fixture(scope="module")
 def smpi_traces(built_flavour):
     built_flavour("smpi")
-    return [timeline.run_traced(a, 8, b, flavour="smpi", platform="orfeo-thin", reps=1)
+    return [trace.run_traced(a, 8, b, flavour="smpi", platform="orfeo-thin", reps=1)
             for a in ("gather_bcast", "binomial") for b in (1024, 65536)]
 
 
@@ -152,9 +155,9 @@ def test_calibrated_platform(tmp_path):
                            bytes=sizes, avg_us=[0.3 + 2.5e-4 * b + rng.normal(0, 0.005) for b in sizes]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mine = platforms.calibrate(pp, base="orfeo-thin", path=tmp_path / "mine.xml")
-        one = platforms.calibrate(
-            {"core": tuple(pingpong.fit(pp, segments=1).iloc[0][["intercept", "slope"]])},
+        mine = calibration.calibrate(pp, base="orfeo-thin", path=tmp_path / "mine.xml")
+        one = calibration.calibrate(
+            {"core": tuple(p2p.fit(pp, segments=1).iloc[0][["intercept", "slope"]])},
             path=tmp_path / "one.xml")
     grading.check_calibrated_platform(mine, pp)
     grading.check_calibrated_platform(one, pp)

@@ -4,8 +4,10 @@ import sys
 
 import pytest
 
-from mpilab import collbench, launch
-from mpilab.errors import LaunchError, ParseError, UsageError
+from mpilab.core import units
+from mpilab.measure import collbench, launch
+from mpilab.core.errors import LaunchError, ParseError, UsageError
+from mpilab.core.vocabulary import COMPILERS, SRUN_DISTRIBUTION
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -43,9 +45,13 @@ def test_mpich_argv():
 
 def test_srun_argv():
     assert launch.get_launcher("srun").command("cb", ["x"], 4).argv == \
-        ["srun", "--mpi=pmix", "-n", "4", "--distribution=block", "--cpu-bind=cores", "cb", "x"]
+        ["srun", "--mpi=pmix", "-n", "4", "--distribution=block:block", "--cpu-bind=cores", "cb", "x"]
     cmd = launch.get_launcher("srun", flavour="mpich").command("cb", [], 8, mapping="node")
-    assert cmd.argv == ["srun", "--mpi=pmi2", "-n", "8", "--distribution=cyclic", "cb"]
+    assert cmd.argv == ["srun", "--mpi=pmi2", "-n", "8", "--distribution=cyclic:block", "--cpu-bind=cores", "cb"]
+    # the same mapping places ranks the same way under srun and in the sbatch templates
+    for mapping in ("core", "socket", "node"):
+        argv = launch.get_launcher("srun").command("cb", [], 2, mapping=mapping).argv
+        assert f"--distribution={SRUN_DISTRIBUTION[mapping]}" in argv
     with pytest.raises(UsageError, match="'pmix3'"):
         launch.get_launcher("srun", mpi="pmix3")
 
@@ -53,7 +59,7 @@ def test_srun_argv():
 def test_apptainer_wraps_an_inner_launcher():
     lau = launch.get_launcher("apptainer", image="kit.sif", binds=["/scratch"], inner="srun")
     cmd = lau.command("/opt/cb", ["-m", "1K"], 4)
-    assert cmd.argv[:6] == ["srun", "--mpi=pmix", "-n", "4", "--distribution=block", "--cpu-bind=cores"]
+    assert cmd.argv[:6] == ["srun", "--mpi=pmix", "-n", "4", "--distribution=block:block", "--cpu-bind=cores"]
     assert cmd.argv[6:] == ["apptainer", "exec", "--bind", "/scratch", "--env",
                             "OMPI_MCA_btl_vader_single_copy_mechanism=none", "kit.sif",
                             "/opt/cb", "-m", "1K"]
@@ -65,7 +71,7 @@ def test_apptainer_wraps_an_inner_launcher():
 
 
 def test_smpi_argv(tmp_path):
-    pytest.importorskip("mpilab.platforms")
+    pytest.importorskip("mpilab.simulate.platforms")
     lau = launch.get_launcher("smpi", platform="orfeo-thin", coll={"allgather": "ring"},
                               workdir=tmp_path)
     cmd = lau.command("./cb", ["-m", "1K"], 4, mapping="socket")
@@ -158,22 +164,22 @@ def test_parse_malformed_names_the_line():
 
 
 def test_collbench_args_and_sizes():
-    assert collbench.parse_size_range("32:1M") == (32, 1 << 20)
-    assert collbench.parse_size_range("1K") == (1, 1024)
-    assert collbench.sizes_in_range(32, 256) == [32, 64, 128, 256]
+    assert units.parse_size_range("32:1M") == (32, 1 << 20)
+    assert units.parse_size_range("1K") == (1, 1024)
+    assert units.sizes_in_range(32, 256) == [32, 64, 128, 256]
     a = collbench.collbench_args("ring", sizes="32:1K", iters=5, check=True)
     assert a == ["--coll", "allgather", "--algo", "ring", "-m", "32:1024", "--format", "csv",
                  "--iters", "5", "--check"]
     with pytest.raises(UsageError, match="bad size '1X'"):
-        collbench.parse_size_range("32:1X")
+        units.parse_size_range("32:1X")
     with pytest.raises(UsageError, match="'64:32'"):
-        collbench.parse_size_range("64:32")
+        units.parse_size_range("64:32")
 
 
 @pytest.mark.parametrize("flavour", ["openmpi", "mpich", "smpi"])
 def test_compile_c_builds_a_program_that_runs(tmp_path, flavour):
-    if shutil.which(launch.COMPILERS[flavour]) is None:
-        pytest.skip(f"{launch.COMPILERS[flavour]} not installed")
+    if shutil.which(COMPILERS[flavour]) is None:
+        pytest.skip(f"{COMPILERS[flavour]} not installed")
     src = tmp_path / "hi.c"
     src.write_text('#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) { int r, p;\n'
                    '  MPI_Init(&c, &v); MPI_Comm_rank(MPI_COMM_WORLD, &r); MPI_Comm_size(MPI_COMM_WORLD, &p);\n'

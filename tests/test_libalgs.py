@@ -5,12 +5,13 @@ import subprocess
 
 import pytest
 
-from mpilab import libalgs
-from mpilab.errors import UsageError
+from mpilab.measure import libalgs
+from mpilab.core.errors import UsageError
+from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS
 
 
 def test_default_forces_nothing():
-    for flavour in libalgs.FLAVOURS:
+    for flavour in FLAVOURS:
         s = libalgs.settings(flavour, "bcast", "default")
         assert not s.forcing and not s.env and not s.args
 
@@ -67,10 +68,10 @@ def test_openmpi_ids_match_ompi_info():
 def test_library_names_never_collide_with_the_kits(built_flavour):
     """A library algorithm named like one of the kit's C algorithms (collbench's registry) of
     the same collective is spelled lib:NAME, so a results row says which code ran."""
-    from mpilab import collbench
+    from mpilab.measure import collbench
 
     built_flavour("openmpi")
-    for coll in libalgs.COLLECTIVES:
+    for coll in COLLECTIVES:
         kit = set(collbench.algorithm_names("openmpi", coll))
         assert not kit & set(libalgs.names(coll)), coll
         for name in kit - {"native"}:

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from mpilab import load
-from mpilab.errors import UsageError
+from mpilab.measure import load
+from mpilab.core.errors import UsageError
 
 
 def _cpu_seconds(pid):

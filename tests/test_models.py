@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mpilab.errors import UsageError
-from mpilab.models import hockney_fit, segmented_fit, segmented_fit_p
+from mpilab.core.errors import UsageError
+from mpilab.model.fits import hockney_fit, segmented_fit, segmented_fit_p
 
 
 def sizes():

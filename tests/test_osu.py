@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mpilab import osu
-from mpilab.errors import ParseError
+from mpilab.measure import osu
+from mpilab.core.errors import ParseError
 
 DATA = Path(__file__).parent / "data" / "osu"
 
@@ -77,7 +77,7 @@ def test_missing_nprocs_names_the_file_and_the_option():
     (dict(nprocs=4, algorithm="chian"), "unknown bcast algorithm 'chian' .* valid: .*chain"),
 ])
 def test_bad_parameters(kw, match):
-    from mpilab.errors import UsageError
+    from mpilab.core.errors import UsageError
     with pytest.raises(UsageError, match=match):
         osu.to_rows(DATA / "osu_bcast_np4.txt", **kw)
 
@@ -92,7 +92,7 @@ def test_rows_forced_never_yes(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "mpilab.cli_osu", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "mpilab.cli.osu", *map(str, args)],
                           capture_output=True, text=True)
 
 

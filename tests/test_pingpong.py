@@ -5,8 +5,12 @@ import warnings
 
 import pytest
 
-from mpilab import cli, launch, pingpong, results
-from mpilab.errors import UsageError
+from mpilab import cli
+from mpilab.core import results, units
+from mpilab.measure import launch, pingpong
+from mpilab.model import p2p
+from mpilab.core.errors import UsageError
+from mpilab.core.vocabulary import MAPPINGS
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
@@ -19,13 +23,13 @@ def mpirun(build, args, nprocs=2, timeout=120):
 
 
 def test_sizes_and_args():
-    assert pingpong.parse_size_range("4M") == (0, 4 << 20)
-    assert pingpong.parse_size_range("8:1K") == (8, 1024)
-    assert pingpong.sizes_in_range(0, 8) == [0, 1, 2, 4, 8]
-    assert len(pingpong.sizes_in_range(0, 4 << 20)) == 24
+    assert units.parse_size_range("4M", smallest=0) == (0, 4 << 20)
+    assert units.parse_size_range("8:1K", smallest=0) == (8, 1024)
+    assert units.sizes_in_range(0, 8) == [0, 1, 2, 4, 8]
+    assert len(units.sizes_in_range(0, 4 << 20)) == 24
     assert pingpong.program_args("1K", iters=5) == ["-m", "0:1024", "--iters", "5"]
     with pytest.raises(UsageError, match="bad size range '9:3'"):
-        pingpong.parse_size_range("9:3")
+        units.parse_size_range("9:3", smallest=0)
     with pytest.raises(UsageError, match="bad iters '0'"):
         pingpong.program_args(iters=0)
     with pytest.raises(UsageError, match="unknown mapping 'board'; valid: core, node, socket"):
@@ -114,7 +118,7 @@ def test_node_mapping_on_one_machine_is_flagged(built_flavour, flavour):
 def test_smpi_places_ranks_by_platform_hostfile(built_flavour):
     built_flavour("smpi")
     hosts = {}
-    for m in pingpong.MAPPINGS:
+    for m in MAPPINGS:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pingpong.PlacementWarning)
             df = pingpong.run("smpi", m, platform="orfeo-thin", sizes="0:1K", iters=3, warmup=1)
@@ -144,20 +148,20 @@ def test_measure_resumes_and_fit(built_flavour, tmp_path):
     assert (s1["launched"], s1["skipped"], s1["rows"]) == (2, 0, 36)
     s2 = pingpong.measure("smpi", ["core", "node", "socket"], out, **kw)
     assert (s2["launched"], s2["skipped"]) == (1, 2)
-    table = pingpong.fit(out)
-    first = pingpong.first_segment(table)
+    table = p2p.fit(out)
+    first = p2p.first_segment(table)
     assert set(first) == {"core", "socket", "node"}
     # the platform's links: core 1.1736 us + 1e-4 us/B, node 0.5+0.6064+0.5 us + 2e-4 us/B
     assert first["core"][0] == pytest.approx(1.1736, abs=0.02)
     assert first["node"][1] == pytest.approx(2e-4, rel=1e-3)
     # the fit's quality: an exact two-piece platform leaves tiny residuals
     assert (table["r2_fit"] > 0.99).all()
-    for f in pingpong.fits(out).values():
+    for f in p2p.fits(out).values():
         assert abs(f.residuals()).max() < 0.05 * f.y.max()
-    fig, axes = pingpong.residual_plot(out)
+    fig, axes = p2p.residual_plot(out)
     assert [a.get_title().split(":")[0] for a in axes] == ["core", "node", "socket"]
     with pytest.raises(UsageError, match="no ping-pong rows"):
-        pingpong.fit(table.assign(collective="bcast", bytes=1, avg_us=1.0))
+        p2p.fit(table.assign(collective="bcast", bytes=1, avg_us=1.0))
 
 
 def test_custom_launcher_is_used(built_flavour):

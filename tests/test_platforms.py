@@ -4,9 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mpilab import cli, pingpong, platforms, results
-from mpilab.errors import UsageError
-from mpilab.models import segmented_fit
+from mpilab import cli
+from mpilab.core import results, units
+from mpilab.measure import pingpong
+from mpilab.model import p2p
+from mpilab.simulate import calibration, platforms
+from mpilab.studies.calibration import check_calibration
+from mpilab.core.errors import UsageError
+from mpilab.model.fits import segmented_fit
 
 
 # FACTS.md: first segment of the point-to-point model measured on THIN (µs, µs/byte).
@@ -126,7 +131,7 @@ def test_variant_changes_only_the_named_links(tmp_path, monkeypatch):
 
 
 def test_busy_network_slows_only_what_leaves_the_node(built_flavour, tmp_path, monkeypatch):
-    from mpilab import forcing, launch
+    from mpilab.measure import forcing, launch
 
     built_flavour("smpi")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -156,7 +161,7 @@ def synthetic_rows():
     rng = np.random.default_rng(7)
     rows = []
     for mapping, ((a1, b1), bp, (a2, b2)) in SYNTHETIC.items():
-        for n in pingpong.sizes_in_range(0, 4 << 20):
+        for n in units.sizes_in_range(0, 4 << 20):
             t = a1 + b1 * n if n < bp else a2 + b2 * n
             rows.append({"collective": "pingpong", "flavour": "openmpi", "platform": "mycluster",
                          "mapping": mapping, "bytes": n, "avg_us": t * rng.normal(1, 0.01)})
@@ -168,7 +173,7 @@ def test_calibrate_to_a_synthetic_cluster(built_flavour, tmp_path):
     """Calibrate from raw ping-pong rows; the simulated ping-pong, fitted with the kit's
     segmented fit, gives back the cluster's first segment within 15 % for every mapping."""
     built_flavour("smpi")
-    xml = platforms.calibrate(synthetic_rows(), base="orfeo-thin", path=tmp_path / "mine.xml")
+    xml = calibration.calibrate(synthetic_rows(), base="orfeo-thin", path=tmp_path / "mine.xml")
     assert xml == tmp_path / "mine.xml" and "calibrated by mpilab" in xml.read_text()
     for mapping, ((ic, sl), _, _) in SYNTHETIC.items():
         df = pingpong.run("smpi", mapping, platform=xml, iters=3, warmup=1, iters_large=2)
@@ -176,15 +181,15 @@ def test_calibrate_to_a_synthetic_cluster(built_flavour, tmp_path):
         assert abs(first["intercept"] - ic) <= 0.15 * ic, (mapping, first)
         assert abs(first["slope"] - sl) <= 0.15 * sl, (mapping, first)
     # the same from the fitted table, and the check helper agrees
-    table = pingpong.fit(synthetic_rows())
-    xml2 = platforms.calibrate(table, path=tmp_path / "again.xml")
-    check = platforms.check_calibration(xml2, {m: v[0] for m, v in SYNTHETIC.items()})
+    table = p2p.fit(synthetic_rows())
+    xml2 = calibration.calibrate(table, path=tmp_path / "again.xml")
+    check = check_calibration(xml2, {m: v[0] for m, v in SYNTHETIC.items()})
     assert list(check["mapping"]) == ["core", "socket", "node"]
     assert (check["intercept_error_pct"].abs() < 15).all() and (check["slope_error_pct"].abs() < 15).all()
 
 
 def test_calibrate_sets_the_links(tmp_path):
-    xml = platforms.calibrate({"core": (0.5, 5e-5), "socket": (2.0, 8e-5), "node": (4.0, 4e-4)},
+    xml = calibration.calibrate({"core": (0.5, 5e-5), "socket": (2.0, 8e-5), "node": (4.0, 4e-4)},
                               path=tmp_path / "c.xml").read_text()
     assert '<link id="sock0.0" bandwidth="2e+10Bps" latency="0.5us"' in xml
     assert '<link id="node1" bandwidth="1.25e+10Bps" latency="2us"' in xml
@@ -200,21 +205,21 @@ def test_calibrate_sets_the_links(tmp_path):
 def test_calibrate_bad_input(tmp_path):
     out = tmp_path / "x.xml"
     with pytest.raises(UsageError, match="intercept -0.5 us is negative"):
-        platforms.calibrate({"core": (-0.5, 1e-4)}, path=out)
+        calibration.calibrate({"core": (-0.5, 1e-4)}, path=out)
     with pytest.raises(UsageError, match="slope 0 us/byte must be positive"):
-        platforms.calibrate({"core": (0.5, 0)}, path=out)
+        calibration.calibrate({"core": (0.5, 0)}, path=out)
     with pytest.raises(UsageError, match="unknown mapping 'board'"):
-        platforms.calibrate({"board": (0.5, 1e-4)}, path=out)
+        calibration.calibrate({"board": (0.5, 1e-4)}, path=out)
     with pytest.raises(UsageError, match="'jupiter-32x16' has one socket per node"):
-        platforms.calibrate({"socket": (0.5, 1e-4)}, base="jupiter-32x16", path=out)
+        calibration.calibrate({"socket": (0.5, 1e-4)}, base="jupiter-32x16", path=out)
     with pytest.raises(UsageError, match="'orfeo-fat' has one node"):
-        platforms.calibrate({"node": (0.5, 1e-4)}, base="orfeo-fat", path=out)
+        calibration.calibrate({"node": (0.5, 1e-4)}, base="orfeo-fat", path=out)
     with pytest.raises(UsageError, match="unknown platform 'thin'"):
-        platforms.calibrate({"core": (0.5, 1e-4)}, base="thin", path=out)
+        calibration.calibrate({"core": (0.5, 1e-4)}, base="thin", path=out)
     with pytest.raises(UsageError, match="base must be a shipped platform name, not a file: 'my.xml'"):
-        platforms.calibrate({"core": (0.5, 1e-4)}, base="my.xml", path=out)
+        calibration.calibrate({"core": (0.5, 1e-4)}, base="my.xml", path=out)
     with pytest.warns(UserWarning, match=r"mapping\(s\) socket, node; they keep 'orfeo-thin'"):
-        platforms.calibrate({"core": (0.5, 1e-4)}, path=out)
+        calibration.calibrate({"core": (0.5, 1e-4)}, path=out)
     assert not list(tmp_path.glob(".*tmp*"))
 
 
@@ -259,11 +264,11 @@ def test_cli_calibrate(built_flavour, tmp_path, capsys):
 
 
 def test_shipped_files_are_what_the_generator_writes():
-    """mpilab/data/platforms is regenerated (python -m mpilab.platforms) whenever the model changes."""
+    """mpilab/data/platforms is regenerated (python -m mpilab.simulate.platforms) whenever the model changes."""
     for name in platforms._SHIPPED:
         shipped = (platforms.DATA_DIR / f"{name}.xml").read_text()
         assert shipped == platforms.render_xml(platforms._spec(name)), \
-            f"{name}.xml is stale: run python -m mpilab.platforms"
+            f"{name}.xml is stale: run python -m mpilab.simulate.platforms"
 
 
 def test_cached_platform_is_rewritten_when_the_generator_changes(tmp_path, monkeypatch):

@@ -6,8 +6,9 @@ matplotlib.use("Agg")
 
 import pytest
 
-from mpilab import plots, results
-from mpilab.errors import UsageError
+from mpilab.core import results
+from mpilab.studies import plots
+from mpilab.core.errors import UsageError
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from mpilab import reference
-from mpilab.errors import UsageError
+from mpilab.studies import reference
+from mpilab.core.errors import UsageError
 
 
 def test_tables_as_in_the_report():

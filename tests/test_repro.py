@@ -1,4 +1,4 @@
-"""Lab 3's reproduction study (mpilab.repro): the paper's values, grids, a real quick study under
+"""Lab 3's reproduction study (mpilab.studies.repro): the paper's values, grids, a real quick study under
 SMPI with resume, its comparison and plots, the jittered platforms, and refusing wrong code."""
 
 import re
@@ -10,7 +10,8 @@ import matplotlib
 import numpy as np
 import pytest
 
-from mpilab import repro, results
+from mpilab.core import results
+from mpilab.studies import repro
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -45,7 +46,7 @@ def test_grid_errors():
 
 
 def test_jittered_platform_scales_every_link(tmp_path):
-    from mpilab import platforms
+    from mpilab.simulate import platforms
     link = re.compile(r'<link id="([^"]+)" bandwidth="([0-9.e+-]+)Bps" latency="([0-9.e+-]+)us"')
     base = {m.group(1): (float(m.group(2)), float(m.group(3)))
             for m in link.finditer(platforms.platform_file("orfeo-thin").read_text())}

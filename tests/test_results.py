@@ -2,8 +2,8 @@ import multiprocessing
 
 import pytest
 
-from mpilab import results
-from mpilab.errors import UsageError
+from mpilab.core import results
+from mpilab.core.errors import UsageError
 
 
 def _row(b, rep=0, algo="ring"):
@@ -36,7 +36,7 @@ def test_table_without_the_job_column_reads_and_gains_it_on_append(results_csv):
 
 def test_foreign_header_is_refused(results_csv):
     results_csv.write_text("size,latency\n1,2\n")
-    from mpilab.errors import ParseError
+    from mpilab.core.errors import ParseError
     with pytest.raises(ParseError, match="line 1: the header is not the results table's"):
         results.append_rows(results_csv, [_row(32)])
     assert results_csv.read_text() == "size,latency\n1,2\n"

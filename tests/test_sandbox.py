@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from mpilab import sandbox
-from mpilab.errors import UsageError
+from mpilab.grade import sandbox
+from mpilab.core.errors import UsageError
 
 
 def test_ok_run_and_output(tmp_path):
@@ -53,7 +53,7 @@ int main(void) {
 #: getrusage's ru_maxrss would keep the high-water mark of the process that forked it).
 FLOOD_RUN = """
 import sys
-from mpilab import sandbox
+from mpilab.grade import sandbox
 res = sandbox.run(["./flood"], cwd=sys.argv[1], timeout=4, output_cap=10_000)
 with open("/proc/self/status") as f:
     peak_kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
@@ -108,7 +108,7 @@ def test_student_programs_see_neither_the_course_nor_the_solutions(tmp_path, mon
     isolated, note = sandbox.network_isolation()
     if not isolated:
         pytest.skip(note)
-    from mpilab import paths
+    from mpilab.core import paths
     course = tmp_path / "course"
     (course / "submitted" / "bob").mkdir(parents=True)
     (course / "gradebook.db").write_text("grades\n")

@@ -4,8 +4,10 @@ import os
 import pandas as pd
 import pytest
 
-from mpilab import collbench, forcing, grading, launch, libalgs, load, selection
-from mpilab.errors import UsageError
+from mpilab.grade import grading
+from mpilab.measure import collbench, forcing, launch, libalgs, load, rules
+from mpilab.model import decision
+from mpilab.core.errors import UsageError
 
 
 def _synthetic():
@@ -23,14 +25,14 @@ def _synthetic():
 
 
 def test_decision_table_ranges():
-    t = selection.decision_table(_synthetic())
+    t = decision.decision_table(_synthetic())
     small = t[(t.nprocs_min == 2)]
     assert small.nprocs_max.iloc[0] == 4  # P=2 and P=4 share their ranges
     assert list(small.algorithm) == ["basic_linear", "pipeline"]
     big = t[t.nprocs_min == 8]
     assert big.nprocs_max.iloc[0] == 16 and big.algorithm.iloc[0] == "binomial"
-    assert selection.choose(t, "bcast", 12, 2) == "binomial"
-    assert selection.choose(t, "bcast", 3, 1 << 20) == "pipeline"
+    assert decision.choose(t, "bcast", 12, 2) == "binomial"
+    assert decision.choose(t, "bcast", 3, 1 << 20) == "pipeline"
 
 
 def test_choose_stays_in_the_chosen_process_count_range():
@@ -42,11 +44,11 @@ def test_choose_stays_in_the_chosen_process_count_range():
                            bytes_max=1024, algorithm="binomial"),
                       dict(collective="bcast", nprocs_min=8, nprocs_max=16, bytes_min=2048,
                            bytes_max=1 << 20, algorithm="pipeline")])
-    assert selection.choose(t, "bcast", 8, 2) == "binomial"
-    assert selection.choose(t, "bcast", 12, 4096) == "pipeline"
-    assert selection.choose(t, "bcast", 1, 1 << 20) == "basic_linear"   # the file's block from 1
+    assert decision.choose(t, "bcast", 8, 2) == "binomial"
+    assert decision.choose(t, "bcast", 12, 4096) == "pipeline"
+    assert decision.choose(t, "bcast", 1, 1 << 20) == "basic_linear"   # the file's block from 1
     with pytest.raises(UsageError, match="no rule for reduce"):
-        selection.choose(t, "reduce", 4, 8)
+        decision.choose(t, "reduce", 4, 8)
 
 
 def test_rules_file_refuses_the_kits_algorithms(tmp_path):
@@ -56,8 +58,8 @@ def test_rules_file_refuses_the_kits_algorithms(tmp_path):
                        ("bruck", "the library's bruck is 'lib:bruck'"),
                        ("pairwise", "kit's own C algorithm"), ("native", "use 'default'")):
         with pytest.raises(UsageError, match=hint):
-            selection.write_ompi_rules(pd.DataFrame([dict(row, algorithm=name)]), tmp_path / "r.txt")
-    text = selection.write_ompi_rules(pd.DataFrame([dict(row, algorithm="lib:ring")]), tmp_path / "r.txt")
+            rules.write_ompi_rules(pd.DataFrame([dict(row, algorithm=name)]), tmp_path / "r.txt")
+    text = rules.write_ompi_rules(pd.DataFrame([dict(row, algorithm="lib:ring")]), tmp_path / "r.txt")
     assert text.split()[-4:] == ["0", "4", "0", "0"]     # Open MPI's ring is allgather id 4
 
 
@@ -70,18 +72,18 @@ def test_allgather_thresholds_are_the_gathered_buffer(tmp_path):
                            bytes_max=65536, algorithm="lib:bruck"),
                       dict(collective="allgather", nprocs_min=8, nprocs_max=8, bytes_min=1,
                            bytes_max=65536, algorithm="recursive_doubling")])
-    selection.write_ompi_rules(t, tmp_path / "r.txt")
-    rules = selection.read_ompi_rules(tmp_path / "r.txt")
-    assert rules.comm_size.unique().tolist() == [1, 4, 8]
-    assert rules[rules.algorithm == "lib:bruck"].msg_size.tolist() == [2 * 1024, 4 * 1024]
+    rules.write_ompi_rules(t, tmp_path / "r.txt")
+    read = rules.read_ompi_rules(tmp_path / "r.txt")
+    assert read.comm_size.unique().tolist() == [1, 4, 8]
+    assert read[read.algorithm == "lib:bruck"].msg_size.tolist() == [2 * 1024, 4 * 1024]
     for p in (2, 4, 8):
         for b in (1, 512, 1024, 65536):
-            assert selection.rules_choose(rules, "allgather", p, b) == selection.choose(t, "allgather", p, b)
+            assert rules.rules_choose(read, "allgather", p, b) == decision.choose(t, "allgather", p, b)
     grading.check_rules_file(tmp_path / "r.txt", t)
 
 
 def test_regret():
-    r = selection.regret(_synthetic())
+    r = decision.regret(_synthetic())
     assert set(r.algorithm) == {"basic_linear", "pipeline", "binomial"}
     assert (r.mean_regret >= 0).all() and (r.max_regret > 0).all()
     lin = r[r.algorithm == "basic_linear"].iloc[0]
@@ -89,14 +91,14 @@ def test_regret():
 
 
 def test_rules_file_text(tmp_path):
-    t = selection.decision_table(_synthetic())
-    text = selection.write_ompi_rules(t, tmp_path / "r.txt")
+    t = decision.decision_table(_synthetic())
+    text = rules.write_ompi_rules(t, tmp_path / "r.txt")
     nums = [int(x) for x in text.split()]
     # 1 collective, bcast = 7, 2 comm sizes, first from 1 with 2 message rules starting at 0
     assert nums[:6] == [1, 7, 2, 1, 2, 0]
     assert nums[6] == libalgs.lookup("bcast", "basic_linear").ompi_id
     with pytest.raises(UsageError, match="not available on openmpi"):
-        selection.write_ompi_rules(t.iloc[:1].assign(collective="allreduce", algorithm="smp"),
+        rules.write_ompi_rules(t.iloc[:1].assign(collective="allreduce", algorithm="smp"),
                                    tmp_path / "x")
 
 
@@ -124,12 +126,12 @@ def test_openmpi_follows_rules_file(built_flavour, tmp_path):
                                bytes_max=4096, algorithm="basic_linear"),
                           dict(collective="bcast", nprocs_min=2, nprocs_max=2, bytes_min=8192,
                                bytes_max=65536, algorithm="pipeline")])
-    rules = tmp_path / "rules.txt"
-    selection.write_ompi_rules(table, rules, segsizes={("bcast", "pipeline"): 64})
+    path = tmp_path / "rules.txt"
+    rules.write_ompi_rules(table, path, segsizes={("bcast", "pipeline"): 64})
     env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-           "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(rules), **forcing.OMPI_VERIFY_ENV}
+           "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(path), **forcing.OMPI_VERIFY_ENV}
     with_rules, err = _median_us(libalgs.Settings(env=env))
-    assert f"coll_tuned_dynamic_rules_filename={rules}" in err  # Open MPI read our file
+    assert f"coll_tuned_dynamic_rules_filename={path}" in err  # Open MPI read our file
     linear, _ = _median_us(forcing.prepare("openmpi", "bcast", "basic_linear"))
     seg = forcing.prepare("openmpi", "bcast", "pipeline")
     seg.env["OMPI_MCA_coll_tuned_bcast_algorithm_segmentsize"] = "64"
@@ -177,7 +179,7 @@ def test_ranking_uses_common_process_counts():
     # binomial is also measured at P = 64 (very slow there): that point must not count
     extra = pd.DataFrame([dict(collective="bcast", algorithm="binomial", nprocs=64, bytes=b,
                                repetition=0, maxrank_avg_us=1e6) for b in (2, 64, 1024, 65536, 1048576)])
-    r = selection.ranking(pd.concat([df, extra]), value="maxrank_avg_us")
+    r = decision.ranking(pd.concat([df, extra]), value="maxrank_avg_us")
     small = r[r.bytes == 2].sort_values("rank")
     # at 2 B: linear 1 + 0.502 p (mean over 2, 4, 8, 16: 4.765), pipeline 20, binomial 26.5
     assert small.algorithm.tolist() == ["basic_linear", "pipeline", "binomial"]
@@ -185,21 +187,21 @@ def test_ranking_uses_common_process_counts():
     assert small.mean_us.iloc[0] == pytest.approx(4.765 * 1.01)  # median of 1.00, 1.01, 1.02
     assert small.wins.tolist() == [2, 0, 2]   # binomial wins at P = 8 and 16
     with pytest.raises(UsageError, match="no process count where every algorithm"):
-        selection.ranking(pd.DataFrame([dict(collective="bcast", algorithm=a, nprocs=p, bytes=8,
+        decision.ranking(pd.DataFrame([dict(collective="bcast", algorithm=a, nprocs=p, bytes=8,
                                              avg_us=1.0) for a, p in (("x", 2), ("y", 4))]))
 
 
 def test_rules_file_read_back_picks_the_table(tmp_path):
-    t = selection.decision_table(_synthetic())
-    selection.write_ompi_rules(t, tmp_path / "r.txt")
-    rules = selection.read_ompi_rules(tmp_path / "r.txt")
-    assert list(rules.columns) == ["collective", "comm_size", "msg_size", "ompi_id", "algorithm",
+    t = decision.decision_table(_synthetic())
+    rules.write_ompi_rules(t, tmp_path / "r.txt")
+    read = rules.read_ompi_rules(tmp_path / "r.txt")
+    assert list(read.columns) == ["collective", "comm_size", "msg_size", "ompi_id", "algorithm",
                                    "faninout", "segsize"]
-    assert rules.comm_size.unique().tolist() == [1, 8]
+    assert read.comm_size.unique().tolist() == [1, 8]
     for p in (2, 3, 4, 8, 12, 16, 100):
         for b in (2, 64, 1000, 1024, 65536, 1 << 20):
-            assert selection.rules_choose(rules, "bcast", p, b) == selection.choose(t, "bcast", p, b)
-    assert selection.rules_choose(rules, "reduce", 4, 8) is None
+            assert rules.rules_choose(read, "bcast", p, b) == decision.choose(t, "bcast", p, b)
+    assert rules.rules_choose(read, "reduce", 4, 8) is None
 
 
 @pytest.mark.parametrize("text, match", [
@@ -211,10 +213,10 @@ def test_rules_file_read_back_picks_the_table(tmp_path):
     ("1\n7\n1\n1\n1\n0 1 0 0\n5\n", "1 numbers left over"),
 ])
 def test_rules_file_errors(tmp_path, text, match):
-    from mpilab.errors import ParseError
+    from mpilab.core.errors import ParseError
     (tmp_path / "r.txt").write_text(text)
     with pytest.raises(ParseError, match=match):
-        selection.read_ompi_rules(tmp_path / "r.txt")
+        rules.read_ompi_rules(tmp_path / "r.txt")
 
 
 @pytest.mark.slow
@@ -222,33 +224,33 @@ def test_measure_with_rules_says_whether_open_mpi_read_the_file(built_flavour, t
     built_flavour("openmpi")
     table = pd.DataFrame([dict(collective="bcast", nprocs_min=2, nprocs_max=2, bytes_min=1,
                                bytes_max=1024, algorithm="binomial")])
-    rules = tmp_path / "rules.txt"
-    selection.write_ompi_rules(table, rules)
+    rules_path = tmp_path / "rules.txt"
+    rules.write_ompi_rules(table, rules_path)
     L = launch.get_launcher("openmpi")
-    rows = selection.measure_with_rules(L, rules, "bcast", 2, sizes="1K:2K", iters=5, warmup=1)
+    rows = rules.measure_with_rules(L, rules_path, "bcast", 2, sizes="1K:2K", iters=5, warmup=1)
     assert [r["bytes"] for r in rows] == [1024, 2048]
-    assert {r["algorithm"] for r in rows} == {"rules"} and rows[0]["requested"] == str(rules)
+    assert {r["algorithm"] for r in rows} == {"rules"} and rows[0]["requested"] == str(rules_path)
     assert rows[0]["forced"] == "yes", rows[0]["evidence"]
-    assert f"coll_tuned_dynamic_rules_filename={rules}" in rows[0]["evidence"]
+    assert f"coll_tuned_dynamic_rules_filename={rules_path}" in rows[0]["evidence"]
     # a forced algorithm in the environment as well: Open MPI 4.1 still follows the file
     # (test_open_mpi_consults_the_file_before_a_forced_algorithm); the evidence says both
     monkeypatch.setenv("OMPI_MCA_coll_tuned_bcast_algorithm", "1")
-    rows = selection.measure_with_rules(L, rules, "bcast", 2, sizes="1K:1K", iters=5, warmup=1)
+    rows = rules.measure_with_rules(L, rules_path, "bcast", 2, sizes="1K:1K", iters=5, warmup=1)
     assert rows[0]["forced"] == "yes"
     assert "coll_tuned_bcast_algorithm=basic_linear was also set" in rows[0]["evidence"]
     with pytest.raises(UsageError, match="valid: openmpi"):
-        selection.measure_with_rules(launch.get_launcher("mpich"), rules, "bcast", 2)
+        rules.measure_with_rules(launch.get_launcher("mpich"), rules_path, "bcast", 2)
     with pytest.raises(UsageError, match="does not exist"):
-        selection.measure_with_rules(L, tmp_path / "none.txt", "bcast", 2)
+        rules.measure_with_rules(L, tmp_path / "none.txt", "bcast", 2)
 
 
-def _allgather_with_rules(rules, nprocs, extra=()):
+def _allgather_with_rules(rules_path, nprocs, extra=()):
     """Run collbench's MPI_Allgather at 256 B..4 KiB per process with a rules file; return the
     sizes it completed and its stderr."""
     L = launch.get_launcher("openmpi")
     prog = collbench.collbench_program("openmpi")
     args = collbench.collbench_args("native", "allgather", "256:4K", iters=3, warmup=1)
-    settings = selection.rules_settings(rules)
+    settings = rules.rules_settings(rules_path)
     settings.env.update(dict(extra))
     proc = forcing.run(L, prog, args, nprocs, settings, timeout=120)
     _, table = collbench.parse_output(proc.stdout)
@@ -268,16 +270,16 @@ def test_openmpi_follows_allgather_rules_at_the_right_size(built_flavour, tmp_pa
         dict(collective="allgather", nprocs_min=3, nprocs_max=3, bytes_min=1024, bytes_max=4096, algorithm="two_proc"),
         dict(collective="allgather", nprocs_min=4, nprocs_max=4, bytes_min=1, bytes_max=256, algorithm="lib:ring"),
         dict(collective="allgather", nprocs_min=4, nprocs_max=4, bytes_min=512, bytes_max=4096, algorithm="two_proc")])
-    rules = tmp_path / "rules.txt"
-    selection.write_ompi_rules(table, rules)
-    done, err = _allgather_with_rules(rules, 3)
+    rules_path = tmp_path / "rules.txt"
+    rules.write_ompi_rules(table, rules_path)
+    done, err = _allgather_with_rules(rules_path, 3)
     assert done == [256, 512], err[-1500:]
     assert "failed at size 1024 bytes" in err and "MPI_ERR_UNSUPPORTED_OPERATION" in err
-    done, err = _allgather_with_rules(rules, 4)
+    done, err = _allgather_with_rules(rules_path, 4)
     assert done == [256], err[-1500:]
     assert "failed at size 512 bytes" in err
-    parsed = selection.read_ompi_rules(rules)
-    assert [selection.rules_choose(parsed, "allgather", 3, b) for b in (512, 1024)] == ["lib:ring", "two_proc"]
+    parsed = rules.read_ompi_rules(rules_path)
+    assert [rules.rules_choose(parsed, "allgather", 3, b) for b in (512, 1024)] == ["lib:ring", "two_proc"]
 
 
 @pytest.mark.slow
@@ -288,9 +290,9 @@ def test_open_mpi_consults_the_file_before_a_forced_algorithm(built_flavour, tmp
     built_flavour("openmpi")
     table = pd.DataFrame([dict(collective="allgather", nprocs_min=1, nprocs_max=3, bytes_min=1,
                                bytes_max=4096, algorithm="two_proc")])
-    rules = tmp_path / "rules.txt"
-    selection.write_ompi_rules(table, rules)
-    done, err = _allgather_with_rules(rules, 3, {"OMPI_MCA_coll_tuned_allgather_algorithm": "4"})
+    rules_path = tmp_path / "rules.txt"
+    rules.write_ompi_rules(table, rules_path)
+    done, err = _allgather_with_rules(rules_path, 3, {"OMPI_MCA_coll_tuned_allgather_algorithm": "4"})
     assert done == [] and "failed at size 256 bytes" in err
     forced, evidence = forcing.verify("openmpi", "allgather", "lib:ring", err)
     assert forced == "no" and "rules file" in evidence

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from mpilab import slurm
-from mpilab.errors import UsageError
-from mpilab.paths import collbench_path, repo_root
+from mpilab.cluster import slurm
+from mpilab.core.errors import UsageError
+from mpilab.core.paths import collbench_path, repo_root
 
 ROOT = repo_root()
 DATA = ROOT / "tests" / "data" / "slurm"
@@ -34,8 +34,8 @@ LMOD = Path("/usr/share/lmod/lmod/init/bash")
 
 
 def cli(*args, check=True):
-    """Run ``python -m mpilab.cli_slurm`` (what ``mpilab slurm`` runs) and return the process."""
-    proc = subprocess.run([PY, "-m", "mpilab.cli_slurm", *map(str, args)],
+    """Run ``python -m mpilab.cli.slurm`` (what ``mpilab slurm`` runs) and return the process."""
+    proc = subprocess.run([PY, "-m", "mpilab.cli.slurm", *map(str, args)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     if check and proc.returncode != 0:
         raise AssertionError(f"mpilab slurm {' '.join(map(str, args))} exited {proc.returncode}:\n"
@@ -172,7 +172,7 @@ def test_apptainer_sweep_command_lines(tmp_path):
     for setting in ("export OMPI_MCA_btl_vader_single_copy_mechanism=none",
                     "export PMIX_MCA_gds=hash", "LAUNCHER=apptainer"):
         assert setting in lines
-    assert 'apptainer exec --bind "$RUN_DIR" "$IMAGE" python3 -m mpilab.cli_slurm ingest' in text
+    assert 'apptainer exec --bind "$RUN_DIR" "$IMAGE" python3 -m mpilab.cli.slurm ingest' in text
 
 
 def test_local_cluster_matches_the_local_profile():
@@ -233,7 +233,7 @@ def test_sacct_states(line, label, failed, done):
 
 
 def test_sacct_output_with_other_fields_is_a_parse_error():
-    from mpilab.errors import ParseError
+    from mpilab.core.errors import ParseError
     with pytest.raises(ParseError, match=r"sacct -j 7: line 2: 5 fields, expected 7 \(JobID\|JobIDRaw"):
         slurm.parse_sacct("7_0|8|mpilab-sweep|COMPLETED|0:0|None|vm\n7_1|FAILED|1:0|None|vm\n", "sacct -j 7")
 
@@ -537,7 +537,7 @@ def test_osu_seed_job_scaled_down_to_one_node(local_slurm, tmp_path):
     slurm.wait(job2, timeout=240)
     log = (tmp_path / "logs" / f"mpilab-osu-seed_{job2}.out").read_text()
     assert log.count("skip (done)") == 8
-    # The OSU files go into the results table, named as mpilab.libalgs names the algorithms.
+    # The OSU files go into the results table, named as mpilab.measure.libalgs names the algorithms.
     assert slurm.collect_osu(tmp_path) == 8 * 2
     rows = read_rows(tmp_path / "results.csv")
     assert {(r["collective"], r["algorithm"]) for r in rows} >= {("reduce", "basic_linear"), ("bcast", "chain")}
@@ -584,7 +584,7 @@ def test_point_rows_follow_the_results_contract(tmp_path):
 
 
 def test_collbench_output_without_table_is_a_parse_error():
-    from mpilab.errors import ParseError
+    from mpilab.core.errors import ParseError
     with pytest.raises(ParseError, match="point.csv: no 'bytes,...' table"):
         slurm.parse_collbench("# collbench 1\ncollbench: unknown algorithm 'rign'\n", "point.csv")
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mpilab import stats
-from mpilab.errors import UsageError
+from mpilab.model import stats
+from mpilab.core.errors import UsageError
 
 
 def _synthetic(R=30, seed=1):

@@ -6,8 +6,9 @@ import time
 
 import pytest
 
-from mpilab import launch, results, sweep
-from mpilab.errors import LaunchError, UsageError
+from mpilab.core import results
+from mpilab.measure import launch, sweep
+from mpilab.core.errors import LaunchError, UsageError
 
 
 def test_parse_nprocs():
@@ -113,7 +114,7 @@ def test_real_sweep(built_flavour, results_csv, flavour):
 
 @pytest.mark.smpi
 def test_smpi_sweep_is_deterministic(built_flavour, results_csv):
-    pytest.importorskip("mpilab.platforms")
+    pytest.importorskip("mpilab.simulate.platforms")
     built_flavour("smpi")
     lau = launch.get_launcher("smpi", platform="orfeo-thin")
     sweep.run_sweep(lau, results_csv, ["ring", "gather_bcast"], [4], "1K:64K", iters=2, warmup=1,

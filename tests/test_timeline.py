@@ -1,4 +1,4 @@
-"""Timing diagrams: the schedules' event model against mpilab.costs, real PMPI traces on Open MPI,
+"""Timing diagrams: the schedules' event model against mpilab.model.costs, real PMPI traces on Open MPI,
 MPICH and SMPI, the SMPI run reproduced by the model, the drawing and the CLI."""
 
 import collections
@@ -8,8 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from mpilab import costs, platforms, schedules, timeline
-from mpilab.errors import ParseError, UsageError
+from mpilab.measure import trace
+from mpilab.model import costs, schedules, timeline
+from mpilab.simulate import platforms, routes
+from mpilab.core.errors import ParseError, UsageError
 
 ALPHA, BETA, N = 2.0, 0.001, 1000
 PS = (1, 2, 3, 4, 5, 6, 7, 8, 13, 16)
@@ -22,7 +24,7 @@ PS = (1, 2, 3, 4, 5, 6, 7, 8, 13, 16)
     ("gather_bcast", "allgather", "gather_bcast"), ("binomial", "bcast", "binomial")])
 @pytest.mark.parametrize("p", PS)
 def test_model_total_is_the_cost_table(algo, coll, name, p):
-    """One message in and one out at a time (ports=1): the α-β costs of mpilab.costs exactly."""
+    """One message in and one out at a time (ports=1): the α-β costs of mpilab.model.costs exactly."""
     tl = timeline.predict(algo, p, N, ALPHA, BETA)
     assert tl.total_us == pytest.approx(float(costs.evaluate(coll, name, p, N, ALPHA, BETA)), abs=1e-9)
 
@@ -99,11 +101,11 @@ def test_bad_model_arguments():
 def test_route_cost_is_the_thin_point_to_point_model():
     """The platform's core, socket and node routes give the report's intercepts and slopes."""
     hosts = platforms.placement("orfeo-thin", 48, "core")
-    assert platforms.route_cost("orfeo-thin", hosts[0], hosts[1]) == pytest.approx((1.1736, 1e-4))
+    assert routes.route_cost("orfeo-thin", hosts[0], hosts[1]) == pytest.approx((1.1736, 1e-4))
     # SimGrid's sharing penalty: latency + 8775 B / bandwidth of each of the 3 links (2 ports)
-    assert platforms.route_weight("orfeo-thin", hosts[0], hosts[1]) == pytest.approx(1.1736 + 3 * 0.8775)
-    assert platforms.route_cost("orfeo-thin", hosts[0], hosts[12]) == pytest.approx((4.3637, 1e-4))
-    assert platforms.route_cost("orfeo-thin", hosts[0], hosts[24]) == pytest.approx((1.6064, 2e-4))
+    assert routes.route_weight("orfeo-thin", hosts[0], hosts[1]) == pytest.approx(1.1736 + 3 * 0.8775)
+    assert routes.route_cost("orfeo-thin", hosts[0], hosts[12]) == pytest.approx((4.3637, 1e-4))
+    assert routes.route_cost("orfeo-thin", hosts[0], hosts[24]) == pytest.approx((1.6064, 2e-4))
 
 
 # --- drawing ------------------------------------------------------------------------------------
@@ -151,7 +153,7 @@ def _assert_trace_is_the_schedule(measured, algo, p, nbytes):
 def test_openmpi_trace(built_flavour, algo, p):
     """A real Open MPI run under the PMPI tracer: every send matched, the schedule's messages."""
     built_flavour("openmpi")
-    measured = timeline.run_traced(algo, p, 2048, flavour="openmpi", reps=2, timeout=120)
+    measured = trace.run_traced(algo, p, 2048, flavour="openmpi", reps=2, timeout=120)
     _assert_trace_is_the_schedule(measured, algo, p, 2048)
     assert set(measured.meta["regions"]) == {1, 2} and len(measured.meta["rep_us"]) == 2
     assert all(e < 1000 for e in measured.meta["clock_error_us"].values())
@@ -160,7 +162,7 @@ def test_openmpi_trace(built_flavour, algo, p):
 @pytest.mark.mpi
 def test_mpich_trace(built_flavour):
     built_flavour("mpich")
-    measured = timeline.run_traced("pairwise", 3, 1024, flavour="mpich", reps=1, timeout=120)
+    measured = trace.run_traced("pairwise", 3, 1024, flavour="mpich", reps=1, timeout=120)
     _assert_trace_is_the_schedule(measured, "pairwise", 3, 1024)
 
 
@@ -171,7 +173,7 @@ def test_smpi_run_is_the_event_model(built_flavour, algo, p, nbytes):
     """SMPI's traced run is the model with SMPI's rules (shared ports, sends < 64 KiB eager),
     the platform's per-pair α and β and the run's start times: every rank ends within 0.2 %."""
     built_flavour("smpi")
-    pred, meas = timeline.predicted_and_measured(algo, p, nbytes, flavour="smpi",
+    pred, meas = trace.predicted_and_measured(algo, p, nbytes, flavour="smpi",
                                                  platform="orfeo-thin", ports="shared",
                                                  eager_bytes=65536, reps=1)
     _assert_trace_is_the_schedule(meas, algo, p, nbytes)
@@ -183,27 +185,27 @@ def test_smpi_gather_bcast_breaks_the_one_port_model(built_flavour):
     """The root's messages overlap their latencies on SMPI: the one-port cost is far too high
     for small messages; letting them overlap without sharing the port is far too low."""
     built_flavour("smpi")
-    pred, meas = timeline.predicted_and_measured("gather_bcast", 8, 1024, flavour="smpi", reps=1)
+    pred, meas = trace.predicted_and_measured("gather_bcast", 8, 1024, flavour="smpi", reps=1)
     assert pred.total_us > 2 * meas.total_us
-    pred, meas = timeline.predicted_and_measured("gather_bcast", 8, 65536, flavour="smpi",
+    pred, meas = trace.predicted_and_measured("gather_bcast", 8, 65536, flavour="smpi",
                                                  ports=None, reps=1)
     assert pred.total_us < meas.total_us / 5
 
 
 def test_read_trace_errors(tmp_path):
     with pytest.raises(ParseError, match="no trace.<rank>.csv files"):
-        timeline.read_trace(tmp_path)
+        trace.read_trace(tmp_path)
     head = "# labtrace 1\n# rank: {r}\n# nprocs: 2\nregion,call,start,end,dst,sbytes,stag,src,rbytes,rtag,req,done\n"
     (tmp_path / "trace.1.csv").write_text(head.format(r=1) + "1,Pcontrol,1.0,1.0,,,,,,,,\n")
     with pytest.raises(ParseError, match=r"no log for rank\(s\) \[0\] of 2"):
-        timeline.read_trace(tmp_path)
+        trace.read_trace(tmp_path)
     (tmp_path / "trace.0.csv").write_text(head.format(r=0) + "1,Pcontrol,1.0,1.0,,,,,,,,\n"
                                           "1,Send,1.0,1.5,1,8,5,,,,,\n")
-    tl = timeline.read_trace(tmp_path)
+    tl = trace.read_trace(tmp_path)
     assert timeline.check_consistency(tl) == [
         "a send of 8 B from rank 0 to rank 1 (tag 5) has no matching receive"]
     with pytest.raises(UsageError, match="unknown trace region 7; valid: 1"):
-        timeline.read_trace(tmp_path, region=7)
+        trace.read_trace(tmp_path, region=7)
 
 
 @pytest.mark.smpi
@@ -216,11 +218,11 @@ def test_read_trace_errors(tmp_path):
 ])
 def test_timeline_program_bad_usage(built_flavour, args, message, tmp_path):
     built_flavour("smpi")
-    from mpilab import launch
-    from mpilab.errors import LaunchError
+    from mpilab.measure import launch, trace
+    from mpilab.core.errors import LaunchError
     with pytest.raises(LaunchError) as exc:
         # the tracer still writes its (empty) logs at MPI_Finalize, in the working directory
-        launch.get_launcher("smpi").run(timeline.timeline_program("smpi"), args, 2, timeout=60,
+        launch.get_launcher("smpi").run(trace.timeline_program("smpi"), args, 2, timeout=60,
                                         cwd=tmp_path)
     assert "exit code 2" in str(exc.value) and message in str(exc.value)
 

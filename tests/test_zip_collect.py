@@ -50,7 +50,7 @@ def test_underscores_in_student_ids_and_file_names(tmp_path):
 
 
 def test_blackboard_names():
-    from mpilab.lms import BlackboardCollector
+    from mpilab.grade.lms import BlackboardCollector
 
     collector = BlackboardCollector(valid_ext=[".ipynb", ".c", ".txt"])
     got = collector.collect("/c/downloaded/lab3/extracted/lab3-gradebook/"

@@ -1,0 +1,1 @@
+"""Clusters: SLURM profiles, templates and collection; Apptainer images; ipyparallel engines."""

@@ -1,0 +1,1 @@
+"""Measuring: launchers, the C drivers' contract, sweeps, forcing library algorithms, OSU import."""

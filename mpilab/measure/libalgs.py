@@ -1,0 +1,267 @@
+"""The MPI libraries' own collective algorithms, named once, and how to force each one.
+
+One table, :data:`TABLE`, maps (collective, kit name) to the way each back-end forces it:
+
+- Open MPI 4.1 (coll/tuned): ``coll_tuned_use_dynamic_rules=1`` **and**
+  ``coll_tuned_<coll>_algorithm=<id>`` (without the first the second is ignored silently),
+  optionally ``coll_tuned_<coll>_algorithm_segmentsize``. Ids checked on this machine with
+  ``ompi_info --param coll tuned --level 9`` (Open MPI 4.1.4).
+- MPICH 4.0: ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM=<name>`` with
+  ``MPIR_CVAR_DEVICE_COLLECTIVES=none`` (so the ch4 device does not pick its own) and
+  ``MPIR_CVAR_COLLECTIVE_FALLBACK=error`` (an inapplicable choice fails instead of silently
+  running another algorithm).
+- SimGrid 3.32 SMPI: ``--cfg=smpi/<coll>:<name>``; names checked against the list smpirun
+  prints for an unknown name.
+
+``None`` in a column means the library has no such algorithm: :func:`settings` then raises a
+:class:`~mpilab.core.errors.UsageError` saying which back-ends do have it.
+
+Names. A library algorithm is named by the kit's name for it (``chain``, ``pipeline``, ...).
+Where that name is also one of the kit's own C algorithms of the same collective
+(``c_reference/registry.c``: allgather ``ring`` and ``bruck``), the library's is spelled with the
+prefix ``lib:`` (``lib:ring``, ``lib:bruck``) everywhere: in sweeps, in the results table's
+``algorithm`` column, in decision tables. ``ring`` alone always means the kit's code. Any library
+algorithm may be written with the prefix (``lib:pipeline`` is ``pipeline``); :func:`canonical`
+gives the one spelling the kit stores.
+
+Notes on near-equivalents that the table deliberately does *not* pretend are equal:
+Open MPI's bcast ``chain`` is a chain with fanout ``coll_tuned_bcast_algorithm_chain_fanout``
+(4 by default), ``pipeline`` is a single chain (fanout 1) cut into segments. SMPI has Open MPI's
+pipeline (``ompi_pipeline``) but no bcast chain, so ``chain`` is "not available" on SMPI for bcast.
+SMPI's ``ompi_split_bintree`` (bcast ``split_binary_tree``) is "not available" in the kit: in
+SimGrid 3.32 at P=48 on orfeo-thin it delivered wrong data (8 bytes: rank 1 got -1) or aborted
+in its SMP_linear fallback (1 KiB..16 KiB), found by collbench --check.
+MPICH's ``smp`` algorithms are left out: with ``MPIR_CVAR_DEVICE_COLLECTIVES=none`` MPICH 4.0.2
+hung in bcast ``smp`` at P=3 on one node (killed after 300 s), so the kit does not offer them.
+SMPI's reduce ``rab`` (reduce ``rabenseifner``) is "not available" too: SimGrid 3.32 aborts in it
+on ``MPI_CHAR``, the datatype of every sweep (it runs with ``MPI_INT``).
+"""
+
+from dataclasses import dataclass, field
+
+from mpilab.core.errors import UsageError, one_of
+from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS
+
+
+
+@dataclass(frozen=True)
+class LibAlgorithm:
+    """One library algorithm of one collective and how each back-end forces it.
+
+    Attributes
+    ----------
+    collective, name : str
+        The collective and the kit's name of the algorithm.
+    ompi_id : int or None
+        Open MPI 4.1 coll/tuned id (``None``: not available).
+    ompi_segsize : int
+        Segment size in bytes given to Open MPI (0: the library's own choice).
+    mpich : str or None
+        Value of ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` (``None``: not available).
+    smpi : str or None
+        SMPI algorithm name for ``--cfg=smpi/<coll>:<name>`` (``None``: not available).
+    description : str
+        One line for ``--help`` and tables.
+    """
+
+    collective: str
+    name: str
+    ompi_id: object
+    mpich: object
+    smpi: object
+    description: str
+    ompi_segsize: int = 0
+
+    def available(self, flavour):
+        """Return True when ``flavour`` has this algorithm."""
+        check_flavour(flavour)
+        return {"openmpi": self.ompi_id, "mpich": self.mpich, "smpi": self.smpi}[flavour] is not None
+
+
+def _t(coll, rows):
+    return {r[0]: LibAlgorithm(coll, *r) for r in rows}
+
+
+# (name, Open MPI id, MPICH CVAR value, SMPI name, description[, Open MPI segment size])
+TABLE = {
+    "bcast": _t("bcast", [
+        ("default", 0, "auto", "default", "the library's own decision rules"),
+        ("basic_linear", 1, None, "flattree", "root sends to every rank in turn"),
+        ("chain", 2, None, None, "root feeds fanout chains (Open MPI: 4 chains by default)"),
+        ("pipeline", 3, None, "ompi_pipeline", "one chain, message cut into segments", 8192),
+        ("split_binary_tree", 4, None, None, "two halves down a binary tree, then swap"),
+        ("binary_tree", 5, None, "SMP_binary", "binary tree (SMPI: SMP-aware binary tree)"),
+        ("binomial", 6, "binomial", "binomial_tree", "binomial tree, log2(p) rounds"),
+        ("knomial", 7, None, None, "k-nomial tree (radix 4)"),
+        ("scatter_allgather", 8, "scatter_recursive_doubling_allgather", "scatter_rdb_allgather",
+         "scatter then recursive-doubling allgather"),
+        ("scatter_allgather_ring", 9, "scatter_ring_allgather", "scatter_LR_allgather",
+         "scatter then ring allgather"),
+    ]),
+    "reduce": _t("reduce", [
+        ("default", 0, "auto", "default", "the library's own decision rules"),
+        ("basic_linear", 1, None, "ompi_basic_linear", "root receives from every rank in turn"),
+        ("chain", 2, None, "ompi_chain", "fanout chains towards the root"),
+        ("pipeline", 3, None, "ompi_pipeline", "one chain, message cut into segments", 8192),
+        ("binary", 4, None, "ompi_binary", "binary tree"),
+        ("binomial", 5, "binomial", "ompi_binomial", "binomial tree"),
+        ("in_order_binary", 6, None, "ompi_in_order_binary", "binary tree keeping operand order"),
+        ("rabenseifner", 7, "reduce_scatter_gather", None, "reduce-scatter then gather"),
+    ]),
+    "allreduce": _t("allreduce", [
+        ("default", 0, "auto", "default", "the library's own decision rules"),
+        ("basic_linear", 1, None, None, "reduce to 0 then broadcast, linear"),
+        ("nonoverlapping", 2, None, "redbcast", "reduce then bcast"),
+        ("recursive_doubling", 3, "recursive_doubling", "rdb", "recursive doubling"),
+        ("ring", 4, None, "lr", "ring reduce-scatter + allgather"),
+        ("segmented_ring", 5, None, "ompi_ring_segmented", "ring in phases of s-byte pieces", 8192),
+        ("rabenseifner", 6, "reduce_scatter_allgather", "rab_rdb", "reduce-scatter then allgather"),
+        ("smp", None, None, "smp_binomial", "intra-node then inter-node"),
+    ]),
+    "allgather": _t("allgather", [
+        ("default", 0, "auto", "default", "the library's own decision rules"),
+        ("linear", 1, None, "GB", "gather to 0 then broadcast"),
+        ("lib:bruck", 2, "brucks", "bruck", "Bruck's log(p) rounds (the library's; 'bruck' is the kit's)"),
+        ("recursive_doubling", 3, "recursive_doubling", "rdb", "recursive doubling (MPICH: p power of two)"),
+        ("lib:ring", 4, "ring", "ring",
+         "ring (the library's; 'ring' is the kit's; SMPI's sends each block directly)"),
+        ("neighbor", 5, None, "ompi_neighborexchange", "neighbour exchange (even p)"),
+        ("two_proc", 6, None, None, "two processes only"),
+    ]),
+}
+
+
+def check_flavour(flavour):
+    """Raise a UsageError unless ``flavour`` is one of :data:`FLAVOURS`."""
+    if flavour not in FLAVOURS:
+        raise one_of("flavour", flavour, FLAVOURS)
+
+
+PREFIX = "lib:"
+
+
+def canonical(collective, name):
+    """The stored spelling of library algorithm ``name``: ``lib:pipeline`` -> ``pipeline``,
+    ``lib:ring`` -> ``lib:ring`` (allgather ``ring`` is also a kit algorithm).
+
+    Raises
+    ------
+    UsageError
+        For an unknown collective or algorithm, listing the valid ones; a kit name that the
+        library also has (``ring``) is told to use ``lib:ring``.
+    """
+    if collective not in TABLE:
+        raise one_of("collective", collective, COLLECTIVES)
+    algs = TABLE[collective]
+    name = str(name)
+    if name in algs:
+        return name
+    if name.startswith(PREFIX) and name[len(PREFIX):] in algs:
+        return name[len(PREFIX):]
+    if PREFIX + name in algs:
+        raise UsageError(f"{collective} algorithm {name!r} is the kit's own C algorithm "
+                         f"(c_reference), not a library one; the library's is {PREFIX + name!r}")
+    raise one_of(f"{collective} library algorithm", name, algs)
+
+
+def is_library(collective, name):
+    """True when ``name`` (with or without ``lib:``) names a library algorithm of ``collective``."""
+    try:
+        canonical(collective, name)
+    except UsageError:
+        return False
+    return True
+
+
+def lookup(collective, name):
+    """Return the :class:`LibAlgorithm` named ``name`` (see :func:`canonical`) for ``collective``.
+
+    Raises
+    ------
+    UsageError
+        For an unknown collective or algorithm, listing the valid ones.
+    """
+    name = canonical(collective, name)
+    return TABLE[collective][name]
+
+
+def names(collective, flavour=None):
+    """List the kit names of ``collective``'s algorithms (available on ``flavour`` if given)."""
+    if collective not in TABLE:
+        raise one_of("collective", collective, COLLECTIVES)
+    return [n for n, a in TABLE[collective].items() if flavour is None or a.available(flavour)]
+
+
+@dataclass
+class Settings:
+    """How to launch with one algorithm forced.
+
+    Attributes
+    ----------
+    env : dict
+        Environment variables (Open MPI ``OMPI_MCA_*``, MPICH ``MPIR_CVAR_*``).
+    mca : dict
+        Open MPI MCA parameters (the same as ``env``, for ``--mca k v`` on a command line).
+    args : list of str
+        Extra program arguments (SMPI ``--cfg=...``).
+    forcing : bool
+        False for ``default`` (nothing is forced; a row must never say forced=yes).
+    """
+
+    env: dict = field(default_factory=dict)
+    mca: dict = field(default_factory=dict)
+    args: list = field(default_factory=list)
+    forcing: bool = True
+
+
+def settings(flavour, collective, name):
+    """Return the :class:`Settings` that force algorithm ``name`` of ``collective`` on ``flavour``.
+
+    Parameters
+    ----------
+    flavour : {'openmpi', 'mpich', 'smpi'}
+    collective : {'bcast', 'reduce', 'allreduce', 'allgather'}
+    name : str
+        The kit's algorithm name (``default`` forces nothing).
+
+    Raises
+    ------
+    UsageError
+        Unknown flavour/collective/name, or an algorithm the flavour does not have (the message
+        names the back-ends that have it and the ones this flavour offers instead).
+    """
+    check_flavour(flavour)
+    alg = lookup(collective, name)
+    name = alg.name
+    if not alg.available(flavour):
+        others = [f for f in FLAVOURS if alg.available(f)]
+        raise UsageError(
+            f"{collective} algorithm {name!r} is not available on {flavour} "
+            f"(available on: {', '.join(others) or 'none'}); "
+            f"{flavour} offers: {', '.join(names(collective, flavour))}")
+    if name == "default":
+        return Settings(forcing=False)
+    if flavour == "openmpi":
+        mca = {"coll_tuned_use_dynamic_rules": "1",
+               f"coll_tuned_{collective}_algorithm": str(alg.ompi_id)}
+        if alg.ompi_segsize:
+            mca[f"coll_tuned_{collective}_algorithm_segmentsize"] = str(alg.ompi_segsize)
+        return Settings(env={f"OMPI_MCA_{k}": v for k, v in mca.items()}, mca=mca)
+    if flavour == "mpich":
+        env = {f"MPIR_CVAR_{collective.upper()}_INTRA_ALGORITHM": alg.mpich,
+               "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
+               "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
+        return Settings(env=env)
+    return Settings(args=[f"--cfg=smpi/{collective}:{alg.smpi}"])
+
+
+def table_rows():
+    """Return the table as a list of dicts (one per collective × algorithm), for display."""
+    rows = []
+    for coll, algs in TABLE.items():
+        for a in algs.values():
+            rows.append({"collective": coll, "algorithm": a.name,
+                         "openmpi": "n/a" if a.ompi_id is None else a.ompi_id,
+                         "mpich": a.mpich or "n/a", "smpi": a.smpi or "n/a",
+                         "description": a.description})
+    return rows

@@ -1,0 +1,271 @@
+"""Open MPI 4.1 dynamic rules files: a decision table (:func:`mpilab.model.decision.decision_table`)
+written as a file Open MPI follows, read back, looked up as Open MPI does, and measured.
+
+Rules file format (Open MPI 4.1 ``coll_tuned_dynamic_file.c``), whitespace-separated integers::
+
+    <number of collectives>
+    <collective id>            # COLLTYPE_T: allgather 0, allreduce 2, bcast 7, reduce 11
+    <number of communicator sizes>
+    <communicator size>        # rule applies from this size up (largest size <= P wins)
+    <number of message sizes>
+    <message size> <algorithm id> <fan in/out> <segment size>   # from this many bytes up
+
+Use it with ``--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename F``
+and no ``coll_tuned_<coll>_algorithm``. The kit writes no comments (the 4.1 reader would take
+digits inside a comment for numbers).
+
+Message size. Open MPI 4.1 (``coll_tuned_decision_dynamic.c``) compares the file's message
+sizes with count × datatype size for bcast, reduce and allreduce, the kit's ``bytes``; for
+allgather with datatype size × sendcount × communicator size, the whole gathered buffer, while
+the kit's allgather ``bytes`` is one process's contribution. So an allgather threshold depends on
+P: :func:`write_ompi_rules` writes one communicator-size block per process count of the table
+(the first and last P of each range) with thresholds ``bytes × P``, exact at those P and scaled
+by the block's P in between, and :func:`rules_choose` multiplies the query by P as Open MPI
+does.
+"""
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from mpilab.core.errors import LaunchError, ParseError, UsageError
+from mpilab.measure import collbench, forcing, libalgs
+
+OMPI_COLL_IDS = {"allgather": 0, "allreduce": 2, "bcast": 7, "reduce": 11}
+
+
+def write_ompi_rules(table, path, segsizes=None):
+    """Write ``table`` (from :func:`mpilab.model.decision.decision_table`) as an Open MPI 4.1 dynamic rules file.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+    path : str or Path
+    segsizes : dict, optional
+        ``{(collective, algorithm): bytes}`` overriding the table's default segment sizes.
+
+    Raises
+    ------
+    UsageError
+        An algorithm Open MPI does not have, a row of the kit's own C algorithms (``ring``,
+        ``bruck``, ``native``...: Open MPI cannot run them; the library's are ``lib:ring``...),
+        or a collective without coll/tuned rules.
+    """
+    segsizes = segsizes or {}
+    lines = []
+    colls = sorted(table["collective"].unique(), key=lambda c: OMPI_COLL_IDS.get(c, 99))
+    lines.append(f"{len(colls)}")
+    for coll in colls:
+        if coll not in OMPI_COLL_IDS:
+            raise UsageError(f"no Open MPI rules for collective {coll!r}; valid: "
+                             f"{', '.join(sorted(OMPI_COLL_IDS))}")
+        t = table[table.collective == coll]
+        for name in t["algorithm"].unique():
+            _refuse_kit_algorithm(coll, name)
+        blocks = []     # (communicator size written, P the thresholds are scaled by, rules)
+        for pmin in sorted(t["nprocs_min"].unique()):
+            rules = t[t.nprocs_min == pmin].sort_values("bytes_min")
+            pmax = int(rules["nprocs_max"].max())
+            at = [int(pmin)] + ([pmax] if coll == "allgather" and pmax != pmin else [])
+            blocks += [(p, p if coll == "allgather" else 1, rules) for p in at]
+        lines.append(f"{OMPI_COLL_IDS[coll]}")
+        lines.append(f"{len(blocks)}")
+        for i, (p, scale, rules) in enumerate(blocks):
+            lines.append(f"{1 if i == 0 else p}")
+            lines.append(f"{len(rules)}")
+            for j, (_, r) in enumerate(rules.iterrows()):
+                alg = libalgs.lookup(coll, r["algorithm"])
+                if alg.ompi_id is None:
+                    raise UsageError(f"{coll} algorithm {r['algorithm']!r} is not available on "
+                                     f"openmpi; it cannot go into a rules file")
+                seg = segsizes.get((coll, alg.name), alg.ompi_segsize)
+                start = 0 if j == 0 else int(r["bytes_min"]) * scale
+                lines.append(f"{start} {alg.ompi_id} 0 {seg}")
+    text = "\n".join(lines) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    return text
+
+
+def _refuse_kit_algorithm(coll, name):
+    """Raise a UsageError for rows that are not Open MPI algorithms (the kit's C code)."""
+    if libalgs.is_library(coll, name):
+        return
+    hint = (f"; the library's {name} is {libalgs.PREFIX + name!r}"
+            if libalgs.PREFIX + name in libalgs.names(coll) else "")
+    what = ("the library's own choice, not an algorithm (use 'default' for Open MPI's fixed "
+            "rules)" if name == "native" else "the kit's own C algorithm or unknown")
+    raise UsageError(f"{coll} algorithm {name!r} in the decision table is {what}: an Open MPI "
+                     f"rules file can only name Open MPI's algorithms{hint}; build the table "
+                     f"from library rows only, e.g. decision_table(df, algorithms=[...]) with "
+                     f"names from `mpilab libalgs --coll {coll}`")
+
+
+def read_ompi_rules(path):
+    """Read an Open MPI 4.1 dynamic rules file back into a table.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per message-size rule: collective, comm_size (the rule holds from this many
+        processes up), msg_size (from this many bytes up, as Open MPI counts them: for
+        allgather the whole gathered buffer, P × the kit's ``bytes``), ompi_id, algorithm (the
+        kit's name, see :mod:`mpilab.measure.libalgs`), faninout, segsize.
+
+    Raises
+    ------
+    ParseError
+        Naming the file and what was expected where the file stops making sense (too few
+        numbers, an unknown collective id or algorithm id, sizes not increasing).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ParseError(f"{path}: cannot read: {e.strerror}") from None
+    words = []
+    for line in text.splitlines():
+        words += line.split("#", 1)[0].split()
+    pos = [0]
+
+    def take(what):
+        if pos[0] >= len(words):
+            raise ParseError(f"{path}: the file ends where {what} was expected")
+        w = words[pos[0]]
+        pos[0] += 1
+        try:
+            return int(w)
+        except ValueError:
+            raise ParseError(f"{path}: {what} must be an integer, found {w!r} "
+                             f"(number {pos[0]} of the file)") from None
+
+    names = {v: k for k, v in OMPI_COLL_IDS.items()}
+    rows = []
+    for _ in range(take("the number of collectives")):
+        cid = take("a collective id")
+        if cid not in names:
+            raise ParseError(f"{path}: collective id {cid} is not one the kit writes; valid: "
+                             + ", ".join(f"{i} ({n})" for i, n in sorted(names.items())))
+        coll = names[cid]
+        ids = {a.ompi_id: a.name for a in libalgs.TABLE[coll].values() if a.ompi_id is not None}
+        last_comm = -1
+        for _ in range(take(f"the number of communicator sizes of {coll}")):
+            comm = take(f"a communicator size of {coll}")
+            if comm <= last_comm:
+                raise ParseError(f"{path}: {coll} communicator sizes must increase: {comm} after {last_comm}")
+            last_comm, last_msg = comm, -1
+            for _ in range(take(f"the number of message sizes of {coll} at {comm} processes")):
+                msg = take(f"a message size of {coll} at {comm} processes")
+                if msg <= last_msg:
+                    raise ParseError(f"{path}: {coll} message sizes at {comm} processes must "
+                                     f"increase: {msg} after {last_msg}")
+                last_msg = msg
+                alg = take(f"the algorithm id of {coll} at {comm} processes, {msg} bytes")
+                if alg not in ids:
+                    raise ParseError(f"{path}: {coll} algorithm id {alg} (at {comm} processes, "
+                                     f"{msg} bytes) is not an Open MPI {coll} algorithm; valid: "
+                                     + ", ".join(f"{i} ({n})" for i, n in sorted(ids.items())))
+                fan = take("the fan in/out")
+                seg = take("the segment size")
+                rows.append(dict(collective=coll, comm_size=comm, msg_size=msg, ompi_id=alg,
+                                 algorithm=ids[alg], faninout=fan, segsize=seg))
+    if pos[0] != len(words):
+        raise ParseError(f"{path}: {len(words) - pos[0]} numbers left over after the last rule")
+    return pd.DataFrame(rows, columns=["collective", "comm_size", "msg_size", "ompi_id",
+                                       "algorithm", "faninout", "segsize"])
+
+
+def rules_choose(rules, collective, nprocs, nbytes):
+    """The algorithm a rules table (from :func:`read_ompi_rules`) gives Open MPI for one call.
+
+    As coll/tuned does: the communicator rule with the largest size not above ``nprocs``, then
+    its message rule with the largest size not above the message size. ``nbytes`` is the kit's
+    ``bytes``; for allgather Open MPI's message size is ``nbytes × nprocs`` (the gathered
+    buffer). ``None`` when no rule applies (Open MPI then uses its fixed decisions).
+    """
+    r = rules[(rules["collective"] == collective) & (rules["comm_size"] <= nprocs)]
+    if r.empty:
+        return None
+    r = r[r["comm_size"] == r["comm_size"].max()]
+    msg = nbytes * nprocs if collective == "allgather" else nbytes
+    r = r[r["msg_size"] <= msg]
+    if r.empty:
+        return None
+    return r.sort_values("msg_size").iloc[-1]["algorithm"]
+
+
+def rules_settings(path):
+    """:class:`mpilab.measure.libalgs.Settings` that make Open MPI follow the rules file at ``path``.
+
+    Dynamic rules on, the file named, and :data:`mpilab.measure.forcing.OMPI_VERIFY_ENV` so that the
+    run echoes what it read. Open MPI 4.1 consults the file before any forced
+    ``coll_tuned_<coll>_algorithm`` (``coll_tuned_decision_dynamic.c``; checked on 4.1.4 by
+    ``tests/test_selection.py``), so where the file has a rule it decides.
+    """
+    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+           "OMPI_MCA_coll_tuned_dynamic_rules_filename": os.path.abspath(path),
+           **forcing.OMPI_VERIFY_ENV}
+    return libalgs.Settings(env=env, mca={k[len("OMPI_MCA_"):]: v for k, v in env.items()
+                                          if k.startswith("OMPI_MCA_")})
+
+
+def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetition=0, **kw):
+    """Run collbench's native ``collective`` on Open MPI following the rules file ``path``.
+
+    Parameters
+    ----------
+    launcher : mpilab.measure.launch.Launcher
+        An Open MPI launcher.
+    path : str or Path
+        The rules file (e.g. from :func:`write_ompi_rules`).
+    collective : str
+    nprocs : int
+    sizes : str or (int, int)
+    repetition : int
+    **kw
+        collbench options: iters, warmup, iters_large, warmup_large, probe, check, timeout.
+
+    Returns
+    -------
+    list of dict
+        Results rows with ``algorithm="rules"``, ``requested`` the file's path, and
+        ``forced``/``evidence`` saying whether Open MPI echoed that it read the file with
+        dynamic rules on (and any ``coll_tuned_<coll>_algorithm`` also set, which the file
+        overrides where it has a rule).
+    """
+    if launcher.flavour != "openmpi":
+        raise UsageError(f"rules files are Open MPI's; launcher flavour is {launcher.flavour!r}, "
+                         "valid: openmpi")
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise UsageError(f"rules file {path!r} does not exist; write one with write_ompi_rules")
+    timeout = kw.pop("timeout", 600)
+    args = collbench.collbench_args("native", collective, sizes, **kw)
+    proc = forcing.run(launcher, collbench.collbench_program("openmpi"), args, nprocs,
+                       rules_settings(path), timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+        raise LaunchError(f"exit {proc.returncode}: {proc.args}\nstderr tail:\n{tail}")
+    echo = dict(forcing._OMPI_ECHO.findall(proc.stderr))
+    if echo.get("coll_tuned_dynamic_rules_filename") == path and \
+            echo.get("coll_tuned_use_dynamic_rules") in ("true", "1"):
+        also = echo.get(f"coll_tuned_{collective}_algorithm")
+        forced, evidence = "yes", (f"Open MPI echoed coll_tuned_use_dynamic_rules=true and "
+                                   f"coll_tuned_dynamic_rules_filename={path}; " +
+                                   (f"coll_tuned_{collective}_algorithm={also} was also set, "
+                                    f"which Open MPI 4.1 consults only where the file has no rule"
+                                    if also else f"no coll_tuned_{collective}_algorithm forced"))
+    else:
+        forced, evidence = "no", f"Open MPI echoed {echo or 'no MCA parameters'}"
+    meta, table = collbench.parse_output(proc.stdout, source=proc.args)
+    rows = collbench.to_results_rows(meta, table, launcher=launcher.name, platform="local",
+                                     mapping="core", repetition=repetition, requested=path,
+                                     forced=forced, evidence=evidence, command=proc.args,
+                                     flavour="openmpi")
+    for r in rows:
+        r["algorithm"] = "rules"
+    return rows

@@ -1,0 +1,1 @@
+"""Models: α-β costs, communication schedules, fits, statistics, predicted timelines."""

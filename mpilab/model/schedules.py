@@ -1,0 +1,510 @@
+"""Communication schedules of the kit's algorithms, and the α-β event model that times them.
+
+A schedule is, for every rank, the list of point-to-point calls that the C code in
+``c_reference/`` makes (same peers, sizes, tags and order; the local copies that the C code
+does with a send-receive to itself are left out). :func:`simulate` plays the schedules against
+the α-β (Hockney) model:
+
+* a message moves once its send and its receive are both posted (the receiver is ready) and,
+  with ``ports``, once the sender has a free send slot and the receiver a free receive slot;
+  a message of ``m`` bytes that starts moving at ``t`` arrives at ``t + α + m·β``;
+* the receive request completes when its message arrives; the send request too — or at once,
+  when the message is smaller than ``eager_bytes`` (the library copies it out and lets the
+  sender go); posting ``MPI_Isend``/``MPI_Irecv`` takes no time;
+* a blocking ``MPI_Send``, ``MPI_Recv`` or ``MPI_Sendrecv`` is a post followed by a wait: a
+  ``Sendrecv`` ends when both its send and its receive are done;
+* ``ports``: a rank can send at most ``ports`` messages at a time and receive at most ``ports``
+  at a time (the seed's overlap degree o), first come, first served. ``ports=1`` (one message
+  in and one out at a time) is the model behind :mod:`mpilab.model.costs`; ``ports=None`` lets any
+  number of messages overlap; ``ports="shared"`` lets them overlap but share the bandwidth of
+  the rank's outgoing and incoming port fairly (max-min, the way SimGrid shares a link): every
+  message pays its α in parallel with the others, then moves at its share of ``1/port_beta``
+  bytes/µs (and never faster than ``1/β`` of its own route).
+
+SimGrid's SMPI follows the same rules on the kit's platforms (a transfer starts when both
+sides are posted; sends below 64 KiB release the sender at once; each core has one full-duplex
+port), so ``ports="shared", eager_bytes=65536`` with the platform's α and β reproduces an SMPI
+run inside one node.
+
+Examples
+--------
+>>> calls, messages = simulate(schedule("ring", 4, 1024), alpha=2.0, beta=0.001)
+>>> round(float(calls["end_us"].max()), 6)   # 3 steps of 2 + 1024 * 0.001 us
+9.072
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from mpilab.core.errors import UsageError, one_of
+
+#: Tags of c_reference/include/labcoll_impl.h, so predicted and traced messages look alike.
+TAGS = {"allgather": 0x1AB0, "gather": 0x1AB1, "bcast": 0x1AB2, "fold": 0x1AB3}
+
+#: Columns of the calls table (one row per MPI call of one rank) and of the messages table.
+CALL_COLUMNS = ["rank", "call", "start_us", "end_us", "dst", "sbytes", "src", "rbytes", "tag"]
+MESSAGE_COLUMNS = ["src", "dst", "tag", "bytes", "send_us", "recv_us"]
+
+
+@dataclass
+class Op:
+    """One MPI call of a rank's program. ``reqs``: the requests a wait completes."""
+
+    call: str
+    dst: int | None = None
+    sbytes: int = 0
+    src: int | None = None
+    rbytes: int = 0
+    tag: int = 0
+    reqs: tuple = ()
+    req: int | None = None
+
+
+@dataclass
+class Program:
+    """The point-to-point calls of one rank, in program order (built with the methods below)."""
+
+    rank: int
+    ops: list = field(default_factory=list)
+    _next: int = 0
+
+    def _new(self):
+        self._next += 1
+        return self._next - 1
+
+    def isend(self, dst, nbytes, tag=0):
+        """Post ``MPI_Isend``; returns the request number for :meth:`wait`."""
+        r = self._new()
+        self.ops.append(Op("Isend", dst=dst, sbytes=nbytes, tag=tag, req=r))
+        return r
+
+    def irecv(self, src, nbytes, tag=0):
+        """Post ``MPI_Irecv``; returns the request number for :meth:`wait`."""
+        r = self._new()
+        self.ops.append(Op("Irecv", src=src, rbytes=nbytes, tag=tag, req=r))
+        return r
+
+    def wait(self, *reqs):
+        """``MPI_Wait`` (one request) or ``MPI_Waitall``."""
+        self.ops.append(Op("Wait" if len(reqs) == 1 else "Waitall", reqs=tuple(reqs)))
+
+    def send(self, dst, nbytes, tag=0):
+        self.ops.append(Op("Send", dst=dst, sbytes=nbytes, tag=tag))
+
+    def recv(self, src, nbytes, tag=0):
+        self.ops.append(Op("Recv", src=src, rbytes=nbytes, tag=tag))
+
+    def sendrecv(self, dst, sbytes, src, rbytes, tag=0):
+        self.ops.append(Op("Sendrecv", dst=dst, sbytes=sbytes, src=src, rbytes=rbytes, tag=tag))
+
+
+# --- the schedules (each mirrors one C file) ---------------------------------------------------
+
+def _ring(p, n, root):
+    """c_reference/allgather/ring.c: p - 1 send-receives with the neighbours, one block each."""
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        for _ in range(p - 1):
+            prog.sendrecv((r + 1) % p, n, (r - 1) % p, n, TAGS["allgather"])
+    return progs
+
+
+def _pairwise(p, n, root):
+    """c_reference/allgather/pairwise.c: recursive doubling, extra ranks folded in and out."""
+    q = 1
+    while q * 2 <= p:
+        q *= 2
+    e = p - q
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        if r >= q:
+            prog.send(r - q, n, TAGS["fold"])
+        else:
+            if r < e:
+                prog.recv(q + r, n, TAGS["fold"])
+            dist = 1
+            while dist < q:
+                partner = r ^ dist
+                mybase, pbase = r & ~(dist - 1), partner & ~(dist - 1)
+                prog.sendrecv(partner, dist * n, partner, dist * n, TAGS["allgather"])
+                if e > 0:   # the folded blocks of each group, possibly none
+                    mycnt = max(0, min(mybase + dist, e) - mybase)
+                    pcnt = max(0, min(pbase + dist, e) - pbase)
+                    prog.sendrecv(partner, mycnt * n, partner, pcnt * n, TAGS["allgather"])
+                dist *= 2
+        if r >= q:
+            prog.recv(r - q, p * n, TAGS["fold"])
+        elif r < e:
+            prog.send(q + r, p * n, TAGS["fold"])
+    return progs
+
+
+def _bruck(p, n, root):
+    """c_reference/allgather/bruck.c: ceil(log2 p) send-receives to r - d, doubling blocks."""
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        d = 1
+        while d < p:
+            cnt = min(d, p - d)
+            prog.sendrecv((r - d) % p, cnt * n, (r + d) % p, cnt * n, TAGS["allgather"])
+            d *= 2
+    return progs
+
+
+def _gather_bcast(p, n, root):
+    """c_reference/allgather/gather_bcast.c: non-blocking gather to rank 0, then broadcast."""
+    root = 0
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        if r == root:
+            prog.wait(*[prog.irecv(i, n, TAGS["gather"]) for i in range(p) if i != root])
+            prog.wait(*[prog.isend(i, p * n, TAGS["bcast"]) for i in range(p) if i != root])
+        else:
+            prog.wait(prog.isend(root, n, TAGS["gather"]))
+            prog.wait(prog.irecv(root, p * n, TAGS["bcast"]))
+    return progs
+
+
+def _binomial(p, n, root):
+    """c_reference/bcast/binomial.c: receive from the parent, send to children farthest first."""
+    progs = [Program(r) for r in range(p)]
+    for r, prog in enumerate(progs):
+        v = (r - root) % p
+        mask = 1
+        while mask < p:
+            if v & mask:
+                prog.recv((v - mask + root) % p, n, TAGS["bcast"])
+                break
+            mask <<= 1
+        mask >>= 1
+        while mask > 0:
+            if v + mask < p:
+                prog.send((v + mask + root) % p, n, TAGS["bcast"])
+            mask >>= 1
+    return progs
+
+
+#: name -> (collective, schedule builder, source file)
+ALGORITHMS = {
+    "ring": ("allgather", _ring, "c_reference/allgather/ring.c"),
+    "pairwise": ("allgather", _pairwise, "c_reference/allgather/pairwise.c"),
+    "bruck": ("allgather", _bruck, "c_reference/allgather/bruck.c"),
+    "gather_bcast": ("allgather", _gather_bcast, "c_reference/allgather/gather_bcast.c"),
+    "binomial": ("bcast", _binomial, "c_reference/bcast/binomial.c"),
+}
+
+
+def collective_of(algorithm):
+    """The collective an algorithm implements (``"allgather"`` or ``"bcast"``)."""
+    if algorithm not in ALGORITHMS:
+        raise one_of("algorithm with a schedule", algorithm, ALGORITHMS)
+    return ALGORITHMS[algorithm][0]
+
+
+def schedule(algorithm, nprocs, nbytes, root=0):
+    """The programs of every rank for one run of an algorithm.
+
+    Parameters
+    ----------
+    algorithm : str
+        A name of :data:`ALGORITHMS`.
+    nprocs : int
+    nbytes : int
+        Allgather: the bytes each rank contributes (its block). Bcast: the buffer.
+    root : int
+        Root of a broadcast (the allgathers' gather_bcast always uses rank 0).
+
+    Returns
+    -------
+    list of Program
+    """
+    collective_of(algorithm)
+    if int(nprocs) < 1:
+        raise UsageError(f"bad number of processes {nprocs!r}; valid: an integer >= 1")
+    if int(nbytes) < 0:
+        raise UsageError(f"bad size {nbytes!r}; valid: bytes >= 0")
+    if not 0 <= int(root) < int(nprocs):
+        raise UsageError(f"bad root {root!r}; valid: 0..{int(nprocs) - 1}")
+    return ALGORITHMS[algorithm][1](int(nprocs), int(nbytes), int(root))
+
+
+# --- the event model -----------------------------------------------------------------------------
+
+def _as_pair_fn(x, name):
+    if callable(x):
+        return x
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise UsageError(f"bad {name} {x!r}; valid: a number (us) or a function (src, dst) -> us") from None
+    if v < 0:
+        raise UsageError(f"bad {name} {x!r}; valid: a number >= 0")
+    return lambda src, dst: v
+
+
+class _Ports:
+    """Free-at times of ``k`` send slots or receive slots of each rank (None: unlimited)."""
+
+    def __init__(self, nprocs, k):
+        self.k = k
+        self.free = [[0.0] * k for _ in range(nprocs)] if k else None
+
+    def earliest(self, rank):
+        return self.free[rank][0] if self.k else 0.0
+
+    def take(self, rank, until):
+        if self.k:
+            heapq.heapreplace(self.free[rank], until)
+
+
+class _Fluid:
+    """Messages sharing the ranks' ports: each pays its latency, then moves at a weighted
+    max-min fair share of its sender's outgoing and its receiver's incoming port, capped by its
+    own route (SimGrid's bandwidth sharing, as SMPI simulates it)."""
+
+    def __init__(self, port_beta):
+        self.capacity = math.inf if port_beta <= 0 else 1.0 / port_beta
+        self.now = 0.0
+        self.waiting = []       # (latency end, seq, message, cap): not moving bytes yet
+        self.active = {}        # seq -> [message, remaining bytes, cap, rate]
+        self.seq = itertools.count()
+
+    def busy(self):
+        return bool(self.waiting or self.active)
+
+    def add(self, msg, latency_end, beta, weight=1.0):
+        heapq.heappush(self.waiting, (latency_end, next(self.seq), msg,
+                                      math.inf if beta <= 0 else 1.0 / beta, weight))
+
+    def next_event(self):
+        t = self.waiting[0][0] if self.waiting else math.inf
+        for _, left, _, rate, _ in self.active.values():
+            t = min(t, self.now + (left / rate if rate < math.inf else 0.0))
+        return t
+
+    def advance(self, t):
+        """Move to time t; return the (message, arrival time) pairs that arrived."""
+        arrived = []
+        for key, flow in list(self.active.items()):
+            flow[1] -= flow[3] * (t - self.now) if flow[3] < math.inf else flow[1]
+            if flow[1] <= 1e-9 * max(1.0, flow[0]["bytes"]):
+                arrived.append((flow[0], t))
+                del self.active[key]
+        self.now = t
+        while self.waiting and self.waiting[0][0] <= t:
+            _, key, msg, cap, weight = heapq.heappop(self.waiting)
+            if msg["bytes"] <= 0:
+                arrived.append((msg, t))
+            else:
+                self.active[key] = [msg, float(msg["bytes"]), cap, 0.0, weight]
+        self._share()
+        return arrived
+
+    def _share(self):
+        """Weighted max-min rates (progressive filling): on a shared port a flow of weight w
+        gets level / w; each flow is also capped by its own route."""
+        left = {}
+        users = defaultdict(set)
+        for key, flow in self.active.items():
+            for port in (("out", flow[0]["src"]), ("in", flow[0]["dst"])):
+                left[port] = self.capacity
+                users[port].add(key)
+        todo = set(self.active)
+        while todo:
+            inv = {k: 1.0 / self.active[k][4] for k in todo}
+            cands = [left[q] / sum(inv[k] for k in users[q] & todo) for q in users if users[q] & todo]
+            cands += [self.active[k][2] * self.active[k][4] for k in todo]
+            level = min(cands)
+            fixed = {k for k in todo if self.active[k][2] * self.active[k][4] <= level * (1 + 1e-12)}
+            for q in users:
+                live = users[q] & todo
+                if live and left[q] / sum(inv[k] for k in live) <= level * (1 + 1e-12):
+                    fixed |= live
+            for k in fixed:
+                rate = level * inv[k]
+                self.active[k][3] = rate
+                for port in (("out", self.active[k][0]["src"]), ("in", self.active[k][0]["dst"])):
+                    left[port] -= rate
+            todo -= fixed
+
+
+def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_beta=None,
+             weight=None):
+    """Time every call of every rank's program with the α-β model (see the module docstring).
+
+    Parameters
+    ----------
+    programs : list of Program
+        One per rank, e.g. from :func:`schedule`.
+    alpha : float or callable
+        Latency in µs, or ``alpha(src, dst)`` for pairs that differ.
+    beta : float or callable
+        µs per byte, or ``beta(src, dst)``.
+    ports : int, None or "shared"
+        Messages a rank sends (and receives) at the same time; None for no limit; "shared"
+        for any number sharing the port's bandwidth.
+    port_beta : float, optional
+        With ``ports="shared"``: µs per byte of a rank's port (default: β if it is a number,
+        else the smallest β between two ranks).
+    weight : callable, optional
+        With ``ports="shared"``: ``weight(src, dst)``, the sharing penalty of a message; on a
+        shared port a message of weight w moves at ``level / w`` (default: all equal). SimGrid
+        gives a route the penalty latency + 8775 B · Σ 1/bandwidth of its links
+        (:func:`mpilab.simulate.routes.route_weight`): long round trips get less, as under TCP.
+    eager_bytes : int
+        Sends of fewer bytes complete as soon as they are posted (0: every send waits for
+        its message to arrive, the model of :mod:`mpilab.model.costs`).
+    start_us : sequence of float, optional
+        When each rank starts (default: all at 0), e.g. a measured run's start times.
+
+    Returns
+    -------
+    (pandas.DataFrame, pandas.DataFrame)
+        The calls (:data:`CALL_COLUMNS`) and the messages (:data:`MESSAGE_COLUMNS` plus
+        ``start_us`` and ``arrive_us``: when the transfer started and when it arrived).
+
+    Raises
+    ------
+    UsageError
+        When the programs deadlock (a rank waits for a message nobody sends); the message
+        names the ranks and what they wait for.
+    """
+    alpha_fn, beta_fn = _as_pair_fn(alpha, "alpha"), _as_pair_fn(beta, "beta")
+    shared = ports == "shared"
+    if not (shared or ports is None or (isinstance(ports, (int, float)) and not isinstance(ports, bool)
+                                        and int(ports) == ports and ports >= 1)):
+        raise UsageError(f"bad ports {ports!r}; valid: an integer >= 1, None (no limit) or 'shared'")
+    p = len(programs)
+    out_ports, in_ports = _Ports(p, None if shared else ports), _Ports(p, None if shared else ports)
+    if shared and port_beta is None:
+        port_beta = (beta_fn(0, 0) if not callable(beta) else
+                     min([beta_fn(a, b) for a in range(p) for b in range(p) if a != b] or [0.0]))
+    fluid = _Fluid(port_beta) if shared else None
+    weight_fn = weight if weight is not None else (lambda src, dst: 1.0)
+    done = [dict() for _ in range(p)]           # rank -> request -> completion time (None: not yet)
+    waiting = defaultdict(deque)                # (src, dst, tag) -> posted sends or receives
+    calls, messages = [], []
+    pc = [0] * p
+    blocked = {}                                # rank -> (wait start, requests, call row)
+    internal = itertools.count(10 ** 9)         # request numbers of blocking calls
+    if start_us is None:
+        start_us = [0.0] * p
+    if len(start_us) != p:
+        raise UsageError(f"start_us has {len(start_us)} times for {p} ranks; give one per rank")
+    heap = [(float(start_us[r]), r) for r in range(p)]
+    heapq.heapify(heap)
+
+    def complete(rank, req, t):
+        done[rank][req] = t
+        if rank in blocked:
+            wake(rank)
+
+    def arrived(msg, arrive):
+        msg.update(arrive_us=arrive, recv_us=arrive)
+        complete(msg["dst"], msg.pop("recv_req"), arrive)
+        if done[msg["src"]][msg["send_req"]] is None:
+            complete(msg["src"], msg["send_req"], arrive)
+
+    def move(msg, t):
+        """Both sides are posted at time t: the transfer starts when the ports allow."""
+        src, dst = msg["src"], msg["dst"]
+        if fluid is not None and src != dst:
+            msg["start_us"] = t
+            fluid.add(msg, t + alpha_fn(src, dst), beta_fn(src, dst), weight_fn(src, dst))
+            return
+        if src == dst:
+            start = arrive = t
+        else:
+            start = max(t, out_ports.earliest(src), in_ports.earliest(dst))
+            arrive = start + alpha_fn(src, dst) + msg["bytes"] * beta_fn(src, dst)
+            out_ports.take(src, arrive)
+            in_ports.take(dst, arrive)
+        msg["start_us"] = start
+        arrived(msg, arrive)
+
+    def post(kind, r, t, req, peer, nbytes, tag):
+        done[r][req] = None
+        key = (r, peer, tag) if kind == "send" else (peer, r, tag)
+        queue = waiting[key]
+        if kind == "send":
+            msg = dict(src=r, dst=peer, tag=tag, bytes=nbytes, send_us=t, recv_us=None,
+                       start_us=None, arrive_us=None, send_req=req)
+            messages.append(msg)
+            if nbytes < eager_bytes:
+                done[r][req] = t
+            if queue and queue[0][0] == "recv":
+                msg["recv_req"] = queue.popleft()[1]
+                move(msg, t)
+            else:
+                queue.append(("send", msg))
+        elif queue and queue[0][0] == "send":
+            msg = queue.popleft()[1]
+            msg["recv_req"] = req
+            move(msg, t)
+        else:
+            queue.append(("recv", req))
+
+    def wake(r):
+        t0, reqs, row = blocked[r]
+        times = [done[r][q] for q in reqs]
+        if any(x is None for x in times):
+            return
+        del blocked[r]
+        end = max([t0] + times)
+        row["end_us"] = end
+        heapq.heappush(heap, (end, r))
+
+    def run(r, t):
+        ops = programs[r].ops
+        while pc[r] < len(ops):
+            op = ops[pc[r]]
+            pc[r] += 1
+            row = dict(rank=r, call=op.call, start_us=t, end_us=t, dst=op.dst,
+                       sbytes=op.sbytes if op.dst is not None else None, src=op.src,
+                       rbytes=op.rbytes if op.src is not None else None, tag=op.tag)
+            calls.append(row)
+            if op.call == "Isend":
+                post("send", r, t, op.req, op.dst, op.sbytes, op.tag)
+                continue
+            if op.call == "Irecv":
+                post("recv", r, t, op.req, op.src, op.rbytes, op.tag)
+                continue
+            if op.call in ("Wait", "Waitall"):
+                reqs = op.reqs
+            else:                               # blocking: post, then wait
+                reqs = []
+                if op.dst is not None:
+                    reqs.append(next(internal))
+                    post("send", r, t, reqs[-1], op.dst, op.sbytes, op.tag)
+                if op.src is not None:
+                    reqs.append(next(internal))
+                    post("recv", r, t, reqs[-1], op.src, op.rbytes, op.tag)
+            blocked[r] = (t, reqs, row)
+            wake(r)
+            return                               # resumed from the heap at the wait's end
+
+    while heap or (fluid is not None and fluid.busy()):
+        t_flow = fluid.next_event() if fluid is not None else math.inf
+        if heap and heap[0][0] < t_flow:
+            t, r = heapq.heappop(heap)
+            run(r, t)
+        else:
+            for msg, t in fluid.advance(t_flow):
+                arrived(msg, t)
+    if blocked or any(pc[r] < len(programs[r].ops) for r in range(p)):
+        waits = []
+        for r, (_, reqs, row) in sorted(blocked.items()):
+            waits.append(f"rank {r} in {row['call']} (src {row['src']}, dst {row['dst']})")
+        raise UsageError("the schedule deadlocks: " + "; ".join(waits))
+    for msg in messages:
+        msg.pop("send_req", None)
+        msg.pop("recv_req", None)
+    calls = pd.DataFrame(calls, columns=CALL_COLUMNS)
+    messages = pd.DataFrame(messages, columns=MESSAGE_COLUMNS + ["start_us", "arrive_us"])
+    return calls, messages

@@ -1,0 +1,1 @@
+"""Simulated clusters: SimGrid platforms, each parameter with its source, and their calibration."""

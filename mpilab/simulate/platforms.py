@@ -1,0 +1,543 @@
+"""SimGrid platforms of the kit: ORFEO-like partitions and the 'jupiter' cluster.
+
+Every core is its own SimGrid host, so a platform models three distances:
+
+* two cores on one socket talk over the socket's link (``core`` mapping neighbours),
+* two cores on different sockets of a node talk over the inter-socket link,
+* two cores on different nodes go through both nodes' network cards and the
+  100 Gb/s switch.
+
+The ORFEO numbers come from the point-to-point model measured on THIN (FACTS.md):
+latency 1.1736 µs on one socket, 4.3637 µs across sockets, 1.6064 µs across nodes; slope
+0.0001 µs/byte inside a node (10 GB/s) and 0.0002 µs/byte between nodes (5 GB/s for one pair
+of ranks, out of the 100 Gb/s link). SMPI's size-dependent correction factors are switched
+off in the file (``smpi/bw-factor`` and ``smpi/lat-factor`` are 1) so that a ping-pong of
+``n`` bytes costs exactly ``latency + n / bandwidth``.
+
+Every core has its own full-duplex port (a SPLITDUPLEX link of ``bw_port``, zero latency) on
+every route: what a rank sends at the same time shares its outgoing side, what it receives
+shares its incoming side. Without it a root could feed fifteen 16 MiB messages at full speed
+each, and a linear broadcast would cost no more than one message. The socket and node links
+themselves are FATPIPE (they carry the latency; memory bandwidth is not the subject of the
+labs). Between nodes a message crosses its node's network card, the switch and the other
+node's card: each card is a full-duplex link of ``bw_switch`` (100 Gb/s on THIN) shared by
+all the flows of that node in that direction, and the switch hop is a FATPIPE of ``bw_nic``,
+the most one pair of ranks gets (5 GB/s measured on THIN). A single ping-pong sees exactly the
+calibrated latency and the smallest bandwidth on its route.
+
+Shipped names: ``orfeo-thin`` (2 nodes), ``orfeo-thin-N`` (N = 2..10 nodes), ``orfeo-epyc``,
+``orfeo-fat``, ``jupiter-32x16``. Files are generated from Python and cached under
+``mpilab/data/platforms`` (shipped) or the user cache directory (the others).
+
+Calibrating to your own cluster
+-------------------------------
+:func:`calibrate` writes a platform of a shipped shape whose simulated ping-pong has *your*
+first-segment intercept and slope per mapping:
+
+1. Measure the ping-pong on your cluster for each distance, e.g. inside a 2-node allocation
+   ``mpilab pingpong --flavour openmpi --mapping core,socket,node -o mine.csv`` (rows say
+   ``NOT a node mapping`` when the allocation cannot give one), or run OSU's ``osu_latency``
+   per mapping and ``mpilab import-osu lat_core.txt lat_socket.txt lat_node.txt -o mine.csv``.
+2. ``mpilab calibrate mine.csv --base orfeo-thin -o mine.xml --check`` (or
+   ``calibrate("mine.csv", base="orfeo-thin", path="mine.xml")``): fits each mapping with the
+   kit's segmented fit, sets the links, and ``--check`` simulates the ping-pong on the new file
+   and prints target vs simulated intercept and slope. Instead of raw rows you may give the
+   table itself: ``--table core=1.17,0.0001 socket=4.36,0.0001 node=1.61,0.0002``.
+3. Simulate on it: ``mpilab sweep --flavour smpi --platform mine.xml ...``.
+
+Only the first segment is reproduced (the simulated curve is one line per mapping), and SMPI
+adds about 0.01 µs to every simulated one-way time. :func:`check_calibration` measures both.
+
+Contention-free α-β platforms
+-----------------------------
+:func:`alpha_beta_xml` builds a platform on which each message costs exactly α + β·bytes:
+one private link per pair of ranks (or, ``ports="single"``, one in and one out link per rank),
+so the α-β costs of :mod:`mpilab.model.costs` can be checked against simulation.
+
+Examples
+--------
+>>> from mpilab.simulate import platforms
+>>> platforms.platform_info("orfeo-thin")["nodes"]
+2
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpilab.core import paths
+from mpilab.core.errors import one_of, UsageError
+from mpilab.core.vocabulary import MAPPINGS
+
+DATA_DIR = paths.DATA_DIR / "platforms"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Shape and link parameters of one platform (latencies in µs, bandwidths in bytes/µs)."""
+
+    prefix: str
+    nodes: int
+    sockets: int
+    cores_per_socket: int
+    lat_socket: float = 1.1736
+    bw_socket: float = 1.0e4
+    lat_node: float = 4.3637
+    bw_node: float = 1.0e4
+    lat_nic: float = 0.5
+    bw_nic: float = 5.0e3              # one pair of ranks on two nodes
+    lat_switch: float = 0.6064
+    bw_switch: float = 12.5e3          # a node's full-duplex network link, 100 Gb/s
+    bw_port: float = 1.0e4             # what one core can inject (and, separately, absorb)
+    speed: str = "1Gf"
+    description: str = ""
+
+    @property
+    def hosts(self):
+        return [host_name(self.prefix, n, s, c) for n in range(self.nodes)
+                for s in range(self.sockets) for c in range(self.cores_per_socket)]
+
+
+def host_name(prefix, node, socket, core):
+    """Name of the SimGrid host of ``core`` on ``socket`` of ``node``."""
+    return f"{prefix}{node:02d}-s{socket}-c{core:02d}"
+
+
+def _thin(nodes):
+    return Spec("thin", nodes, 2, 12, description=f"ORFEO THIN, {nodes} nodes of 2 x Xeon Gold 6126 "
+                                                  "(2 sockets x 12 cores), 100 Gb/s")
+
+
+_FIXED = {
+    "orfeo-thin": _thin(2),
+    "orfeo-epyc": Spec("epyc", 1, 2, 64, description="ORFEO EPYC, 1 node of 2 x AMD EPYC 7H12 "
+                                                     "(2 sockets x 64 cores)"),
+    "orfeo-fat": Spec("fat", 1, 4, 18, description="ORFEO FAT, 1 node of 4 x Xeon Gold 6154 "
+                                                   "(4 sockets x 18 cores)"),
+    # jupiter: 32 nodes x 16 cores on InfiniBand, ~1.3 µs between nodes (seed 001). The seed
+    # does not say how a node's 16 cores sit on sockets, so a node is one socket here: core and
+    # socket mappings are the same distance on jupiter (pingpong flags a socket run as such).
+    "jupiter-32x16": Spec("jupiter", 32, 1, 16, lat_socket=0.5, bw_socket=5.0e3,
+                          lat_nic=0.35, bw_nic=2.5e3, lat_switch=0.6, bw_switch=4.0e3,
+                          description="jupiter, 32 nodes x 16 cores, InfiniBand ~1.3 us"),
+}
+_SHIPPED = ("orfeo-thin", "orfeo-epyc", "orfeo-fat")
+_THIN_RE = re.compile(r"^orfeo-thin-(\d+)$")
+
+
+def list_platforms():
+    """Names accepted by :func:`platform_file`.
+
+    Returns
+    -------
+    list of str
+    """
+    return sorted(_FIXED) + [f"orfeo-thin-{n}" for n in range(2, 11)]
+
+
+def variant(base, label, **changes):
+    """A shipped platform with some link parameters changed, e.g. a busy network.
+
+    Parameters
+    ----------
+    base : str
+        A name from :func:`list_platforms`.
+    label : str
+        Name of the variant (letters, digits, ``-``, ``_``, ``.``): the XML file is
+        ``<label>.xml`` in the user cache and SMPI rows record ``label`` as their platform.
+    **changes
+        Fields of :class:`Spec` to replace: ``lat_socket``, ``bw_socket``, ``lat_node``,
+        ``bw_node`` (inside a node), ``bw_port`` (what one core injects, and absorbs),
+        ``lat_nic`` and ``bw_switch`` (each node's network card: its latency, and the bandwidth
+        all the node's flows share in each direction), ``bw_nic`` (the most one pair of ranks
+        gets between nodes), ``lat_switch``. Latencies in µs, bandwidths in bytes/µs (= MB/s).
+
+    Returns
+    -------
+    Path
+        The platform file, for ``launch.get_launcher("smpi", platform=path)``.
+
+    Examples
+    --------
+    Other jobs' traffic on the network: an eighth of the card's 100 Gb/s left, and ten times
+    its latency::
+
+        busy = platforms.variant("orfeo-thin", "orfeo-thin-busy", bw_switch=12.5e3 / 8, lat_nic=5.0)
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(label)) or label in list_platforms():
+        raise UsageError(f"bad platform label {label!r}; valid: letters, digits, '-', '_', '.', "
+                         f"and not a shipped name ({', '.join(list_platforms())})")
+    spec = _spec(base)
+    links = [f.name for f in dataclasses.fields(Spec) if f.name.startswith(("lat_", "bw_"))]
+    for key, value in changes.items():
+        if key not in links:
+            raise one_of("platform parameter", key, links)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise UsageError(f"bad {key} {value!r}; valid: a positive number "
+                             f"({'µs' if key.startswith('lat_') else 'bytes/µs'})")
+    spec = dataclasses.replace(spec, description=f"{spec.description}; variant {label}: "
+                               + ", ".join(f"{k}={v:g}" for k, v in sorted(changes.items())),
+                               **changes)
+    return _write(spec, _cache_dir() / f"{label}.xml")
+
+
+def _write(spec, path):
+    """Write ``spec``'s XML to ``path`` atomically (readers never see half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(render_xml(spec))
+    tmp.replace(path)
+    return path
+
+
+def _spec(name):
+    name = str(name)
+    if name in _FIXED:
+        return _FIXED[name]
+    m = _THIN_RE.match(name)
+    if m:
+        n = int(m.group(1))
+        if not 2 <= n <= 10:
+            raise UsageError(f"platform {name!r}: THIN has 2..10 nodes, not {n}")
+        return _thin(n)
+    raise one_of("platform", name, list_platforms() + ["<path to a SimGrid .xml file>"])
+
+
+def _bw(x):
+    return f"{x * 1e6:.6g}Bps"   # bytes/µs -> bytes/s
+
+
+def _lat(x):
+    return f"{x:.6g}us"
+
+
+def _xml_head(description, config=()):
+    """Opening lines of a platform file: SMPI's size-dependent factors off (1), no cross-traffic."""
+    props = [("smpi/bw-factor", "0:1.0"), ("smpi/lat-factor", "0:1.0"),
+             ("network/crosstraffic", "0"), *config]
+    return (['<?xml version="1.0"?>',
+             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
+             '<platform version="4.1">',
+             f'<!-- {description}; generated by mpilab.simulate.platforms -->',
+             '<config>']
+            + [f'  <prop id="{k}" value="{v}"/>' for k, v in props]
+            + ['</config>', '<zone id="world" routing="Full">'])
+
+
+def render_xml(spec):
+    """SimGrid 3.32 platform XML (a Full-routing zone, one host per core) for ``spec``.
+
+    Parameters
+    ----------
+    spec : Spec
+
+    Returns
+    -------
+    str
+    """
+    out = _xml_head(spec.description)
+    hosts = []
+    for n in range(spec.nodes):
+        for s in range(spec.sockets):
+            for c in range(spec.cores_per_socket):
+                h = host_name(spec.prefix, n, s, c)
+                hosts.append((h, n, s))
+                out.append(f'  <host id="{h}" speed="{spec.speed}" core="1"/>')
+                out.append(f'  <link id="port-{h}" bandwidth="{_bw(spec.bw_port)}" latency="0us" '
+                           f'sharing_policy="SPLITDUPLEX"/>')
+    for n in range(spec.nodes):
+        for s in range(spec.sockets):
+            out.append(f'  <link id="sock{n}.{s}" bandwidth="{_bw(spec.bw_socket)}" '
+                       f'latency="{_lat(spec.lat_socket)}" sharing_policy="FATPIPE"/>')
+        out.append(f'  <link id="node{n}" bandwidth="{_bw(spec.bw_node)}" '
+                   f'latency="{_lat(spec.lat_node)}" sharing_policy="FATPIPE"/>')
+        out.append(f'  <link id="nic{n}" bandwidth="{_bw(spec.bw_switch)}" '
+                   f'latency="{_lat(spec.lat_nic)}" sharing_policy="SPLITDUPLEX"/>')
+    if spec.nodes > 1:
+        out.append(f'  <link id="switch" bandwidth="{_bw(spec.bw_nic)}" '
+                   f'latency="{_lat(spec.lat_switch)}" sharing_policy="FATPIPE"/>')
+    for i, (a, na, sa) in enumerate(hosts):
+        for b, nb, sb in hosts[i + 1:]:
+            if na != nb:
+                links = [(f"nic{na}", "UP"), ("switch", None), (f"nic{nb}", "DOWN")]
+            elif sa != sb:
+                links = [(f"node{na}", None)]
+            else:
+                links = [(f"sock{na}.{sa}", None)]
+            # the reverse route (b -> a) is the same list reversed with UP and DOWN swapped
+            ctn = (f'<link_ctn id="port-{a}" direction="UP"/>'
+                   + "".join(f'<link_ctn id="{x}"/>' if d is None else f'<link_ctn id="{x}" direction="{d}"/>'
+                             for x, d in links)
+                   + f'<link_ctn id="port-{b}" direction="DOWN"/>')
+            out.append(f'  <route src="{a}" dst="{b}">{ctn}</route>')
+    out += ['</zone>', '</platform>', '']
+    return "\n".join(out)
+
+
+def _cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mpilab" / "platforms"
+
+
+def _generator_key():
+    """A short hash of this module's source: a cached platform written by other code is not reused."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
+def platform_file(name_or_path):
+    """Path of the SimGrid platform XML for a shipped name or a user's file.
+
+    Parameters
+    ----------
+    name_or_path : str or Path
+        A name from :func:`list_platforms` or a path to an existing ``.xml`` file.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    UsageError
+        Unknown name or missing file; the message lists the valid names.
+    """
+    s = str(name_or_path)
+    if s.endswith(".xml") or os.sep in s:
+        p = Path(s).expanduser()
+        if not p.is_file():
+            raise UsageError(f"platform file {s!r} does not exist; give an existing SimGrid .xml "
+                             f"file or one of: {', '.join(list_platforms())}")
+        return p.resolve()
+    spec = _spec(s)
+    shipped = DATA_DIR / f"{s}.xml"
+    if shipped.is_file():
+        return shipped
+    # the file name carries the generator's hash: after an upgrade of the kit (new link model)
+    # the platform is written again instead of an old copy being served
+    target = _cache_dir() / f"{s}-{_generator_key()}.xml"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(render_xml(spec))
+        tmp.replace(target)
+    return target
+
+
+_HOST_RE = re.compile(r'<host\s+id="([^"]+)"')
+_NAME_RE = re.compile(r"^(.*?)(\d+)-s(\d+)-c(\d+)$")
+
+
+def host_location(host):
+    """``(node, socket)`` of a host named ``<prefix><node>-s<socket>-c<core>`` (the kit's
+    naming, :func:`host_name`), with the node as ``(prefix, number)``; None for other names."""
+    m = _NAME_RE.match(str(host))
+    return ((m.group(1), int(m.group(2))), int(m.group(3))) if m else None
+
+
+def platform_info(name_or_path):
+    """Shape of a platform: nodes, sockets per node, cores per socket and host names.
+
+    For a user's XML file whose hosts are not named ``<prefix><node>-s<socket>-c<core>``, every
+    host counts as a node of one core.
+
+    Returns
+    -------
+    dict
+        ``nodes``, ``sockets``, ``cores_per_socket``, ``cores``, ``hosts`` (list, in node,
+        socket, core order) and ``layout`` (list of ``(host, node, socket)``).
+    """
+    s = str(name_or_path)
+    if not (s.endswith(".xml") or os.sep in s):
+        spec = _spec(s)
+        hosts = spec.hosts
+        layout = [(host_name(spec.prefix, n, so, c), n, so) for n in range(spec.nodes)
+                  for so in range(spec.sockets) for c in range(spec.cores_per_socket)]
+        return dict(name=s, nodes=spec.nodes, sockets=spec.sockets,
+                    cores_per_socket=spec.cores_per_socket, cores=len(hosts), hosts=hosts,
+                    layout=layout, description=spec.description)
+    text = platform_file(s).read_text()
+    hosts = _HOST_RE.findall(text)
+    parsed = [_NAME_RE.match(h) for h in hosts]
+    if hosts and all(parsed):
+        nodes = sorted({(m.group(1), int(m.group(2))) for m in parsed})
+        node_idx = {k: i for i, k in enumerate(nodes)}
+        layout = [(h, node_idx[(m.group(1), int(m.group(2)))], int(m.group(3)))
+                  for h, m in zip(hosts, parsed)]
+        sockets = len({so for _, _, so in layout})
+        cps = max(1, len(hosts) // max(1, len(nodes) * sockets))
+    else:
+        layout = [(h, i, 0) for i, h in enumerate(hosts)]
+        nodes, sockets, cps = hosts, 1, 1
+    return dict(name=Path(s).stem, nodes=len(nodes), sockets=sockets, cores_per_socket=cps,
+                cores=len(hosts), hosts=[h for h, _, _ in layout], layout=layout,
+                description=f"user platform {s}")
+
+
+def placement(name_or_path, nprocs, mapping="core"):
+    """Host of each rank for a mapping.
+
+    ``core`` fills a socket, then the next socket, then the next node; ``socket`` deals
+    ranks round-robin over the sockets of a node, then moves to the next node; ``node``
+    deals ranks round-robin over the nodes.
+
+    Returns
+    -------
+    list of str
+        ``nprocs`` host names, rank order.
+    """
+    if mapping not in MAPPINGS:
+        raise one_of("mapping", mapping, MAPPINGS)
+    try:
+        nprocs = int(nprocs)
+    except (TypeError, ValueError):
+        raise UsageError(f"nprocs must be a positive integer, not {nprocs!r}") from None
+    if nprocs < 1:
+        raise UsageError(f"nprocs must be a positive integer, not {nprocs}")
+    info = platform_info(name_or_path)
+    if nprocs > info["cores"]:
+        raise UsageError(f"{nprocs} ranks do not fit on platform {info['name']!r}, which has "
+                         f"{info['cores']} cores (one rank per core); use at most {info['cores']} "
+                         f"or a larger platform")
+    # group hosts: node -> socket -> [hosts]
+    tree = {}
+    for h, n, so in info["layout"]:
+        tree.setdefault(n, {}).setdefault(so, []).append(h)
+    if mapping == "core":
+        order = [h for n in sorted(tree) for so in sorted(tree[n]) for h in tree[n][so]]
+    elif mapping == "socket":
+        order = []
+        for n in sorted(tree):
+            socks = [tree[n][so] for so in sorted(tree[n])]
+            for i in range(max(map(len, socks))):
+                order += [s[i] for s in socks if i < len(s)]
+    else:
+        per_node = [[h for so in sorted(tree[n]) for h in tree[n][so]] for n in sorted(tree)]
+        order = []
+        for i in range(max(map(len, per_node))):
+            order += [s[i] for s in per_node if i < len(s)]
+    return order[:nprocs]
+
+
+def write_hostfile(name_or_path, nprocs, mapping, path):
+    """Write an SMPI hostfile (one host per line, rank order) for ``nprocs`` ranks.
+
+    Parameters
+    ----------
+    name_or_path : str or Path
+        Platform name or XML path.
+    nprocs : int
+    mapping : {'core', 'socket', 'node'}
+    path : str or Path
+        Where to write; parent directories are created.
+
+    Returns
+    -------
+    Path
+    """
+    hosts = placement(name_or_path, nprocs, mapping)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(hosts) + "\n")
+    return path
+
+
+# ---- contention-free alpha-beta platforms ----------------------------------------------------
+
+PORTS = ("pairs", "single")
+
+
+def alpha_beta_xml(nprocs, alpha_us, beta_us_per_byte, ports="pairs"):
+    """A SimGrid platform on which every message costs exactly ``alpha + beta * bytes``.
+
+    One host per rank (named ``ab<rank>-s0-c00``, so every mapping places rank ``i`` on host
+    ``i``), SMPI's size factors 1, and every send completing when its data has arrived
+    (``smpi/send-is-detached-thresh`` 0): an exchange costs ``alpha + beta * max(bytes)``, as in
+    the α-β model, and a barrier releases every rank at the same simulated instant.
+
+    Parameters
+    ----------
+    nprocs : int
+        Ranks (hosts), 2..512.
+    alpha_us : float
+        Latency of every message, µs (>= 0).
+    beta_us_per_byte : float
+        Time per byte, µs (> 0): each link's bandwidth is 1 / beta.
+    ports : {'pairs', 'single'}
+        ``pairs``: a private FATPIPE link for every pair of ranks, nothing shared at all
+        (contention-free: a rank's concurrent messages do not slow each other).
+        ``single``: each rank has one outgoing and one incoming link (SHARED, latency
+        ``alpha / 2`` each), so a rank's concurrent messages share its port, the single-port
+        full-duplex model that the costs of linear (root-based) algorithms assume.
+
+    Returns
+    -------
+    str
+    """
+    if ports not in PORTS:
+        raise one_of("ports", ports, PORTS)
+    try:
+        nprocs = int(nprocs)
+    except (TypeError, ValueError):
+        raise UsageError(f"nprocs must be an integer 2..512, not {nprocs!r}") from None
+    if not 2 <= nprocs <= 512:
+        raise UsageError(f"nprocs must be an integer 2..512, not {nprocs}")
+    if not float(alpha_us) >= 0 or not float(beta_us_per_byte) > 0:
+        raise UsageError(f"need alpha >= 0 and beta > 0, got alpha = {alpha_us!r} us, "
+                         f"beta = {beta_us_per_byte!r} us/B")
+    bw = 1.0 / float(beta_us_per_byte)
+    out = _xml_head(f"alpha-beta platform: {nprocs} ranks, alpha {alpha_us:g} us, beta "
+                    f"{beta_us_per_byte:g} us/B, ports: {ports}",
+                    config=[("smpi/send-is-detached-thresh", "0")])
+    hosts = [host_name("ab", i, 0, 0) for i in range(nprocs)]
+    out += [f'  <host id="{h}" speed="1Gf" core="1"/>' for h in hosts]
+    if ports == "pairs":
+        pairs = [(i, j) for i in range(nprocs) for j in range(i + 1, nprocs)]
+        out += [f'  <link id="l{i}_{j}" bandwidth="{_bw(bw)}" latency="{_lat(alpha_us)}" '
+                f'sharing_policy="FATPIPE"/>' for i, j in pairs]
+        out += [f'  <route src="{hosts[i]}" dst="{hosts[j]}"><link_ctn id="l{i}_{j}"/></route>'
+                for i, j in pairs]
+    else:
+        for i in range(nprocs):
+            for d in ("up", "down"):
+                out.append(f'  <link id="{d}{i}" bandwidth="{_bw(bw)}" '
+                           f'latency="{_lat(alpha_us / 2)}" sharing_policy="SHARED"/>')
+        out += [f'  <route src="{hosts[i]}" dst="{hosts[j]}" symmetrical="NO">'
+                f'<link_ctn id="up{i}"/><link_ctn id="down{j}"/></route>'
+                for i in range(nprocs) for j in range(nprocs) if i != j]
+    out += ['</zone>', '</platform>', '']
+    return "\n".join(out)
+
+
+def alpha_beta_platform(nprocs, alpha_us, beta_us_per_byte, path, ports="pairs"):
+    """Write :func:`alpha_beta_xml` to ``path`` and return it (a :class:`~pathlib.Path`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(alpha_beta_xml(nprocs, alpha_us, beta_us_per_byte, ports))
+    return path
+
+
+def generate_shipped(directory=DATA_DIR):
+    """(Re)generate the shipped platform files; used by the kit's developers.
+
+    Returns
+    -------
+    list of Path
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in _SHIPPED:
+        p = directory / f"{name}.xml"
+        p.write_text(render_xml(_FIXED[name]))
+        paths.append(p)
+    return paths
+
+
+if __name__ == "__main__":   # python -m mpilab.simulate.platforms
+    for p in generate_shipped():
+        print(p)
