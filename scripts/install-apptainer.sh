@@ -3,6 +3,8 @@
 #
 #   scripts/install-apptainer.sh          build and install Apptainer 1.5.3 into /opt/apptainer
 #
+# MPILAB_APPTAINER_PREFIX installs elsewhere (then /usr/local/bin is left alone).
+#
 # Needs root. Reads <repo>/../shared/vendor/apptainer-1.5.3-vendored.tar.gz (MPILAB_VENDOR names
 # another folder), whose Go modules are vendored so the build is offline, and a Go toolchain
 # (GO=/path/to/go, else `go` on PATH, else /usr/local/go/bin/go or Debian's /usr/lib/go*/bin/go).
@@ -41,7 +43,13 @@ add_subids() {
     done
 }
 
+# /usr/local/bin/apptainer -> the default prefix's; an install into another prefix
+# (MPILAB_APPTAINER_PREFIX, e.g. to time a build) leaves the machine's apptainer alone.
 link_on_path() {
+    if [ "$PREFIX" != /opt/apptainer ]; then
+        say "not linking $PREFIX/bin/apptainer into /usr/local/bin (not the default prefix)"
+        return 0
+    fi
     ln -sfn "$PREFIX/bin/apptainer" /usr/local/bin/apptainer
     ln -sfn "$PREFIX/bin/singularity" /usr/local/bin/singularity 2>/dev/null || true
 }
