@@ -39,8 +39,8 @@ lab: build ## start JupyterLab on labs/ (PORT=8888)
 grade: build ## autograde grader/submitted/ for ASSIGNMENT=lab2 and export grades
 	scripts/grade.sh $(ASSIGNMENT)
 
-image: ## build build/images/mpilab-FLAVOUR[-instructor].sif: FLAVOUR=openmpi|mpich [VARIANT=instructor] [OSU=URL|TARBALL]
-	$(if $(OSU),OSU_SOURCE='$(OSU)') scripts/build-image.sh $(FLAVOUR) $(VARIANT)
+image: ## build build/images/mpilab-FLAVOUR[-instructor].sif: FLAVOUR=openmpi|mpich [VARIANT=instructor] [OSU=URL|TARBALL] [STUDENT_TREE=DIR]
+	$(if $(OSU),OSU_SOURCE='$(OSU)') $(if $(STUDENT_TREE),STUDENT_TREE='$(STUDENT_TREE)') scripts/build-image.sh $(FLAVOUR) $(VARIANT)
 
 clean: ## remove build outputs (keeps .venv and results/)
 	rm -rf c_reference/build

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build an mpilab Apptainer image:
 #   scripts/build-image.sh openmpi|mpich [student|instructor]
-#   make image FLAVOUR=openmpi|mpich [VARIANT=instructor] [OSU=URL|TARBALL]
+#   make image FLAVOUR=openmpi|mpich [VARIANT=instructor] [OSU=URL|TARBALL] [STUDENT_TREE=DIR]
 # Writes build/images/mpilab-<flavour>.sif (student) or mpilab-<flavour>-instructor.sif
 # (MPILAB_IMAGE_DIR names another folder), in layers, each built on the SIF of the one below
 # (Bootstrap: localimage) after that one is built or found up to date:
@@ -33,10 +33,17 @@ copy_repo_files() {    # copy_repo_files DEST PATH...
 }
 
 # THE STUDENT'S TREE: what /opt/mpilab holds in the student image (the image adds the C code it
-# builds there). Until `make student-release` exists: the repository without the instructor's
-# solutions/ and grader/ and the developers' tests/. When it writes dist/student/, this line becomes
-#   make -C "$repo" --no-print-directory student-release >&2 && cp -a "$repo/dist/student/." "$1"
-stage_student_tree() { copy_repo_files "$1" . ':(exclude)solutions' ':(exclude)grader' ':(exclude)tests' ':(exclude)dist'; }
+# builds there). STUDENT_TREE (make's STUDENT_TREE) names a folder whose contents are copied as
+# they are, e.g. dist/student/ as `make student-release` writes it. Unset: the repository without
+# the instructor's solutions/ and grader/ and the developers' tests/ (until student-release
+# exists; then its dist/student/ becomes the default here and in tests/test_containers.py).
+stage_student_tree() {
+    if [ -n "${STUDENT_TREE:-}" ]; then
+        mkdir -p "$1" && cp -a "$STUDENT_TREE/." "$1"
+    else
+        copy_repo_files "$1" . ':(exclude)solutions' ':(exclude)grader' ':(exclude)tests' ':(exclude)dist'
+    fi
+}
 
 # The CA bundle the host names for a TLS-intercepting proxy (PIP_CERT, SSL_CERT_FILE,
 # REQUESTS_CA_BUNDLE, or `cert =` in a pip configuration file); nothing on a machine without one.
@@ -100,6 +107,11 @@ main() {
     case "$flavour" in openmpi|mpich) ;; *) echo "build-image: unknown flavour '$flavour'; valid: mpich, openmpi" >&2; exit 2 ;; esac
     case "$variant" in student|instructor) ;; *) echo "build-image: unknown variant '$variant'; valid: instructor, student" >&2; exit 2 ;; esac
     repo=$(cd "$(dirname "$0")/.." && pwd)
+    if [ -n "${STUDENT_TREE:-}" ] && [ ! -f "$STUDENT_TREE/pyproject.toml" ]; then
+        echo "build-image: STUDENT_TREE '$STUDENT_TREE' is not a student tree (no pyproject.toml in it);" \
+             "give a folder such as dist/student, or leave it unset for the repository minus solutions/, grader/, tests/" >&2
+        exit 2
+    fi
     if ! command -v apptainer >/dev/null 2>&1; then
         cat >&2 <<MSG
 build-image: apptainer is not installed, so the image cannot be built here.

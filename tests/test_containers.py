@@ -161,7 +161,12 @@ def repo_files(*paths):
 
 
 def student_tree():
-    """The student's tree. When `make student-release` exists: the files under dist/student/."""
+    """The student's tree, as scripts/build-image.sh stages it: the files under $STUDENT_TREE
+    (e.g. dist/student/ from `make student-release`), else the repository's minus solutions/,
+    grader/, tests/ and dist/."""
+    if os.environ.get("STUDENT_TREE"):
+        root = Path(os.environ["STUDENT_TREE"])
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
     return {f for f in repo_files(".") if f.split("/")[0] not in ("solutions", "grader", "tests", "dist")}
 
 
@@ -426,6 +431,8 @@ def test_build_image_script_refuses_bad_arguments_and_says_what_to_install(tmp_p
     assert r.returncode == 2 and "unknown flavour 'lam'; valid: mpich, openmpi" in r.stderr
     r = run([*script, "openmpi", "teacher"], check=False)
     assert r.returncode == 2 and "unknown variant 'teacher'; valid: instructor, student" in r.stderr
+    r = run([*script, "openmpi"], check=False, env=dict(os.environ, STUDENT_TREE=str(tmp_path)))
+    assert r.returncode == 2 and f"STUDENT_TREE '{tmp_path}' is not a student tree" in r.stderr
     # A PATH without apptainer (what a user's machine has before installing it).
     bare = tmp_path / "bin"
     bare.mkdir()
