@@ -1,11 +1,16 @@
 """The kit's Apptainer images, built and run with the real Apptainer.
 
-The session fixture ``images`` builds the four images once with ``scripts/build-image.sh``
-(both flavours side by side: the system layer, the student image on it, then the instructor
-image on that) into ``build/images/``; the script keeps a layer whose inputs have not changed,
-so a second ``make test`` on the same machine reuses them. Every test that needs an image is in this file,
-so one pytest-xdist worker builds them. The build times and sizes go to
-``test-output/containers.txt`` (printed at the end of ``make test``).
+The session fixture ``image`` builds an image with ``scripts/build-image.sh`` the first time a
+test asks for it (the system layer, the student image on it, the instructor image on that) into
+``build/images/``; the script keeps a layer whose inputs have not changed, so a second run on the
+same machine reuses them. Every test that needs an image is in this file, so one pytest-xdist
+worker builds them. The build times and sizes go to ``test-output/containers.txt`` (printed at
+the end of ``make test``).
+
+``make test`` builds and tests one image, the Open MPI student image (the one students use);
+the tests of the other three (MPICH, the instructor variants) are marked ``all_images`` and
+run with ``make test-images``: each image adds minutes of building (containers/README.md has
+the times), more than CI's 45 minutes leave room for.
 
 Without ``apptainer`` these tests skip, naming the reason, except where the vendored source
 is next to the repository (CI, the developers' machines): there a missing apptainer fails.
@@ -13,7 +18,6 @@ As root on a VM without CAP_SYS_RESOURCE, exec/run/test need ``--no-privs``
 (``APPTAINER_NO_PRIVS=1``, set here); builds must not have it.
 """
 
-import concurrent.futures
 import csv
 import json
 import os
@@ -47,6 +51,15 @@ VARIANTS = ("student", "instructor")
 RUN_ENV = dict(os.environ, APPTAINER_NO_PRIVS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 HOST_MPIRUN = {"openmpi": ["mpirun.openmpi", "--oversubscribe"], "mpich": ["mpirun.mpich"]}
+#: The image `make test` builds and tests; the others are marked all_images (`make test-images`).
+DEFAULT_IMAGE = ("openmpi", "student")
+ALL_IMAGES = pytest.mark.all_images
+
+
+def images_of(flavours=FLAVOURS, variants=("student",)):
+    """(flavour, variant) parameters, all but DEFAULT_IMAGE marked all_images."""
+    return [pytest.param(f, v, id=f"{f}-{v}", marks=() if (f, v) == DEFAULT_IMAGE else ALL_IMAGES)
+            for v in variants for f in flavours]
 
 
 def require_apptainer():
@@ -56,6 +69,22 @@ def require_apptainer():
         pytest.fail(f"apptainer is not installed, but its source is in {VENDOR}: run "
                     "scripts/install-apptainer.sh as root (.ci/run does)")
     pytest.skip("apptainer is not installed (containers/README.md says how to get it)")
+
+
+def fail_with_log_tail(what, returncode, log, lines=40):
+    """Fail the test naming the command and its exit code, with the last lines of its log."""
+    tail = "\n".join(Path(log).read_text(errors="replace").splitlines()[-lines:])
+    pytest.fail(f"{what} exited {returncode}; the last {lines} lines of {log}:\n{tail}", pytrace=False)
+
+
+def run_logged(argv, log, timeout=3600, **kw):
+    """Run a long command with its output in ``log``; on failure, fail with the log's end."""
+    with open(log, "w") as fh:
+        proc = subprocess.run([str(a) for a in argv], stdout=fh, stderr=subprocess.STDOUT,
+                              timeout=timeout, **kw)
+    if proc.returncode != 0:
+        fail_with_log_tail(" ".join(map(str, argv)), proc.returncode, log)
+    return Path(log).read_text()
 
 
 def run(argv, timeout=600, check=True, **kw):
@@ -79,12 +108,7 @@ def build_image(flavour, variant):
     env = dict(os.environ, MPILAB_IMAGE_DIR=str(IMAGES))
     if OSU_TARBALL.is_file():
         env["OSU_SOURCE"] = str(OSU_TARBALL)          # else the definition's default URL
-    with open(log, "w") as fh:
-        proc = subprocess.run(["bash", str(REPO / "scripts" / "build-image.sh"), flavour, variant],
-                              stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=3600)
-    text = log.read_text()
-    if proc.returncode != 0:
-        pytest.fail(f"build-image.sh {flavour} {variant} exited {proc.returncode}; {log}:\n{text[-4000:]}")
+    text = run_logged(["bash", REPO / "scripts" / "build-image.sh", flavour, variant], log, env=env)
     layers = {}
     for built, seconds, reused in LAYER_LINE.findall(text):
         path = Path(built or reused)
@@ -95,25 +119,28 @@ def build_image(flavour, variant):
 
 
 @pytest.fixture(scope="session")
-def images():
-    """The four images, {(flavour, variant): Path}, built (or reused) once per session."""
+def image():
+    """``image(flavour, variant) -> Path``: builds (or reuses) that image the first time a test
+    of this session asks for it, and rewrites the summary of what was built."""
     require_apptainer()
-    started = time.monotonic()
-    out, layers = {}, {}
-    for variant in VARIANTS:          # both flavours side by side: much of a build is downloads
-        with concurrent.futures.ThreadPoolExecutor(len(FLAVOURS)) as pool:
-            jobs = {f: pool.submit(build_image, f, variant) for f in FLAVOURS}
-            for f, job in jobs.items():
-                out[(f, variant)], built = job.result()
-                layers.update({k: v for k, v in built.items() if k not in layers or v[0] is not None})
-    lines = [f"Apptainer images, {time.strftime('%Y-%m-%d %H:%M')}, {run(['apptainer', '--version']).stdout.strip()}"
-             f" (both flavours side by side; all layers in {time.monotonic() - started:.0f} s)",
-             f"{'image':34} {'built in s':>10} {'SIF size':>9}"]
-    for name, (seconds, size) in layers.items():
-        lines.append(f"{name:34} {'reused' if seconds is None else seconds:>10} {size:7.0f}MB")
-    SUMMARY.parent.mkdir(parents=True, exist_ok=True)
-    SUMMARY.write_text("\n".join(lines) + "\n")
-    return out
+    started, built, layers = time.strftime("%Y-%m-%d %H:%M"), {}, {}
+    version = run(["apptainer", "--version"]).stdout.strip()
+
+    def get(flavour, variant):
+        if (flavour, variant) not in built:
+            t0 = time.monotonic()
+            built[(flavour, variant)], new = build_image(flavour, variant)
+            layers.update({k: v for k, v in new.items() if k not in layers or v[0] is not None})
+            lines = [f"Apptainer images, {started}, {version}; {flavour} {variant} (with the layers "
+                     f"below it) in {time.monotonic() - t0:.0f} s",
+                     f"{'image':34} {'built in s':>10} {'SIF size':>9}"]
+            lines += [f"{name:34} {'reused' if seconds is None else seconds:>10} {size:7.0f}MB"
+                      for name, (seconds, size) in layers.items()]
+            SUMMARY.parent.mkdir(parents=True, exist_ok=True)
+            SUMMARY.write_text("\n".join(lines) + "\n")
+        return built[(flavour, variant)]
+
+    return get
 
 
 def labels(image):
@@ -133,24 +160,24 @@ def host_mpi_version(flavour):
 
 @pytest.mark.slow
 @pytest.mark.timeout(5400)
-@pytest.mark.parametrize("flavour", FLAVOURS)
-def test_test_section_passes_and_labels_name_what_is_inside(images, flavour):
-    """`apptainer test` reruns %test on both variants; the labels name the host's Debian MPI
-    (the images install the same packages), the kit's version, the variant and OSU 7.4."""
-    for variant in VARIANTS:
-        image = images[(flavour, variant)]
-        proc = run(["apptainer", "test", image], timeout=900)
-        assert f"mpilab {flavour} {variant} image: test passed" in proc.stdout
-        lab = labels(image)
-        assert lab["org.mpilab.flavour"] == flavour and lab["org.mpilab.variant"] == variant
-        assert lab["org.mpilab.mpi.version"] == host_mpi_version(flavour)
-        assert lab["org.mpilab.kit.version"] == __version__
-        assert lab["org.mpilab.osu.version"] == "7.4"
+@pytest.mark.parametrize("flavour, variant", images_of(variants=VARIANTS))
+def test_test_section_passes_and_labels_name_what_is_inside(image, flavour, variant):
+    """`apptainer test` reruns %test; the labels name the host's Debian MPI (the images install
+    the same packages), the kit's version, the variant and OSU 7.4."""
+    sif = image(flavour, variant)
+    proc = run(["apptainer", "test", sif], timeout=900)
+    assert f"mpilab {flavour} {variant} image: test passed" in proc.stdout
+    lab = labels(sif)
+    assert lab["org.mpilab.flavour"] == flavour and lab["org.mpilab.variant"] == variant
+    assert lab["org.mpilab.mpi.version"] == host_mpi_version(flavour)
+    assert lab["org.mpilab.kit.version"] == __version__
+    assert lab["org.mpilab.osu.version"] == "7.4"
     # A second build with the same inputs reuses every layer (the cache a second `make test` uses).
-    image, layers = build_image(flavour, "instructor")
-    assert image == images[(flavour, "instructor")]
-    assert {name: seconds for name, (seconds, _) in layers.items()} == {
-        f"mpilab-{flavour}-base.sif": None, f"mpilab-{flavour}.sif": None, f"mpilab-{flavour}-instructor.sif": None}
+    again, layers = build_image(flavour, variant)
+    assert again == sif
+    names = [f"mpilab-{flavour}-base.sif", f"mpilab-{flavour}.sif", f"mpilab-{flavour}-instructor.sif"]
+    assert {name: seconds for name, (seconds, _) in layers.items()} == \
+        dict.fromkeys(names[:3 if variant == "instructor" else 2])
 
 
 def repo_files(*paths):
@@ -177,19 +204,26 @@ def image_tree(image):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flavour", FLAVOURS)
-def test_variants_hold_the_student_tree_plus_the_built_c_code(images, flavour):
+@pytest.mark.parametrize("flavour, variant", images_of())
+def test_student_image_holds_the_student_tree_plus_the_built_c_code(image, flavour, variant):
     student, built_here = student_tree(), {"c_reference/build/"}
-    have = image_tree(images[(flavour, "student")])
+    have = image_tree(image(flavour, variant))
     assert not student - have, f"missing from the student image: {sorted(student - have)[:20]}"
     extra = have - student
     assert extra and all(f.startswith(tuple(built_here)) for f in extra), sorted(extra)[:20]
     for prog in (f"c_reference/build/{flavour}/collbench", "c_reference/build/smpi/collbench"):
         assert prog in extra
     assert not any(f.startswith(("solutions/", "grader/")) for f in have)
-    inst = image_tree(images[(flavour, "instructor")])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flavour, variant", images_of(variants=("instructor",)))
+def test_instructor_image_adds_solutions_grader_and_its_app(image, flavour, variant):
+    student, instructor = image(flavour, "student"), image(flavour, variant)
+    have, inst = image_tree(student), image_tree(instructor)
     assert inst - have == repo_files("solutions", "grader")
     assert have <= inst
+    assert "nbgrader" in run(["apptainer", "run", "--app", "grader", instructor, "--help"]).stdout.lower()
 
 
 # ----------------------------------------------------------------------------- hybrid MPI
@@ -199,18 +233,18 @@ def collbench_in(flavour):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flavour", FLAVOURS)
-def test_hybrid_launch_prints_correct_allgather_results(images, flavour):
+@pytest.mark.parametrize("flavour, variant", images_of())
+def test_hybrid_launch_prints_correct_allgather_results(image, flavour, variant):
     """The host's launcher (Open MPI's mpirun, MPICH's hydra) starts one container per rank."""
-    image = images[(flavour, "student")]
+    sif = image(flavour, variant)
     host = HOST_MPIRUN[flavour]
-    proc = run([*host, "-np", "2", "apptainer", "exec", image, f"{collbench_in(flavour)}/check_allgather", "--quick"])
+    proc = run([*host, "-np", "2", "apptainer", "exec", sif, f"{collbench_in(flavour)}/check_allgather", "--quick"])
     passed, failed = map(int, re.search(r"(\d+) passed, (\d+) failed", proc.stdout).groups())
     assert passed > 100 and failed == 0
-    algos = json.loads(run(["apptainer", "exec", image, f"{collbench_in(flavour)}/collbench",
+    algos = json.loads(run(["apptainer", "exec", sif, f"{collbench_in(flavour)}/collbench",
                             "--list", "--json"]).stdout)["algorithms"]
     for algo in [a["name"] for a in algos] + ["native"]:
-        proc = run([*host, "-np", "2", "apptainer", "exec", image, f"{collbench_in(flavour)}/collbench",
+        proc = run([*host, "-np", "2", "apptainer", "exec", sif, f"{collbench_in(flavour)}/collbench",
                     "--check", "--algo", algo, "-m", "8:64K", "--iters", "3", "--warmup", "1"])
         assert f"# algorithm: {algo}" in proc.stdout and "# nprocs: 2" in proc.stdout
         library = "Open MPI v4" if flavour == "openmpi" else "MPICH Version:"
@@ -220,11 +254,11 @@ def test_hybrid_launch_prints_correct_allgather_results(images, flavour):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flavour", FLAVOURS)
-def test_osu_runs_in_the_image_with_a_forced_algorithm(images, flavour, tmp_path):
+@pytest.mark.parametrize("flavour, variant", images_of())
+def test_osu_runs_in_the_image_with_a_forced_algorithm(image, flavour, variant, tmp_path):
     """OSU 7.4, built against the image's MPI, run as seed 000 ran it, parsed by mpilab.measure.osu."""
-    image = images[(flavour, "student")]
-    found = run(["apptainer", "exec", image, "python", "-c",
+    sif = image(flavour, variant)
+    found = run(["apptainer", "exec", sif, "python", "-c",
                  "import json; from mpilab.measure.osu import osu_programs; print(json.dumps(osu_programs()))"])
     programs = json.loads(found.stdout)
     assert programs == {p: f"/opt/osu/bin/{p}" for p in osu.OSU_PROGRAMS}
@@ -235,7 +269,7 @@ def test_osu_runs_in_the_image_with_a_forced_algorithm(images, flavour, tmp_path
     else:
         force = ["-genv", "MPIR_CVAR_DEVICE_COLLECTIVES", "none", "-genv", "MPIR_CVAR_COLLECTIVE_FALLBACK",
                  "error", "-genv", "MPIR_CVAR_BCAST_INTRA_ALGORITHM", "binomial"]
-    proc = run([*host, "-np", "2", *force, "apptainer", "exec", image, "osu_bcast", "-m", "1024:4096",
+    proc = run([*host, "-np", "2", *force, "apptainer", "exec", sif, "osu_bcast", "-m", "1024:4096",
                 "-i", "20", "-x", "2", "-f"])
     out = tmp_path / "bcast_np2_osu.txt"
     out.write_text(proc.stdout)
@@ -248,11 +282,11 @@ def test_osu_runs_in_the_image_with_a_forced_algorithm(images, flavour, tmp_path
     else:                           # an inapplicable forced algorithm fails loudly, not silently
         bad = run([*host, "-np", "3", "-genv", "MPIR_CVAR_DEVICE_COLLECTIVES", "none", "-genv",
                    "MPIR_CVAR_COLLECTIVE_FALLBACK", "error", "-genv", "MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM",
-                   "recursive_doubling", "apptainer", "exec", image, "osu_allgather", "-m", "64:64", "-i", "2"],
+                   "recursive_doubling", "apptainer", "exec", sif, "osu_allgather", "-m", "64:64", "-i", "2"],
                   check=False, timeout=120)
         assert bad.returncode != 0
     for prog, title in (("osu_reduce", "reduce"), ("osu_allgather", "allgather"), ("osu_latency", "pt2pt")):
-        proc = run([*host, "-np", "2", "apptainer", "exec", image, prog, "-m", "64:64", "-i", "10", "-x", "2"])
+        proc = run([*host, "-np", "2", "apptainer", "exec", sif, prog, "-m", "64:64", "-i", "10", "-x", "2"])
         out = tmp_path / f"{prog}.txt"
         out.write_text(proc.stdout)
         assert osu.parse(out)["collective"] == title
@@ -261,12 +295,12 @@ def test_osu_runs_in_the_image_with_a_forced_algorithm(images, flavour, tmp_path
 # ----------------------------------------------------------------------------- MPI versions
 
 @pytest.fixture(scope="session")
-def mismatched_image(images, tmp_path_factory):
+def mismatched_image(image, tmp_path_factory):
     """The Open MPI student image relabelled as Open MPI 5.0.3 (a localimage build to a
     sandbox: the MPI inside is still the host's 4.1.4, only the label disagrees)."""
     tmp = tmp_path_factory.mktemp("mismatch")
     (tmp / "mismatch.def").write_text(
-        f"Bootstrap: localimage\nFrom: {images[('openmpi', 'student')]}\n\n"
+        f"Bootstrap: localimage\nFrom: {image(*DEFAULT_IMAGE)}\n\n"
         "%labels\n    org.mpilab.mpi.version 5.0.3\n")
     sandbox = tmp / "mpilab-openmpi-5.0.3"
     env = {k: v for k, v in os.environ.items() if k != "APPTAINER_NO_PRIVS"}
@@ -278,7 +312,7 @@ def mismatched_image(images, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_mpi_version_mismatch_gives_the_promised_warning(images, mismatched_image, monkeypatch):
+def test_mpi_version_mismatch_gives_the_promised_warning(image, mismatched_image, monkeypatch):
     """mpilab.measure.launch's apptainer launcher and `mpilab image host-check` read the real image's
     label and name both versions; a matching image gives no warning."""
     monkeypatch.setenv("APPTAINER_NO_PRIVS", "1")
@@ -291,16 +325,22 @@ def test_mpi_version_mismatch_gives_the_promised_warning(images, mismatched_imag
     assert str(w.message).startswith(f"{mismatched_image}: host Open MPI {host} and the image's "
                                      "Open MPI 5.0.3 differ in major version")
     assert "# nprocs: 2" in out                  # it warns, then starts (the MPI inside is 4.1)
-    good = launch.get_launcher("apptainer", image=images[("openmpi", "student")], inner="openmpi", cores=2)
+    good = launch.get_launcher("apptainer", image=image(*DEFAULT_IMAGE), inner="openmpi", cores=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert "# nprocs: 2" in good.run(bench, ["-m", "32:32", "--iters", "5"], 2).stdout
     cli = [sys.executable, "-m", "mpilab.cli", "image", "host-check"]
     bad = run([*cli, mismatched_image, "--mpirun", "mpirun.openmpi"], check=False)
     assert bad.returncode == 1 and f"host Open MPI {host} and the image's Open MPI 5.0.3" in bad.stderr
-    ok = run([*cli, images[("openmpi", "student")], "--mpirun", "mpirun.openmpi"])
+    ok = run([*cli, image(*DEFAULT_IMAGE), "--mpirun", "mpirun.openmpi"])
     assert f"agree (image {host})" in ok.stdout
-    mpich = run([*cli, images[("mpich", "student")]], check=False)
+
+
+@pytest.mark.slow
+@ALL_IMAGES
+def test_host_check_refuses_an_mpich_image(image):
+    cli = [sys.executable, "-m", "mpilab.cli", "image", "host-check"]
+    mpich = run([*cli, image("mpich", "student")], check=False)
     assert mpich.returncode == 2 and "no Open MPI version in its labels" in mpich.stderr
 
 
@@ -332,15 +372,14 @@ def test_host_check_cli_with_a_version():
 # ----------------------------------------------------------------------------- SLURM
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flavour, image_key", [("openmpi", "student"), ("mpich", "student"),
-                                                ("openmpi", "mismatched")])
-def test_sweep_apptainer_template_runs_under_real_slurm(images, local_slurm, tmp_path, flavour, image_key,
+@pytest.mark.parametrize("flavour, image_key", [*images_of(), ("openmpi", "mismatched")])
+def test_sweep_apptainer_template_runs_under_real_slurm(image, local_slurm, tmp_path, flavour, image_key,
                                                         request):
     """The hybrid model under the local SLURM: srun --mpi=pmix (Open MPI) or pmi2 (MPICH) starts
     one `apptainer exec` per rank; the points land in the results table; with an image labelled
     Open MPI 5.0.3 the job prints both versions and warns before srun."""
     image = (request.getfixturevalue("mismatched_image") if image_key == "mismatched"
-             else images[(flavour, image_key)])
+             else image(flavour, image_key))
     run_dir = tmp_path / "run"
     script = slurm.render_to_dir("sweep-apptainer", "local", "local", run_dir, flavour=flavour,
                                  image=str(image), algos="native", nprocs="2", sizes="32:1K",
@@ -375,7 +414,7 @@ def _free_port():
 
 
 @pytest.mark.slow
-def test_jupyterlab_from_the_image_runs_a_lab_cell_in_chromium(images, tmp_path):
+def test_jupyterlab_from_the_image_runs_a_lab_cell_in_chromium(image, tmp_path):
     """`apptainer run IMAGE` copies the labs to a writable folder and serves them; Chromium
     opens lab 0 there and runs its cells, whose kernel is the image's Python."""
     import test_browser
@@ -386,7 +425,7 @@ def test_jupyterlab_from_the_image_runs_a_lab_cell_in_chromium(images, tmp_path)
     env = dict(RUN_ENV, JUPYTER_TOKEN=token, JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
     log = open(tmp_path / "jupyter.log", "w")
-    proc = subprocess.Popen(["apptainer", "run", str(images[("openmpi", "student")]), "--port", str(port),
+    proc = subprocess.Popen(["apptainer", "run", str(image(*DEFAULT_IMAGE)), "--port", str(port),
                              "--dir", str(labs)], stdout=log, stderr=subprocess.STDOUT, env=env,
                             cwd=tmp_path, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -412,15 +451,14 @@ def test_jupyterlab_from_the_image_runs_a_lab_cell_in_chromium(images, tmp_path)
 
 
 @pytest.mark.slow
-def test_apps_answer_in_both_variants(images):
-    for flavour in FLAVOURS:
-        student, instructor = images[(flavour, "student")], images[(flavour, "instructor")]
-        out = run(["apptainer", "run", "--app", "collbench", student, "--help"]).stdout
-        assert out.startswith("usage: collbench")
-        assert run(["apptainer", "run", "--app", "mpilab", student, "--help"]).stdout.startswith("usage: mpilab")
-        assert "nbgrader" in run(["apptainer", "run", "--app", "grader", instructor, "--help"]).stdout.lower()
-        bad = run(["apptainer", "run", student, "--prot", "1"], check=False)
-        assert bad.returncode == 2 and "unknown argument '--prot'" in bad.stderr
+@pytest.mark.parametrize("flavour, variant", images_of())
+def test_apps_and_runscript_answer(image, flavour, variant):
+    student = image(flavour, variant)
+    out = run(["apptainer", "run", "--app", "collbench", student, "--help"]).stdout
+    assert out.startswith("usage: collbench")
+    assert run(["apptainer", "run", "--app", "mpilab", student, "--help"]).stdout.startswith("usage: mpilab")
+    bad = run(["apptainer", "run", student, "--prot", "1"], check=False)
+    assert bad.returncode == 2 and "unknown argument '--prot'" in bad.stderr
 
 
 # ----------------------------------------------------------------------------- the scripts
@@ -444,6 +482,24 @@ def test_build_image_script_refuses_bad_arguments_and_says_what_to_install(tmp_p
         r = run([*script, "openmpi"], check=False,
                 env=dict(os.environ, OSU_SOURCE=str(tmp_path / "osu.tgz"), MPILAB_IMAGE_DIR=str(tmp_path)))
         assert r.returncode == 2 and f"OSU_SOURCE '{tmp_path / 'osu.tgz'}' is neither a URL" in r.stderr
+
+
+def test_a_failing_build_fails_the_test_with_the_end_of_its_log(tmp_path):
+    """What the image fixture does when a build fails: the test fails with the command, its exit
+    code and the last lines of the build log (here Apptainer's own error, for a real build of a
+    definition file whose base image does not exist), not with an exit code alone."""
+    require_apptainer()
+    missing = tmp_path / "no-such-base.sif"
+    (tmp_path / "broken.def").write_text(f"Bootstrap: localimage\nFrom: {missing}\n")
+    env = {k: v for k, v in os.environ.items() if k != "APPTAINER_NO_PRIVS"}
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run_logged(["apptainer", "build", "--fakeroot", tmp_path / "broken.sif", tmp_path / "broken.def"],
+                   tmp_path / "build.log", timeout=300, env=env)
+    msg = str(failed.value)
+    assert msg.startswith(f"apptainer build --fakeroot {tmp_path / 'broken.sif'}")
+    assert re.search(r" exited [1-9]\d*; the last 40 lines of .*build\.log:", msg)
+    last = (tmp_path / "build.log").read_text().strip().splitlines()[-1]
+    assert "FATAL" in last and msg.rstrip().endswith(last.strip())
 
 
 def test_install_apptainer_script_without_a_source_says_where_to_get_it(tmp_path):
