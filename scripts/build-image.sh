@@ -45,6 +45,22 @@ stage_student_tree() {
     fi
 }
 
+# The kit's Python dependencies and its [lab] extra, one a line, from pyproject.toml: the system
+# layer installs these, so an edit elsewhere in pyproject.toml (a pytest marker) does not
+# rebuild it. Needs a Python with tomllib (3.11+): the kit's .venv, else python3.
+kit_requirements() {
+    local py
+    for py in "$repo/.venv/bin/python" python3; do
+        if "$py" -c 'import tomllib' 2>/dev/null; then
+            "$py" -c 'import sys, tomllib; p = tomllib.load(open(sys.argv[1], "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["lab"]))' \
+                "$repo/pyproject.toml"
+            return
+        fi
+    done
+    echo "build-image: no Python 3.11+ (with tomllib) to read $repo/pyproject.toml: run 'make build' first, or install python3 >= 3.11" >&2
+    exit 2
+}
+
 # The CA bundle the host names for a TLS-intercepting proxy (PIP_CERT, SSL_CERT_FILE,
 # REQUESTS_CA_BUNDLE, or `cert =` in a pip configuration file); nothing on a machine without one.
 host_ca_bundle() {
@@ -143,7 +159,8 @@ MSG
     # 1. The flavour's system layer (mpilab-FLAVOUR.def): inputs/ -> /.mpilab-build, removed by %post.
     local ctx="$tmp/base" ca
     mkdir -p "$ctx/inputs"
-    cp "$repo/pyproject.toml" "$repo/containers/base/build-osu.sh" "$ctx/inputs/"
+    cp "$repo/containers/base/build-osu.sh" "$ctx/inputs/"
+    kit_requirements > "$ctx/inputs/requirements.txt"
     ca=$(host_ca_bundle)
     if [ -n "$ca" ]; then cp "$ca" "$ctx/inputs/host-ca.crt"; else : > "$ctx/inputs/host-ca.crt"; fi
     if [ ${#osu_args[@]} -gt 0 ] && [ -f "${OSU_SOURCE:-}" ]; then cp "$OSU_SOURCE" "$ctx/inputs/"; fi
