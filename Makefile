@@ -11,11 +11,12 @@ PORT      ?= 8888
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 JOBS      ?= 2
+VARIANT   ?= student
 
-.PHONY: help setup build demo test bench lab grade image student-release instructor-guide clean
+.PHONY: help setup build demo test test-images bench lab grade image student-release instructor-guide clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: ## install system packages (when allowed), the .venv and the mpilab package
 	@scripts/setup.sh
@@ -26,15 +27,18 @@ build: setup ## build c_reference for Open MPI, MPICH and SimGrid SMPI
 demo: build ## run the allgather experiment of the homework seed; results under results/demo/
 	$(VENV)/bin/mpilab demo -o results/demo
 
-test: build ## run the whole test suite (real MPI, SMPI, SLURM, nbgrader, browser); JOBS=2 in parallel
+test: build ## run the test suite (real MPI, SMPI, SLURM, nbgrader, browser, the Open MPI student image); JOBS=2 in parallel
 	@rc=0; \
-	$(PY) -m pytest -rs -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	$(PY) -m pytest -rs -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not serial and not all_images" $(PYTEST_ARGS) || rc=$$?; \
 	echo "--- tests that time real runs against each other, alone:"; \
-	$(PY) -m pytest -rs -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	$(PY) -m pytest -rs -m "serial and not all_images" $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	exit $$rc
 
 bench: build ## benchmark (not a test, ~15 min): the kit's allgathers vs MPI_Allgather and SimGrid, collbench vs OSU 7.4; BENCH_ARGS=--help
 	$(PY) bench/bench.py $(BENCH_ARGS)
+
+test-images: build ## build all four Apptainer images and run every image test (make test covers one image)
+	$(PY) -m pytest -rs --durations=10 tests/test_containers.py $(PYTEST_ARGS)
 
 lab: build ## start JupyterLab on labs/ (PORT=8888)
 	$(VENV)/bin/jupyter lab --notebook-dir=labs --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -50,8 +54,8 @@ instructor-guide: build ## run every solution notebook and write a guide per lab
 	@$(PY) -c "import mpilab_key" 2>/dev/null || { echo "make instructor-guide needs the answer key (solutions/): it is the instructor's"; exit 2; }
 	$(PY) -m mpilab_key.guide --out dist/instructor-guide $(if $(LABS),--labs $(LABS),)
 
-image: ## build the Apptainer image FLAVOUR=openmpi|mpich (needs apptainer)
-	scripts/build-image.sh $(FLAVOUR)
+image: ## build build/images/mpilab-FLAVOUR[-instructor].sif: FLAVOUR=openmpi|mpich [VARIANT=instructor] [OSU=URL|TARBALL] [STUDENT_TREE=DIR]
+	$(if $(OSU),OSU_SOURCE='$(OSU)') $(if $(STUDENT_TREE),STUDENT_TREE='$(STUDENT_TREE)') scripts/build-image.sh $(FLAVOUR) $(VARIANT)
 
 clean: ## remove build outputs (keeps .venv and results/)
 	rm -rf c_reference/build

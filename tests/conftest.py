@@ -4,6 +4,7 @@ import fcntl
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,23 @@ def built_flavour():
         return done[flavour]
 
     return build
+
+
+@pytest.fixture(scope="session")
+def local_slurm():
+    """A running single-node SLURM (partition ``local``), started by the kit's script."""
+    if not (shutil.which("slurmctld") or Path("/usr/sbin/slurmctld").exists()):
+        pytest.skip("slurmctld is not installed (Debian: slurm-wlm munge)")
+    proc = subprocess.run([str(paths.repo_root() / "scripts" / "local-slurm.sh"), "start"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Idempotent: a second start changes nothing and succeeds.
+    again = subprocess.run([str(paths.repo_root() / "scripts" / "local-slurm.sh"), "start"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "starting" not in again.stdout, again.stdout + again.stderr
+    if shutil.which("slurmdbd") or Path("/usr/sbin/slurmdbd").exists():   # accounting, as in CI
+        assert "accounting: yes" in again.stdout, again.stdout
+    return "local"
 
 
 @pytest.fixture

@@ -96,7 +96,6 @@ def notebook_page(jupyter_lab, notebook, screenshot, height=1000):
     once its cells are on the page; the screenshot ``test-output/browser/<screenshot>`` is saved
     at the end, also of a failure."""
     sync_api = pytest.importorskip("playwright.sync_api")
-    url, token = jupyter_lab
     out = ROOT / "test-output" / "browser"
     out.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as pw, chromium_page(pw, out / screenshot, height) as page:
@@ -105,8 +104,12 @@ def notebook_page(jupyter_lab, notebook, screenshot, height=1000):
         yield sync_api, page
 
 
-def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
-    with notebook_page(jupyter_lab, "lab0/lab0.ipynb", "lab0.png") as (sync_api, page):
+def run_lab0_cells(url, token, screenshot):
+    """Open lab 0 on the JupyterLab at ``url`` in headless Chromium, run its imports and the
+    doctor's report, and return the report's text; the page is saved as
+    ``test-output/browser/<screenshot>`` (also when it fails). tests/test_containers.py uses it
+    for the JupyterLab an image serves."""
+    with notebook_page((url, token), "lab0/lab0.ipynb", screenshot) as (sync_api, page):
         # the lab's title is on the page, rendered from Markdown
         page.get_by_role("heading", name="Lab 0 — getting started").first.wait_for(timeout=60_000)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
@@ -120,10 +123,14 @@ def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
         report = cells.nth(3).locator(".jp-OutputArea-output")
         sync_api.expect(report).to_contain_text("openmpi", timeout=30_000)
         text = report.inner_text()
-    out = ROOT / "test-output" / "browser"
+    assert (ROOT / "test-output" / "browser" / screenshot).stat().st_size > 10_000
+    return text
+
+
+def test_lab0_runs_in_jupyterlab_in_chromium(jupyter_lab):
+    text = run_lab0_cells(*jupyter_lab, "lab0.png")
     for line in ("openmpi    ok", "smpi       ok", "jupyter    ok"):
         assert line in text, f"{line!r} not in the doctor report the page shows:\n{text}"
-    assert (out / "lab0.png").stat().st_size > 10_000
 
 
 #: The phase-diagram explorer's cell: two broadcasts whose crossover moves with α and β (the

@@ -139,3 +139,23 @@ def test_cli_missing_nprocs_appends_nothing(tmp_path):
     r = _cli(DATA / "osu_allgather.txt", "--nprocs", "2", "-o", out)
     assert r.returncode == 0, r.stderr
     assert set(pd.read_csv(out).nprocs) == {2}
+
+
+def test_osu_programs_searches_the_given_folder_then_mpilab_osu_dir_then_path(tmp_path, monkeypatch):
+    """Real OSU runs in the kit's images (tests/test_containers.py); here the search order:
+    a folder given (an OSU build tree is searched below it), $MPILAB_OSU_DIR, then PATH."""
+    tree = tmp_path / "osu-7.4" / "c" / "mpi" / "collective" / "blocking"
+    tree.mkdir(parents=True)
+    for name in ("osu_bcast", "osu_reduce"):
+        (tree / name).write_text("#!/bin/sh\n")
+        (tree / name).chmod(0o755)
+    (tree / "osu_allgather").write_text("not executable")
+    assert osu.osu_programs(osu_dir=tmp_path / "osu-7.4") == {
+        "osu_bcast": str(tree / "osu_bcast"), "osu_reduce": str(tree / "osu_reduce")}
+    monkeypatch.setenv("MPILAB_OSU_DIR", str(tree))
+    assert set(osu.osu_programs(["osu_bcast", "osu_latency"])) == {"osu_bcast"}
+    monkeypatch.delenv("MPILAB_OSU_DIR")
+    monkeypatch.setenv("PATH", str(tree))
+    assert osu.osu_programs(["osu_reduce"]) == {"osu_reduce": str(tree / "osu_reduce")}
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert osu.osu_programs() == {}

@@ -272,23 +272,6 @@ def test_log_paths_follow_the_sbatch_patterns(tmp_path):
 
 # ----------------------------------------------------------------------------- real SLURM
 
-@pytest.fixture(scope="session")
-def local_slurm():
-    """A running single-node SLURM (partition ``local``), started by the kit's script."""
-    if not (shutil.which("slurmctld") or Path("/usr/sbin/slurmctld").exists()):
-        pytest.skip("slurmctld is not installed (Debian: slurm-wlm munge)")
-    proc = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "start"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    # Idempotent: a second start changes nothing and succeeds.
-    again = subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), "start"],
-                           capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0 and "starting" not in again.stdout, again.stdout + again.stderr
-    if ACCOUNTING:
-        assert "accounting: yes" in again.stdout, again.stdout
-    return "local"
-
-
 def built(flavour):
     """Path of collbench for a flavour, built with the kit's Makefile if needed.
 
@@ -628,113 +611,6 @@ def test_osu_seed_job_scaled_down_to_one_node(local_slurm, tmp_path):
     assert {(r["collective"], r["algorithm"]) for r in rows} >= {("reduce", "basic_linear"), ("bcast", "chain")}
     assert {r["platform"] for r in rows} == {"local/local"} and {r["launcher"] for r in rows} == {"srun"}
     assert {r["job"] for r in rows} == {job}            # the job that measured them (not job2)
-
-
-SHIM = """#!/bin/bash
-# Stand-in for Apptainer on a machine without it. `apptainer exec [--bind DIR] IMAGE CMD...`
-# checks the arguments and runs CMD on the host; `apptainer inspect --labels IMAGE` prints the
-# labels, which the stand-in image holds as its text (`key: value` lines, as apptainer prints).
-echo "apptainer $*" >> "${APPTAINER_SHIM_LOG:-/dev/null}"
-if [ "$1" = inspect ]; then
-    [ "$2" = --labels ] && [ -f "$3" ] || { echo "apptainer shim: expected inspect --labels IMAGE" >&2; exit 2; }
-    exec cat "$3"
-fi
-[ "$1" = exec ] || { echo "apptainer shim: expected exec, got $1" >&2; exit 2; }
-shift
-while [ "${1#--}" != "$1" ]; do shift 2; done   # options with a value (--bind DIR)
-[ -f "$1" ] || { echo "apptainer shim: image $1 not found" >&2; exit 2; }
-shift
-exec "$@"
-"""
-
-
-def host_open_mpi():
-    """The host Open MPI's version, from ``mpirun --version`` (what the template asks)."""
-    out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
-    return re.search(r"\(Open MPI\) (\d+\.\d+\.\d+)", out).group(1)
-
-
-def stand_in_apptainer(tmp_path, mpi_version):
-    """A stand-in ``apptainer`` on a bin directory, and an image file labelled with an
-    Open MPI version; returns (bindir, image)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir(exist_ok=True)
-    (bindir / "apptainer").write_text(SHIM)
-    (bindir / "apptainer").chmod(0o755)
-    image = tmp_path / f"mpilab-openmpi-{mpi_version}.sif"
-    image.write_text(f"org.mpilab.flavour: openmpi\norg.mpilab.mpi: Open MPI\n"
-                     f"org.mpilab.mpi.version: {mpi_version}\norg.mpilab.kit.version: 0.1.0\n")
-    return bindir, image
-
-
-def test_apptainer_launcher_warns_before_starting_on_a_major_version_mismatch(tmp_path, monkeypatch):
-    """ApptainerLauncher reads the image's org.mpilab.mpi.version with `apptainer inspect
-    --labels` and warns, naming both versions, when the host Open MPI's major differs."""
-    from mpilab.measure import launch
-    bench = built("openmpi")
-    host = host_open_mpi()
-    bindir, image = stand_in_apptainer(tmp_path, "5.0.3")
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    lau = launch.get_launcher("apptainer", image=image, inner="openmpi", cores=2)
-    assert lau.image_labels()["org.mpilab.mpi.version"] == "5.0.3"
-    with pytest.warns(UserWarning) as caught:
-        out = lau.run(bench, ["-m", "32:32", "--iters", "5", "--format", "csv"], 2).stdout
-    (w,) = [w for w in caught if "major version" in str(w.message)]
-    assert str(w.message).startswith(f"{image}: host Open MPI {host} and the image's Open MPI 5.0.3 differ")
-    assert "# nprocs: 2" in out                       # and then it started, through the stand-in
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")                           # warned once per launcher
-        lau.run(bench, ["-m", "32:32", "--iters", "5"], 2)
-    # Same major version: no warning.
-    bindir, image = stand_in_apptainer(tmp_path, host.split(".")[0] + ".9.9")
-    lau = launch.get_launcher("apptainer", image=image, inner="openmpi", cores=2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert lau.host_mpi_warning() is None
-    # The MPICH flavour is not an Open MPI: nothing to compare.
-    assert launch.get_launcher("apptainer", image=image, inner="mpich").host_mpi_warning() is None
-
-
-def test_apptainer_sweep_runs_through_srun_with_a_stand_in(local_slurm, tmp_path):
-    """Apptainer cannot be installed here: a stand-in that runs the command on the host checks
-    the rest of the hybrid-model script (srun starts one ``apptainer exec`` per rank), and the
-    version check before srun, with an image labelled Open MPI 5.0.3 on a 4.1 host."""
-    bench = built("openmpi")
-    kit = tmp_path / "image-root"
-    (kit / "c_reference" / "build" / "openmpi").mkdir(parents=True)
-    (kit / "c_reference" / "build" / "openmpi" / "collbench").symlink_to(bench)
-    bindir, image = stand_in_apptainer(tmp_path, "5.0.3")
-    run = tmp_path / "run"
-    script = slurm.render_to_dir("sweep-apptainer", "local", "local", run, image=str(image),
-                                 container_kit_dir=str(kit), algos="native", nprocs="2",
-                                 sizes="32:32", iters=5, time="5")
-    shim_log = tmp_path / "apptainer.log"
-    job = slurm.submit(script, env={"PATH": f"{bindir}:{os.environ['PATH']}",
-                                    "APPTAINER_SHIM_LOG": str(shim_log)})
-    states = slurm.wait(job, timeout=240)
-    assert [s.state for s in states] == ["COMPLETED"], slurm.collect(run).summary()
-    calls = shim_log.read_text().splitlines()
-    bench_calls = [c for c in calls if "collbench" in c]
-    assert len(bench_calls) == 2                                   # one container per rank
-    assert all(c.startswith(f"apptainer exec --bind {run} {image} {kit}/c_reference/build/openmpi/collbench")
-               for c in bench_calls)
-    # The ingest step runs inside the image too; without mpilab there (this stand-in uses the
-    # host's python3) the point stays in its file and collect appends it.
-    assert any(" python3 -m mpilab.cli.slurm ingest " in c for c in calls)
-    report = slurm.collect(run)
-    assert not report.failed
-    rows = read_rows(run / "results.csv")
-    assert [(r["launcher"], r["nprocs"], r["bytes"]) for r in rows] == [("apptainer", "2", "32")]
-    # Before srun: both versions in the log, and the warning.
-    host = host_open_mpi()
-    out = (run / "logs" / f"mpilab-sweep-apptainer_{job}_0.out").read_text()
-    err = (run / "logs" / f"mpilab-sweep-apptainer_{job}_0.err").read_text()
-    assert f"Open MPI: host {host} (mpirun --version), image 5.0.3 ({image})" in out
-    assert (f"mpilab: warning: host Open MPI {host} and the image's Open MPI 5.0.3 differ in "
-            "major version") in err
-    assert out.index("Open MPI: host") < out.index("run: srun")
-    assert calls[0] == f"apptainer inspect --labels {image}"
 
 
 COLLBENCH_OUTPUT = """# collbench 1

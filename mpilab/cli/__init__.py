@@ -26,7 +26,7 @@ SUBCOMMANDS = {
     "slurm": ("mpilab.cli.slurm", "render, submit and collect SLURM jobs for a cluster profile"),
     "import-osu": ("mpilab.cli.osu", "parse OSU osu_bcast/osu_reduce/osu_allgather/osu_latency output"),
     "libalgs": ("mpilab.cli.libalgs", "list library collective algorithms and how to force them"),
-    "image": ("mpilab.cli.image", "check the Apptainer images' definition files"),
+    "image": ("mpilab.cli.image", "check that the host's Open MPI can launch an Apptainer image's"),
     "pingpong": ("mpilab.cli.pingpong", "two-rank ping-pong (half round trip) per mapping into a results CSV"),
     "calibrate": ("mpilab.cli.calibrate",
                   "write a SimGrid platform from your ping-pong and at most one collective curve"),

@@ -17,7 +17,9 @@ other than ``default`` is named (OSU output does not show what the library ran) 
 for ``default``: an import never claims a verified forcing.
 """
 
+import os
 import re
+import shutil
 from pathlib import Path
 
 from mpilab.core.errors import one_of, ParseError, UsageError
@@ -224,3 +226,39 @@ def import_osu(paths, output, **params):
     for p in paths:
         rows.extend(to_rows(p, **params))
     return results.append_rows(output, rows)
+
+
+#: The OSU programs the labs run (seed 000's, and allgather).
+OSU_PROGRAMS = ("osu_bcast", "osu_reduce", "osu_allgather", "osu_allreduce", "osu_latency")
+
+
+def osu_programs(names=OSU_PROGRAMS, osu_dir=None):
+    """Find real OSU Micro-Benchmarks programs, to run next to ``collbench --format osu``.
+
+    Looks in ``osu_dir``, else in ``$MPILAB_OSU_DIR`` (the kit's images set it to
+    ``/opt/osu/bin``), else on ``PATH``. A directory may also be an OSU build tree
+    (``.../c/mpi/collective/blocking/osu_bcast``): it is searched below.
+
+    Returns
+    -------
+    dict
+        Program name -> absolute path, for each of ``names`` found; empty where OSU is not
+        installed.
+
+    Examples
+    --------
+    >>> osu = osu_programs()                                   # doctest: +SKIP
+    >>> osu["osu_bcast"]                                       # in the kit's image
+    '/opt/osu/bin/osu_bcast'
+    """
+    where = osu_dir or os.environ.get("MPILAB_OSU_DIR")
+    found = {}
+    for name in names:
+        if where:
+            hits = [Path(where) / name] + sorted(Path(where).rglob(name))
+            path = next((str(p) for p in hits if p.is_file() and os.access(p, os.X_OK)), None)
+        else:
+            path = shutil.which(name)
+        if path:
+            found[name] = os.path.abspath(path)
+    return found
