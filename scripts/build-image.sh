@@ -40,8 +40,10 @@ copy_repo_files() {    # copy_repo_files DEST PATH...
 stage_student_tree() {
     if [ -n "${STUDENT_TREE:-}" ]; then
         mkdir -p "$1" && cp -a "$STUDENT_TREE/." "$1"
-    else
-        copy_repo_files "$1" . ':(exclude)solutions' ':(exclude)grader' ':(exclude)tests' ':(exclude)dist'
+    else   # the student release (make student-release): no answer key, no grader, no tests
+        local py="$repo/.venv/bin/python"
+        [ -x "$py" ] || py=python3
+        PYTHONPATH="$repo" "$py" -m mpilab.grade.release "$1" >/dev/null
     fi
 }
 

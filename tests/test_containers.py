@@ -27,6 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import warnings
@@ -37,6 +38,7 @@ import pytest
 from mpilab import __version__
 from mpilab.cluster import slurm
 from mpilab.core.paths import repo_root
+from mpilab.grade import release
 from mpilab.measure import launch, osu
 
 REPO = repo_root()
@@ -188,13 +190,13 @@ def repo_files(*paths):
 
 
 def student_tree():
-    """The student's tree, as scripts/build-image.sh stages it: the files under $STUDENT_TREE
-    (e.g. dist/student/ from `make student-release`), else the repository's minus solutions/,
-    grader/, tests/ and dist/."""
+    """The student's tree, as scripts/build-image.sh stages it: the files under $STUDENT_TREE,
+    else the student release (`make student-release`, :mod:`mpilab.grade.release`)."""
     if os.environ.get("STUDENT_TREE"):
         root = Path(os.environ["STUDENT_TREE"])
         return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
-    return {f for f in repo_files(".") if f.split("/")[0] not in ("solutions", "grader", "tests", "dist")}
+    with tempfile.TemporaryDirectory() as tmp:
+        return {str(f) for f in release.build(Path(tmp) / "student")} | {"RELEASE.txt"}
 
 
 def image_tree(image):
