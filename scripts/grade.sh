@@ -19,9 +19,20 @@ case $limit in ''|*[!0-9]*|0)
     echo "grade.sh: MPILAB_STUDENT_TIMEOUT='$limit' is not a positive whole number of seconds (e.g. 3600)" >&2; exit 2 ;;
 esac
 cd "$course"
-# what the sandbox hides from student code and makes read-only for grading kernels
-# (mpilab.grade.sandbox.COURSE_ENV): the course being graded
+# what the sandbox hides from student code and grading kernels (mpilab.grade.sandbox.COURSE_ENV):
+# the course being graded, but for the kernel's own directory
 MPILAB_COURSE_ROOT=$(pwd -P) && export MPILAB_COURSE_ROOT
+# say once how student code runs here (confined as the sandbox user, or not: and why); this also
+# creates the sandbox user if it is missing, before any student's turn
+python - <<'PY'
+from mpilab.grade import sandbox
+confined, note = sandbox.isolation()
+if confined:
+    print(f"grade.sh: student code and grading kernels run confined as {sandbox.sandbox_user()[0]}"
+          + (f" ({note})" if note else ""))
+else:
+    print(f"grade.sh: student code and grading kernels are NOT confined: {note}")
+PY
 nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
 if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
     nbgrader zip_collect "$assignment" --force --log-level=WARN
