@@ -310,7 +310,7 @@ def isolation():
     -------
     (bool, str)
         ``(True, note)`` when runs can be confined (:class:`Sandbox`), the note naming what is
-        missing even so (no writable cgroup: no total memory or process cap per run); else
+        missing even so (no usable cgroup: no cap on a run's total memory or processes); else
         ``(False, why)``, why naming what stays unisolated.
     """
     unconfined = ("runs keep the host's network, files, processes and user, with no cap on disk, "
@@ -320,19 +320,29 @@ def isolation():
     missing = [tool for tool in ("unshare", "setpriv") if shutil.which(tool) is None]
     if missing:
         return False, f"{' and '.join(missing)} (util-linux) not installed: {unconfined}"
+    why = _probe(cgroup=True)
+    if why and _cgroup_parents():   # cgroups that look writable but fail: do without them
+        _CGROUP_TROUBLE.append(why)
+        why = _probe(cgroup=False)
+    if why:
+        return False, f"confining a run failed ({why}): {unconfined}"
+    notes = [sandbox_user()[3], _cgroups_note()]
+    return True, "; ".join(n for n in notes if n)
+
+
+def _probe(cgroup):
+    """Confine ``true``; None if that worked, else why not."""
     try:
         sandbox_user()
-        with Sandbox(Limits.from_env(), cgroup=False) as box, tempfile.TemporaryDirectory() as empty:
+        with Sandbox(Limits.from_env(), cgroup=cgroup) as box, tempfile.TemporaryDirectory() as empty:
             proc = subprocess.run(box.argv(["true"]), cwd=empty, capture_output=True, text=True, timeout=60,
                                   pass_fds=box.pass_fds)
             report = box.report()
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"confining a run failed ({exc}): {unconfined}"
+        return str(exc)
     if proc.returncode != 0 or report.get("status") != 0:
-        why = report.get("setup_error") or proc.stderr.strip()[-300:]
-        return False, f"confining a run failed ({why}): {unconfined}"
-    notes = [sandbox_user()[3]] + [_cgroups_note()]
-    return True, "; ".join(n for n in notes if n)
+        return report.get("setup_error") or proc.stderr.strip()[-300:] or f"exit status {proc.returncode}"
+    return None
 
 
 def network_isolation():
@@ -409,8 +419,17 @@ def _counter(text, key):
     return 0
 
 
-@functools.lru_cache(maxsize=None)
+#: Why the cgroups that :func:`_find_cgroup_parents` found failed when :func:`isolation` tried them.
+_CGROUP_TROUBLE = []
+
+
 def _cgroup_parents():
+    """:func:`_find_cgroup_parents`, or none when they failed in :func:`isolation`'s trial run."""
+    return {} if _CGROUP_TROUBLE else _find_cgroup_parents()
+
+
+@functools.lru_cache(maxsize=None)
+def _find_cgroup_parents():
     """Where this process may make a cgroup per run: ``{"memory": dir, "pids": dir}``.
 
     cgroup v1 (a hierarchy per controller): this process's own cgroup in each. cgroup v2 (one
@@ -471,7 +490,8 @@ def _cgroups_note():
     missing = [c for c in ("memory", "pids") if c not in parents]
     what = {"memory": "no cap on a run's total memory (only per process)",
             "pids": "no cap on a run's processes (only the sandbox user's, shared by all runs)"}
-    return "; ".join(f"no writable {c} cgroup here: {what[c]}" for c in missing)
+    why = f"cgroups failed here ({_CGROUP_TROUBLE[0]})" if _CGROUP_TROUBLE else None
+    return "; ".join(f"{why or f'no writable {c} cgroup here'}: {what[c]}" for c in missing)
 
 
 class _Cgroups:
@@ -482,15 +502,22 @@ class _Cgroups:
     def __init__(self, limits):
         _Cgroups._made += 1
         name = f"mpilab-{os.getpid()}-{_Cgroups._made}-{os.urandom(3).hex()}"
-        self.dirs = {}
-        for parent in sorted(set(_cgroup_parents().values())):   # v2: one directory for both
-            _remove_stale(parent)
-            try:
+        self.dirs, self.v2 = {}, {}
+        try:
+            for parent in sorted(set(_cgroup_parents().values())):   # v2: one directory for both
+                _remove_stale(parent)
                 os.mkdir(os.path.join(parent, name))
-            except OSError:
-                continue
-            self.dirs.update({ctl: os.path.join(parent, name) for ctl, p in _cgroup_parents().items() if p == parent})
-        self.v2 = {ctl: os.path.exists(os.path.join(d, "cgroup.controllers")) for ctl, d in self.dirs.items()}
+                for ctl, p in _cgroup_parents().items():
+                    if p == parent:
+                        self.dirs[ctl] = os.path.join(parent, name)
+                        self.v2[ctl] = os.path.exists(os.path.join(parent, name, "cgroup.controllers"))
+            self._limit(limits)
+        except OSError:
+            self.remove()
+            raise
+        self.start = self.events()
+
+    def _limit(self, limits):
         if "memory" in self.dirs:
             total = limits.total_memory_mb << 20
             if self.v2["memory"]:
@@ -501,7 +528,6 @@ class _Cgroups:
                 self._write("memory", "memory.memsw.limit_in_bytes", total, missing_ok=True)
         if "pids" in self.dirs:
             self._write("pids", "pids.max", limits.procs)
-        self.start = self.events()
 
     def _write(self, ctl, name, value, missing_ok=False):
         try:
