@@ -429,6 +429,27 @@ def test_without_root_runs_go_on_unconfined_and_say_so(confined, tmp_path):
                     "total memory or processes")
 
 
+def test_cgroups_that_fail_are_left_out_and_runs_stay_confined(confined, tmp_path):
+    """A machine whose cgroups look writable but do not take the sandbox's processes: here the
+    place where the cgroups should be is a plain directory (mkdir and the limit files work, joining
+    the cgroup does not). The trial run fails with them, so runs go on confined without them, and
+    the note says why. (A fresh process: isolation() is checked once per process.)"""
+    fake, work = tmp_path / "not-a-cgroup", tmp_path / "work"
+    fake.mkdir()
+    work.mkdir()
+    code = (f"from mpilab.grade import sandbox\n"
+            f"sandbox._find_cgroup_parents = lambda: {{'memory': {str(fake)!r}, 'pids': {str(fake)!r}}}\n"
+            f"ok, note = sandbox.isolation()\n"
+            f"res = sandbox.run(['id', '-u'], cwd={str(work)!r}, timeout=60)\n"
+            f"print(ok, res.ok, res.stdout.strip(), bool(sandbox._cgroup_parents()))\nprint(note)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, note = proc.stdout.splitlines()
+    assert first == f"True True {sandbox.sandbox_user()[1]} False"
+    assert re.fullmatch(r"cgroups failed here \(.*cgroup\.procs.*\): no cap on a run's total memory \(only per "
+                        r"process\); no cap on a run's processes \(only the sandbox user's, shared by all runs\)", note)
+
+
 def test_bad_limits_and_a_working_directory_too_large_are_refused(confined, tmp_path, monkeypatch):
     monkeypatch.setenv("MPILAB_SANDBOX_DISK_MB", "lots")
     with pytest.raises(UsageError, match=r"MPILAB_SANDBOX_DISK_MB='lots' is not a positive whole number \(default 512\)"):

@@ -490,8 +490,9 @@ def _cgroups_note():
     missing = [c for c in ("memory", "pids") if c not in parents]
     what = {"memory": "no cap on a run's total memory (only per process)",
             "pids": "no cap on a run's processes (only the sandbox user's, shared by all runs)"}
-    why = f"cgroups failed here ({_CGROUP_TROUBLE[0]})" if _CGROUP_TROUBLE else None
-    return "; ".join(f"{why or f'no writable {c} cgroup here'}: {what[c]}" for c in missing)
+    if _CGROUP_TROUBLE and missing:
+        return f"cgroups failed here ({_CGROUP_TROUBLE[0]}): " + "; ".join(what[c] for c in missing)
+    return "; ".join(f"no writable {c} cgroup here: {what[c]}" for c in missing)
 
 
 class _Cgroups:
