@@ -14,6 +14,7 @@ import pytest
 
 from mpilab.grade import sandbox
 from mpilab.core import paths
+from mpilab.simulate import platforms
 from mpilab.core.errors import UsageError
 
 
@@ -394,6 +395,15 @@ def test_the_kit_the_gradebook_and_other_students_are_out_of_reach(confined, tmp
                          res.stderr), res.stderr
     assert _tree_hashes(kit, course) == before
     assert not (kit / "evil.py").exists()
+
+
+def test_a_platform_the_kit_generated_can_be_read_by_a_run(confined, tmp_path):
+    """An SMPI run names its platform file; one the kit does not ship is generated in the grader's
+    cache (under /root when grading as root), which the run reads read-only."""
+    path = platforms.platform_file("jupiter-32x16")
+    assert not str(path).startswith(str(paths.PACKAGE_DIR)), "a shipped platform: pick a generated one"
+    res = sandbox.run(["sh", "-c", f"head -c 5 {path}; echo x >> {path}"], cwd=tmp_path, timeout=60)
+    assert res.stdout == "<?xml" and re.search("(Read-only file system|Permission denied)", res.stderr), res.stderr
 
 
 def test_it_runs_as_the_sandbox_user_alone_and_without_privileges(confined, tmp_path):

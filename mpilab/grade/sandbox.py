@@ -391,10 +391,14 @@ def reachable(needed, covered=()):
     return opened, keep
 
 
-def _python_paths():
-    """The directories a Python program of the kit needs: this interpreter's and the kit's."""
+def _kit_paths():
+    """The directories a program of the kit needs, read-only: this interpreter's, the kit's, and the
+    SimGrid platforms the kit generated (an SMPI run names its platform file, written in the
+    grader's cache, e.g. under /root, when the platform is not shipped)."""
+    from mpilab.simulate import platforms
+
     return sorted({sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                   str(paths.repo_root()), str(paths.PACKAGE_DIR)})
+                   str(paths.repo_root()), str(paths.PACKAGE_DIR), str(platforms._cache_dir())})
 
 
 def _under(path, top):
@@ -641,7 +645,7 @@ class Sandbox:
         self.hide, self.work, self.own, self.network = list(hide), work, list(own), network
         self.address_space_mb = address_space_mb
         covered = ["/tmp", "/var/tmp", *self.hide]
-        opened, needed = reachable(_python_paths(), covered)
+        opened, needed = reachable(_kit_paths(), covered)
         self.open = opened
         self.keep = [(p, False) for p in needed] + [(os.path.realpath(p), rw) for p, rw in keep]
         self.cgroups = _Cgroups(limits) if cgroup and _cgroup_parents() else None
