@@ -26,9 +26,20 @@ owner=$(stat -c %u:%g .)
 if [ "$(id -u)" -eq 0 ] && [ "$owner" != "0:0" ]; then
     trap 'chown -R "$owner" "$course"' EXIT
 fi
-# what the sandbox hides from student code and makes read-only for grading kernels
-# (mpilab.grade.sandbox.COURSE_ENV): the course being graded
+# what the sandbox hides from student code and grading kernels (mpilab.grade.sandbox.COURSE_ENV):
+# the course being graded, but for the kernel's own directory
 MPILAB_COURSE_ROOT=$(pwd -P) && export MPILAB_COURSE_ROOT
+# say once how student code runs here (confined as the sandbox user, or not: and why); this also
+# creates the sandbox user if it is missing, before any student's turn
+python - <<'PY'
+from mpilab.grade import sandbox
+confined, note = sandbox.isolation()
+if confined:
+    print(f"grade.sh: student code and grading kernels run confined as {sandbox.sandbox_user()[0]}"
+          + (f" ({note})" if note else ""))
+else:
+    print(f"grade.sh: student code and grading kernels are NOT confined: {note}")
+PY
 nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
 if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
     nbgrader zip_collect "$assignment" --force --log-level=WARN

@@ -108,7 +108,9 @@ def test_split_type_on_simulated_nodes(tmp_path):
         assert sizes == [2] * 8 + [1] * 24 + [2] * 8
         assert leaders == list(range(32)) + list(range(8))
         # a platform whose hosts do not follow the naming scheme: one node per host, as SimGrid
-        other = tmp_path / "flat.xml"
+        # (in the run's working directory, as the grader writes its own: a confined run sees
+        # nothing else of /tmp)
+        other = Path(work) / "flat.xml"
         other.write_text(platforms.render_xml(platforms.Spec("x", 1, 1, 4)).replace("x00-s0-c0", "cpu"))
         sizes, _ = _split_sizes(work, "nodes", 4, str(other), "core")
         assert sizes == [1] * 4

@@ -712,7 +712,7 @@ def smpi_failure(res):
     code = int(m.group(1)) if m else res.returncode
     if code is not None and code > 128:
         sig = code - 128
-        return (f"a rank crashed: signal {sig} ({sandbox._signal_name(sig)}) (the simulator runs "
+        return (f"a rank crashed: signal {sig} ({sandbox.signal_name(sig)}) (the simulator runs "
                 "every rank in one process and cannot say which)")
     if res.ok and "PASS" in res.stdout.split():
         return None
