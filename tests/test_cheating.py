@@ -1,9 +1,12 @@
 """Issue 14's cheating suite: every technique scores 0 on every lab, end to end with scripts/grade.sh.
 
 Per lab, one course: a cheating submission per technique (tests/cheats.py; the C files are the
-untouched skeletons) and, graded after them, the solution as ``zz_solution``. The cheats score 0
-on every automatic cell, the solution keeps full marks, and the kit's files, the answer key, the
-course's config and the solution's submitted files are exactly as they were.
+untouched skeletons) and, graded after them, a victim: the solution as ``zz_solution`` for lab 2
+(it keeps full marks), the untouched release as ``zz_untouched`` for the others (it keeps 0: what
+the issue saw was a release that scored after a cheat wrote into the kit). The cheats score 0 on
+every automatic cell, and the kit's files, the answer key, the course's config and the victim's
+submitted files are exactly as they were. Every lab's solution gets full marks in its own
+tests/test_grade_<lab>.py; executing each solution notebook again here would double the suite's time.
 """
 import importlib.util
 import shutil
@@ -11,8 +14,10 @@ import subprocess
 
 import pytest
 from cheats import TECHNIQUES, cheating_notebook, tree_digest
-from course import ROOT, Course, solved_notebook
+from course import ROOT, Course, released_notebook, solved_notebook
 
+#: The lab whose victim is the solution (the others' victim is the untouched release).
+SOLVED_VICTIM = "lab2"
 LABS = sorted(p.name for p in (ROOT / "solutions").glob("lab*") if (p / f"{p.name}.ipynb").exists())
 JUDGED = [lab for lab in LABS if importlib.util.find_spec(f"mpilab_key.rubrics.{lab}") is not None]
 
@@ -52,16 +57,23 @@ def test_cheating_scores_nothing(tmp_path, lab):
     techniques = [t for t in TECHNIQUES if t != "kill" or _pid_namespaces()]
     for t in techniques:
         course.submit(f"cheat_{t}", lab, cheating_notebook(lab, t), skeletons)
-    victim = course.submit("zz_solution", lab, solved_notebook(lab), solutions)
+    if lab == SOLVED_VICTIM:
+        name, expected = "zz_solution", None
+        victim = course.submit(name, lab, solved_notebook(lab), solutions)
+    else:
+        name, expected = "zz_untouched", 0.0
+        victim = course.submit(name, lab, released_notebook(lab), skeletons)
     watched = ("mpilab", "c_reference", "solutions", "grader", "scripts")
     before, victim_before = tree_digest(*watched), {p.name: p.read_bytes() for p in victim.iterdir()}
-    table, _ = course.grade(lab, cell_timeout=300, name=f"cheating_{lab}")
+    # a cheat that breaks its kernel (patched builtins) waits out its cell's limit
+    table, _ = course.grade(lab, cell_timeout=300 if lab == SOLVED_VICTIM else 60, name=f"cheating_{lab}")
     auto = _automatic(lab)
     for t in techniques:
         got = {gid: float(table.loc[f"cheat_{t}", gid]) if f"cheat_{t}" in table.index else 0.0 for gid in auto}
         assert not any(got.values()), f"{t} scored on {lab}: {got}"
         if t in SAYS and (course.root / "feedback" / f"cheat_{t}").exists():
             assert SAYS[t] in course.feedback(f"cheat_{t}", lab), t
-    assert {gid: float(table.loc["zz_solution", gid]) for gid in auto} == {g: float(p) for g, p in auto.items()}
+    want = {g: float(p) if expected is None else expected for g, p in auto.items()}
+    assert {gid: float(table.loc[name, gid]) if name in table.index else 0.0 for gid in auto} == want
     assert tree_digest(*watched) == before, "a submission changed the kit's files"
     assert {p.name: p.read_bytes() for p in victim.iterdir()} == victim_before
