@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from mpilab.core.errors import UsageError
+from mpilab.simulate import platforms
 from mpilab.studies import explorer
 
 BCASTS = {"binomial": "ceiling(log(p, 2)) * (alpha + n * beta)",
@@ -50,4 +51,10 @@ def test_presets_come_from_the_platforms_and_seed_004():
     assert set(pr) == {"THIN", "jupiter", "Bunyip-like (seed 004)"}
     assert pr["THIN"]["cores"] == 24 and pr["jupiter"]["cores"] == 16
     assert pr["Bunyip-like (seed 004)"]["alpha"] == 204.0 and pr["Bunyip-like (seed 004)"]["beta"] == 0.125
-    assert np.isclose(pr["jupiter"]["alpha"], 1.3)
+    assert np.isclose(pr["jupiter"]["alpha"], 1.3)         # seed 001's interconnect
+    for preset, name in (("THIN", "orfeo-thin"), ("jupiter", "jupiter-32x16")):
+        p = {k: v.value for k, v in platforms.cluster_params(name)[0].items()}
+        # a message between two nodes: its whole one-way time, overheads included
+        assert pr[preset]["alpha"] == pytest.approx(p["one_way_node"]), preset
+        assert pr[preset]["beta"] == pytest.approx(p["beta_node"]), preset
+        assert pr[preset]["eager"] == p["eager_bytes"] and pr[preset]["cores"] == p["sockets"] * p["cores_per_socket"]

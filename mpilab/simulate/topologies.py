@@ -4,17 +4,25 @@ fat tree and a torus (lab 6 races broadcasts on them).
 Each generated cluster has one rank per node (a host per node, named like the kit's platforms,
 ``<prefix><node>-s0-c00``, so every mapping puts rank ``i`` on node ``i``): the broadcast crosses
 the network at every hop and the topology is what changes. Everything a message meets comes
-from the base platform (:func:`mpilab.simulate.platforms.spec`), so a recalibrated base flows
-in: the rank's port (``bw_port``), its node's network card (``lat_nic``, and ``bw_switch`` for
-all the node's flows in each direction), the most one pair of ranks gets between nodes
-(``bw_nic``) and the time to cross one switch (``lat_switch``). The base file's SMPI settings
-(its ``<config>``: size factors, overheads, eager threshold) are copied as they are.
+from the base platform's :class:`~mpilab.simulate.platforms.Spec`
+(:func:`mpilab.simulate.platforms.spec`), so a recalibrated base flows in: the rank's port
+(``bw_port``), its socket's memory (``bw_mem``, when the base models it), its node's network
+card (``lat_nic``, and ``bw_switch`` for all the node's flows in each direction), the most one
+pair of ranks gets between nodes (``bw_nic``) and the time to cross one switch
+(``lat_switch``), and the base's SMPI settings: its per-message overheads (``smpi/os``,
+``smpi/or``, ``smpi/ois``) and eager limit (``smpi/send-is-detached-thresh``), written by
+:func:`mpilab.simulate.platforms.smpi_config`. Two nodes under one switch are therefore two
+nodes of the base: a message between them costs the base's one-way time between nodes
+(overheads, both cards, one switch, the envelope), and every further switch or router adds
+``lat_switch``. The file also carries the base's physical parameters with their sources.
 
 What the base cannot say — how many switches, how they are wired, what one router hop costs —
 is an assumption, stated with its reason in the file and in :func:`parameters`:
 
-* every switch or router crossed costs the base's one switch latency, and every cable between
-  switches (fat tree) or routers (torus) carries what a node's card carries;
+* every switch or router crossed costs the base's one switch latency (in a calibrated base,
+  half the link latency between two nodes: :func:`mpilab.simulate.platforms.spec_of` splits it
+  into a quarter per card and a half for the switch), and every cable between switches (fat
+  tree) or routers (torus) carries what a node's card carries;
 * fat tree: ``leaves`` leaf switches of ``nodes_per_leaf`` nodes each and ``spines`` spine
   switches, every leaf wired once to every spine; a message between leaves goes up to spine
   ``destination node mod spines`` (d-mod-k routing, deterministic) and down. With fewer spines
@@ -49,20 +57,18 @@ from mpilab.simulate import platforms
 #: Most nodes a generated network may have (every pair of hosts gets a route in the file).
 MAX_NODES = 256
 _ASSUMED = "assumption"
-
-
-def _base(base):
-    spec = platforms.spec(base)
-    config = re.search(r"<config>.*?</config>", platforms.platform_file(base).read_text(), flags=re.S)
-    if config is None:
-        raise UsageError(f"platform {base!r} has no <config> block to copy")
-    return spec, config.group(0)
+#: Rows of the base's physical parameters that describe its shape, not this network's.
+_SHAPE = ("nodes", "sockets", "cores_per_socket")
+#: Why a switch or router hop costs the base's lat_switch (the source of the hop's row).
+_HOP = ("crosses one more switch of the base (lat_switch: half the base's link latency between "
+        "two nodes, the split of mpilab.simulate.platforms.spec_of), so two nodes under one "
+        "switch are two nodes of the base")
 
 
 def _from_base(base, spec):
     """The rows of the parameters every generated network takes from its base."""
     where = f"the {base} platform's"
-    return [
+    rows = [
         ("base", base, "", f"the platform whose parameters follow (mpilab.simulate.platforms.spec({base!r}))"),
         ("bw_port", spec.bw_port, "B/us", f"{where} bw_port: what one rank injects, and absorbs"),
         ("lat_nic", spec.lat_nic, "us", f"{where} lat_nic: a node's network card, each way"),
@@ -71,9 +77,18 @@ def _from_base(base, spec):
         ("bw_pair", spec.bw_nic, "B/us", f"{where} bw_nic: the most one pair of ranks gets "
                                          "between nodes"),
         ("lat_switch", spec.lat_switch, "us", f"{where} lat_switch: crossing one switch"),
-        ("smpi config", "copied", "", f"{where} <config> (SMPI size factors, overheads, eager "
-                                      "threshold) as written in its file"),
+        ("o_send", spec.o_send, "us", f"{where} o_send: SMPI's smpi/os, below the eager limit"),
+        ("o_recv", spec.o_recv, "us", f"{where} o_recv: SMPI's smpi/or, below the eager limit"),
+        ("o_isend", spec.o_isend, "us", f"{where} o_isend: SMPI's smpi/ois, below the eager limit"),
+        ("eager_bytes", spec.eager_bytes, "B", f"{where} eager_bytes: SMPI's "
+                                               "smpi/send-is-detached-thresh"),
     ]
+    rows += [(name, getattr(spec, name), "us/B", f"{where} {name}: the overhead's time per byte")
+             for name in ("o_send_per_byte", "o_recv_per_byte") if getattr(spec, name)]
+    if spec.bw_mem:
+        rows.append(("bw_mem", spec.bw_mem, "B/us", f"{where} bw_mem: a node's (one socket's) "
+                                                    "memory, shared by what its rank sends and receives"))
+    return rows
 
 
 def _check_count(name, value, low=1):
@@ -89,30 +104,31 @@ def _label(label, default):
     return label
 
 
-def _render(label, prefix, nodes, spec, config, rows, links, route):
+def _render(label, prefix, nodes, base, spec, rows, links, route):
     """The XML of a cluster of ``nodes`` one-rank hosts whose routes between nodes ``route``
-    gives (a list of ``(link id, direction or None)``), between each host's port and card."""
+    gives (a list of ``(link id, direction or None)``), between each host's port, memory and card,
+    as on the base platform (:func:`mpilab.simulate.platforms.render_xml`)."""
     lat, bw = platforms._lat, platforms._bw   # the platform files' units
-    notes = ["<!-- parameters, each with its source (mpilab.simulate.topologies):"]
-    for name, value, unit, source in rows:
-        shown = f"{value:.6g}" if isinstance(value, float) else value
-        notes.append(f"     {name} = {shown} {unit}: {source}".replace("--", "-").rstrip())
-    notes.append("-->")
-    out = ['<?xml version="1.0"?>', '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
-           '<platform version="4.1">', f"<!-- {label}; generated by mpilab.simulate.topologies -->",
-           *notes, config, '<zone id="world" routing="Full">']
+    physical = [r for r in spec.sources if r[0] not in _SHAPE]   # the base's, with their sources
+    out = platforms._xml_head(f"{label}, one rank per node, on the parameters of {base} "
+                              f"({spec.description})", platforms.smpi_config(spec), physical,
+                              generator="mpilab.simulate.topologies",
+                              notes=platforms.parameter_notes(rows, "mpilab.simulate.topologies"))
     hosts = [platforms.host_name(prefix, i, 0, 0) for i in range(nodes)]
     for i, h in enumerate(hosts):
         out.append(f'  <host id="{h}" speed="{spec.speed}" core="1"/>')
         out.append(f'  <link id="port-{h}" bandwidth="{bw(spec.bw_port)}" latency="0us" sharing_policy="SPLITDUPLEX"/>')
+        if spec.bw_mem:
+            out.append(f'  <link id="mem{i}" bandwidth="{bw(spec.bw_mem)}" latency="0us" sharing_policy="SHARED"/>')
         out.append(f'  <link id="nic{i}" bandwidth="{bw(spec.bw_switch)}" latency="{lat(spec.lat_nic)}" '
                    f'sharing_policy="SPLITDUPLEX"/>')
     for lid, bandwidth, latency, policy in links:
         out.append(f'  <link id="{lid}" bandwidth="{bw(bandwidth)}" latency="{lat(latency)}" '
                    f'sharing_policy="{policy}"/>')
     for a, b in itertools.permutations(range(nodes), 2):
-        hops = [(f"port-{hosts[a]}", "UP"), (f"nic{a}", "UP"), *route(a, b),
-                (f"nic{b}", "DOWN"), (f"port-{hosts[b]}", "DOWN")]
+        mem_a, mem_b = ([(f"mem{a}", None)], [(f"mem{b}", None)]) if spec.bw_mem else ([], [])
+        hops = [(f"port-{hosts[a]}", "UP"), *mem_a, (f"nic{a}", "UP"), *route(a, b),
+                (f"nic{b}", "DOWN"), *mem_b, (f"port-{hosts[b]}", "DOWN")]
         ctn = "".join(f'<link_ctn id="{x}"/>' if d is None else f'<link_ctn id="{x}" direction="{d}"/>'
                       for x, d in hops)
         out.append(f'  <route src="{hosts[a]}" dst="{hosts[b]}" symmetrical="NO">{ctn}</route>')
@@ -155,7 +171,7 @@ def fat_tree(base="orfeo-thin", leaves=8, nodes_per_leaf=8, spines=4, label=None
     if not 2 <= nodes <= MAX_NODES:
         raise UsageError(f"a fat tree of {leaves} x {nodes_per_leaf} = {nodes} nodes; valid: 2..{MAX_NODES}")
     label = _label(label, f"fattree-{leaves}x{nodes_per_leaf}-{spines}spines")
-    spec, config = _base(base)
+    spec = platforms.spec(base)
     g = math.gcd(nodes_per_leaf, spines)
     ratio = f"{nodes_per_leaf // g}:{spines // g}"
     rows = _from_base(base, spec) + [
@@ -167,8 +183,7 @@ def fat_tree(base="orfeo-thin", leaves=8, nodes_per_leaf=8, spines=4, label=None
                                     "commodity clusters"),
         ("uplink bandwidth", spec.bw_switch, "B/us", f"{_ASSUMED}: a leaf-spine cable carries what "
                                                      "a node's card carries (the same links throughout)"),
-        ("uplink latency", spec.lat_switch, "us", f"{_ASSUMED}: each switch crossed costs the base's "
-                                                  "one switch; a cable leads into one"),
+        ("uplink latency", spec.lat_switch, "us", f"{_ASSUMED}: a leaf-spine cable {_HOP}"),
         ("routing", "d-mod-k", "", f"{_ASSUMED}: up to spine (destination node mod spines), deterministic"),
     ]
     links = [(f"leaf{l}", spec.bw_nic, spec.lat_switch, "FATPIPE") for l in range(leaves)]
@@ -182,7 +197,7 @@ def fat_tree(base="orfeo-thin", leaves=8, nodes_per_leaf=8, spines=4, label=None
         s = b % spines
         return [(f"leaf{la}", None), (f"up{la}.{s}", "UP"), (f"up{lb}.{s}", "DOWN")]
 
-    return _write(label, _render(label, "ft", nodes, spec, config, rows, links, route))
+    return _write(label, _render(label, "ft", nodes, base, spec, rows, links, route))
 
 
 def torus(base="orfeo-thin", dims=(8, 8), label=None):
@@ -216,14 +231,13 @@ def torus(base="orfeo-thin", dims=(8, 8), label=None):
     if nodes > MAX_NODES:
         raise UsageError(f"a torus of {'x'.join(map(str, dims))} = {nodes} nodes; valid: at most {MAX_NODES}")
     label = _label(label, "torus-" + "x".join(map(str, dims)))
-    spec, config = _base(base)
+    spec = platforms.spec(base)
     rows = _from_base(base, spec) + [
         ("dims", "x".join(map(str, dims)), "", f"{_ASSUMED}: {nodes} nodes, one rank each, so every hop "
                                                "of a broadcast crosses the network"),
         ("torus link bandwidth", spec.bw_switch, "B/us", f"{_ASSUMED}: a router-router link carries "
                                                          "what a node's card carries"),
-        ("router hop latency", spec.lat_switch, "us", f"{_ASSUMED}: each router crossed costs the base's "
-                                                      "one switch"),
+        ("router hop latency", spec.lat_switch, "us", f"{_ASSUMED}: a router-router link {_HOP}"),
         ("routing", "dimension-ordered", "", f"{_ASSUMED}: first dimension first, the shorter way "
                                              "round each ring (ties go up)"),
     ]
@@ -269,7 +283,7 @@ def torus(base="orfeo-thin", dims=(8, 8), label=None):
                 c = nxt
         return out
 
-    return _write(label, _render(label, "tor", nodes, spec, config, rows, links, route))
+    return _write(label, _render(label, "tor", nodes, base, spec, rows, links, route))
 
 
 def parameters(path):
@@ -281,7 +295,9 @@ def parameters(path):
         Indexed by parameter: ``value`` (as written), ``unit``, ``source``.
     """
     text = Path(platforms.platform_file(path)).read_text()
-    block = re.search(r"<!-- parameters, each with its source.*?:\n(.*?)\n-->", text, flags=re.S)
+    # the file also holds the base's parameters (mpilab.simulate.clusters): read this module's
+    block = re.search(r"<!-- parameters, each with its source \(mpilab\.simulate\.topologies\):\n(.*?)\n-->",
+                      text, flags=re.S)
     if block is None:
         raise UsageError(f"{path}: no parameter block (not a file of mpilab.simulate.topologies)")
     rows = []

@@ -10,7 +10,9 @@ instructor's side the default is the table's.
 The machine model, stated once (it is the α-β model of :mod:`mpilab.model.costs` with three
 simple corrections, not a simulation):
 
-* ``alpha`` (µs) and ``beta`` (µs/B) are one message's latency and time per byte between nodes;
+* ``alpha`` (µs) and ``beta`` (µs/B) are one message's latency and time per byte between nodes
+  (α is the whole one-way time of a small message, the sender's and receiver's overheads
+  included: what a ping-pong between two nodes measures);
 * ``cores`` per node: when P > cores, the ranks of a node send at the same time through the
   node's ``ports`` network ports, so β becomes ``beta · ceil(min(cores, P) / ports)``; on one
   node (P <= cores) β stays ``beta``;
@@ -32,7 +34,7 @@ from matplotlib.patches import Patch
 from mpilab.core.errors import UsageError
 from mpilab.model import costs as cost_table
 from mpilab.simulate import platforms
-from mpilab.simulate.routes import platform_model
+from mpilab.simulate.routes import alpha_beta, overheads
 
 #: The grid of the diagram: process counts and sizes (bytes), powers of two and between.
 NPROCS = np.unique(np.round(np.logspace(1, 9, 33, base=2)).astype(int))
@@ -40,22 +42,31 @@ SIZES = np.logspace(0, 22, 45, base=2)
 #: Slider ranges: (min, max) of α (µs), β (µs/B), ports, eager and segment (bytes), cores.
 RANGES = {"alpha": (0.1, 1000.0), "beta": (1e-5, 1.0), "ports": (1, 8), "eager": (256, 1 << 22),
           "segment": (256, 1 << 22), "cores": (1, 128)}
-#: What a preset leaves as it is: SMPI's eager limit and Open MPI's default segment.
+#: What a preset leaves as it is: SimGrid's default eager limit (where a platform gives none)
+#: and Open MPI's default segment.
 DEFAULT_EAGER, DEFAULT_SEGMENT = 65536, 8192
 
 
 def _from_platform(name):
-    """α, β between two nodes of an SMPI platform of the kit, and its cores per node."""
-    m = platform_model(name, 2, "node")
-    spec = platforms._spec(name)   # the platform's shape (the module keeps one Spec per name)
-    return dict(alpha=float(m["alpha"](0, 1)), beta=float(m["beta"](0, 1)), ports=1,
-                eager=DEFAULT_EAGER, segment=DEFAULT_SEGMENT, cores=spec.sockets * spec.cores_per_socket)
+    """α, β of one message between two nodes of an SMPI platform of the kit, its eager limit and
+    its cores per node.
+
+    α is what the route costs a message of no bytes, the sender's and receiver's overheads and
+    SimGrid's envelope included (:func:`mpilab.simulate.routes.route_cost`: the platform's
+    one-way time between nodes), β the time per byte of the route's slowest link.
+    """
+    ab = alpha_beta(name, 2, "node").iloc[0]
+    spec = platforms.spec(name)
+    return dict(alpha=float(ab["alpha_us"]), beta=float(ab["beta_us_per_byte"]), ports=1,
+                eager=overheads(name)["eager_bytes"], segment=DEFAULT_SEGMENT,
+                cores=spec.sockets * spec.cores_per_socket)
 
 
 def presets():
     """The three clusters of the panel, each ``{alpha, beta, ports, eager, segment, cores}``.
 
-    THIN and jupiter come from the kit's SMPI platforms (their routes between two nodes);
+    THIN and jupiter come from the kit's SMPI platforms (a message between two nodes, and the
+    platform's eager limit);
     the Bunyip-like commodity cluster from seed 004: α = 204 µs and 8 MB/s (β = 0.125 µs/B),
     one rank per node (the seed gives no core count).
     """
