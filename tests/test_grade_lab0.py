@@ -1,8 +1,10 @@
-"""End to end: release lab 0, grade three submissions with scripts/grade.sh, check every score.
+"""End to end: release lab 0, grade four submissions with scripts/grade.sh, check every score.
 
-Real nbgrader, Open MPI, SMPI and ipyparallel engines. The wrong submission's hello.c never asks
-for the processor name, and it hands in the bandwidth in MB/s where GB/s is asked; it arrives
-as an LMS download (a zip with Blackboard's file names) that grade.sh collects with zip_collect.
+Real nbgrader, Open MPI, SMPI, ipyparallel engines and mpi4py; the points come from the trusted
+grader (mpilab.grade.judge with the answer key's rubric, solutions/mpilab_key/rubrics/lab0.py).
+The wrong submission's hello.c never asks for the processor name, and it hands in the bandwidth
+in MB/s where GB/s is asked; it arrives as an LMS download (a zip with Blackboard's file names)
+that grade.sh collects with zip_collect. Another one's %%px cell only works on 4 ranks.
 """
 
 import shutil
@@ -17,13 +19,25 @@ FULL = {"hello_correct": 2, "px_allgather": 2, "pingpong_fit": 2, "order_answer"
 EXPECTED = {
     "solution": FULL,
     "untouched": dict.fromkeys(FULL, 0),
-    "wrong": {**FULL, "hello_correct": 0, "pingpong_fit": 0},
+    # hello: 7 runs (Open MPI P = 1..4, SMPI P = 8; hidden: Open MPI P = 6, SMPI P = 30) x 2
+    # cases (the ranks and the size; the hosts): every host case fails, 2 x 7/14 = 1.
+    # fit: alpha and beta right, the bandwidth wrong (MB/s): 2 x 2/3 = 1.33.
+    "wrong": {**FULL, "hello_correct": 1.0, "pingpong_fit": 1.33},
+    # %%px: recv of 12 ints whatever the size: right at P = 4, wrong at the hidden P = 5 and 6:
+    # 2 x 1/3 = 0.67 (the notebook's own check, on its 4 engines, passed).
+    "px_fixed_size": {**FULL, "px_allgather": 0.67},
 }
 
 
-def _edit(gid, src):
+def _edit_fit(gid, src):
     if gid == "fit_answer":
         return src.replace("bandwidth_GBps = 1e-3 / beta_us_per_byte", "bandwidth_GBps = 1 / beta_us_per_byte")
+    return src
+
+
+def _edit_px(gid, src):
+    if gid == "px_answer":
+        return src.replace('recv = np.empty(3 * comm.Get_size(), dtype="i")', 'recv = np.empty(12, dtype="i")')
     return src
 
 
@@ -38,13 +52,22 @@ def test_grade_lab0(tmp_path, built_flavour):
     no_host = mutant(hello, "MPI_Get_processor_name(host, &len);", "", tmp_path / "hello.c")
     course.submit("solution", "lab0", solved_notebook("lab0"), {"hello.c": hello})
     course.submit("untouched", "lab0", released_notebook("lab0"), {"hello.c": SOL / "hello.c"})
-    course.submit_lms_zip("wrong", "lab0", solved_notebook("lab0", _edit), {"hello.c": no_host})
+    course.submit_lms_zip("wrong", "lab0", solved_notebook("lab0", _edit_fit), {"hello.c": no_host})
+    course.submit("px_fixed_size", "lab0", solved_notebook("lab0", _edit_px), {"hello.c": hello})
     table, elapsed = course.grade("lab0", cell_timeout=300)
     assert_scores(table, EXPECTED)
     assert {status for _, status in course.autograde_runs("lab0").values()} == {"ok"}
     feedback = course.feedback("wrong", "lab0")
-    assert "did you call MPI_Get_processor_name?" in feedback and "divide by 1000 for GB/s" in feedback
-    assert "NotImplementedError" in course.feedback("untouched", "lab0")
+    assert "SMPI on orfeo-thin, P = 8, mapping node: each rank names its host (its simulated core): a rank " \
+        "printed host &#39;?&#39; — did you call MPI_Get_processor_name?" in feedback
+    assert "divide by 1000 for GB/s" in feedback
+    px = course.feedback("px_fixed_size", "lab0")
+    assert "hidden: Open MPI, P = 5: every rank&#39;s recv: rank 0: your cell raised ValueError: message: cannot " \
+        "infer count, number of entries 12 is not a multiple of required number of blocks 5" in px
+    assert "hello_correct" in course.feedback("untouched", "lab0")
+    untouched = course.feedback("untouched", "lab0")
+    assert "your cell raised NotImplementedError" in untouched
+    assert "no answer named &#39;alpha_us&#39; was handed in" in untouched
 
 
 def _stalls(marker):

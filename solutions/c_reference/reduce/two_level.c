@@ -1,4 +1,7 @@
-/* Algorithm: two-level (node-aware) reduce — the kit's, used by lab 3's reproduction study
+/* Algorithm: two-level (node-aware) reduce — the answer key's: lab 3's two-level allreduce with a
+ *            reduce among the leaders, so it stays on the instructor's side. The reproduction
+ *            study (mpilab.studies.repro.run_study, reduce_c=) times it as the reduce's
+ *            two_level; without it the study times the library's reduce only.
  * Implements: MPI_Reduce (same signature)
  * Steps:        1. reduce inside each node to the node's leader (its rank 0 in the node);
  *               2. reduce among the leaders to the leader of the root's node;
