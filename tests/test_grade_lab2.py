@@ -13,7 +13,8 @@ SOL = ROOT / "solutions" / "lab2"
 
 #: Autograded points per cell of lab 2 (schedules and discussion are graded by hand: 0 here).
 FULL = {"cost_gather_bcast": 1, "cost_pairwise": 1, "cost_ring": 1, "cost_bruck": 2, "ring_correct": 3,
-        "bruck_correct": 3, "plot_check": 2, "plot_p_check": 2, "schedules": 0, "discussion": 0}
+        "bruck_correct": 3, "plot_check": 2, "plot_p_check": 2, "prediction_check": 1, "schedules": 0,
+        "reflection": 0, "discussion": 0}
 ZERO = dict.fromkeys(FULL, 0)
 #: Per kind of case of a C check: Open MPI P = 1 (4 kinds: in-place is trivial at P = 1),
 #: P = 2..8 (7 x 5 kinds), 3 simulated runs (3 x 5 kinds); a code right only at P = 1 keeps
@@ -28,9 +29,11 @@ EXPECTED = {
     "bruck_segfault": {**FULL, "bruck_correct": ONLY_P1},
     # 10 cases: two log axes missing, bruck's line missing; labels, legend, 4 lines right
     "wrong_plot": {**FULL, "plot_check": 1.4},
-    "loops_forever": {**FULL, "cost_gather_bcast": 0, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0},
+    # the costs never exist, so neither does the prediction made from them
+    "loops_forever": {**FULL, "cost_gather_bcast": 0, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0,
+                      "prediction_check": 0},
     # its kernel is restarted after the plot cell's time limit: the cells below lack its variables
-    "ignores_sigint": {**FULL, "plot_check": 0, "plot_p_check": 0},
+    "ignores_sigint": {**FULL, "plot_check": 0, "plot_p_check": 0, "prediction_check": 0},
 }
 
 
@@ -78,9 +81,11 @@ def test_grade_eight_submissions(tmp_path):
     assert_scores(table, EXPECTED)
     assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert (course.root / "grades-lab2.csv").exists()
-    assert table.loc["solution", "max"] == 15 + 5   # 15 autograded, 5 by hand
+    assert table.loc["solution", "max"] == 16 + 7   # 16 autograded, 7 by hand
+    dead = course.feedback("ring_deadlock", "lab2")
     assert "Open MPI, P = 2, int: count=1: no result after 3 s — a deadlock? check the order of sends and " \
-        "receives" in course.feedback("ring_deadlock", "lab2")
+        "receives" in dead and "Open MPI, P = 2, char, double, in-place, sub-communicator: not run: the int " \
+        "case hung" in dead
     assert "Open MPI, P = 2, int: rank 1 crashed: signal 11 (SIGSEGV)" in course.feedback("bruck_segfault", "lab2")
     wrong = course.feedback("wrong_cost", "lab2")
     assert "its β term: bytes on the critical path: the β coefficient differs at p = 1, n = 1 bytes: " \

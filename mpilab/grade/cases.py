@@ -71,10 +71,10 @@ class CellVerdict:
                  f"({passed} of {len(self.cases)} cases passed)"]
         if self.note:
             lines.append(self.note)
-        failed = [c for c in self.cases if not c.passed]
+        failed = _grouped([c for c in self.cases if not c.passed])
         lines += ["  " + c.line() for c in failed[:MAX_LISTED]]
         if len(failed) > MAX_LISTED:
-            lines.append(f"  ... and {len(failed) - MAX_LISTED} more failed cases")
+            lines.append(f"  ... and {len(failed) - MAX_LISTED} more lines of failed cases")
         if not failed and self.cases:
             lines.append("  every case passed")
         return "\n".join(lines)
@@ -87,6 +87,23 @@ class CellVerdict:
     def from_dict(cls, data):
         return cls(data["grade_id"], float(data["points"]),
                    [Case(**c) for c in data.get("cases", [])], data.get("note", ""))
+
+
+def _grouped(cases):
+    """Failed cases of one run that fail for the same reason, as one line: "Open MPI, P = 2:
+    char, double, in-place: not run: the int case hung" (the weights are summed)."""
+    out, index = [], {}
+    for c in cases:
+        prefix, _, kind = c.name.rpartition(", ")
+        key = (prefix, c.message, c.hidden)
+        if prefix and key in index:
+            g = out[index[key]]
+            g.name = f"{g.name}, {kind}"
+            g.weight += c.weight
+        else:
+            index[key] = len(out)
+            out.append(Case(c.name, c.passed, c.message, c.weight, c.hidden))
+    return out
 
 
 def one(name, ok, message="", weight=1.0, hidden=False):

@@ -10,11 +10,13 @@ directory holding only the files it needs and under :mod:`mpilab.grade.sandbox`'
 * :func:`run_c` compiles and runs one program and returns its output (lab 0's hello cells);
 * :func:`benchmark_c` times students' allgathers next to ``MPI_Allgather`` (lab 2).
 """
+import datetime as dt
 import importlib.resources
 import io
 import os
 import re
 import shutil
+import time
 import warnings
 from dataclasses import dataclass
 
@@ -204,7 +206,7 @@ def parse_cases(stdout):
     return out
 
 
-def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None, args=()):
+def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None, args=(), progress=None):
     """Run a case harness for every run and return one :class:`Case` per (run, kind).
 
     A kind passes when every case the harness ran of it passed (every count); its message is
@@ -230,12 +232,16 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
         Per-case limit on real MPI (default: a third of ``timeout``, at least 3 s).
     args : sequence of str
         Extra harness arguments.
+    progress : callable, optional
+        Called with a line before and after each launch (the notebook's checks print them, so a
+        long wait shows which run it is and how long it has taken).
 
     Returns
     -------
     list of Case
     """
     case_timeout = case_timeout or max(3.0, timeout / 3)
+    say = progress or (lambda line: None)
     out, hung_first = [], []
     for run in runs:
         run_kinds = list(run.kinds or kinds)
@@ -245,12 +251,15 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
                          f"{hung_first[0]} and P = {hung_first[1]}", hidden=run.hidden) for k in run_kinds]
             continue
         left, tries = list(run_kinds), 0
-        while left and tries < 3:
+        while left and tries < 2:
             tries += 1
             extra = ["--kinds", ",".join(left)]
             if run.flavour != "smpi":
                 extra += ["--case-timeout", f"{case_timeout:.0f}"]
+            say(f"running {run.label} ({', '.join(left)}) ...")
+            started = time.monotonic()
             res = execute(work, argv(work, exe, [*args, *extra], run), run, timeout=timeout)
+            say(f"  {run.label}: {time.monotonic() - started:.1f} s")
             by_kind = {}
             for kind, detail, status, msg in parse_cases(res.stdout):
                 by_kind.setdefault(kind, []).append((detail, status, msg))
@@ -354,6 +363,8 @@ BENCH_ITERS = {"openmpi": (20, 5), "smpi": (2, 1)}
 #: The allgather harness and the function each lab-2 skeleton defines.
 ALLGATHER_HARNESS = "check_student.c"
 STUDENT_FUNCTIONS = {"ring": "student_allgather_ring", "bruck": "student_allgather_bruck"}
+#: The allgather harness's kinds of case, in the order it runs them.
+ALLGATHER_KINDS = ("int", "char", "double", "in-place", "sub-communicator")
 
 
 def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
@@ -400,8 +411,9 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
     pandas.DataFrame
         Columns algorithm, nprocs, bytes (per rank), maxrank_avg_us (the slowest rank's average
         over the timed calls, as the results table's column of that name); SMPI's times are
-        simulated. An algorithm that fails to
-        build or run is left out with a warning saying why.
+        simulated; ``date``, when the launch that measured the row started (UTC). An algorithm
+        that fails to build, fails its correctness check or fails to run is left out with a
+        warning saying why.
     """
     if flavour not in BENCH_ITERS:
         raise one_of("flavour for benchmark_c", flavour, BENCH_ITERS)
@@ -416,14 +428,24 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
             warnings.warn(f"{algorithm} left out: {exc}")
             continue
         try:
+            # a wrong algorithm's time means nothing: check it first (every kind, at the
+            # smallest P above 1 that is timed)
+            run = Run(flavour, min([q for q in nprocs if q > 1] or nprocs), platform if flavour == "smpi" else None,
+                      mapping)
+            wrong = [c for c in run_cases(work, "check_student", [run], ALLGATHER_KINDS, timeout) if not c.passed]
+            if wrong:
+                warnings.warn(f"{algorithm} left out: it is not right yet, so its time would mean nothing "
+                              f"({wrong[0].name}: {wrong[0].message})")
+                continue
             for p in nprocs:
                 run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
                 for args in modes:
+                    when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
                     res = execute(work, argv(work, exe, args, run), run, timeout)
                     if not res.ok:
                         warnings.warn(f"{algorithm} left out: timing it with P = {p}: {res.failure()}")
                         break
-                    frames.append(pd.read_csv(io.StringIO(res.stdout)))
+                    frames.append(pd.read_csv(io.StringIO(res.stdout)).assign(date=when))
                 else:
                     continue
                 break
@@ -434,4 +456,5 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
     df = pd.concat(frames, ignore_index=True)
     keep = list(c_files) + ["native"] + (["gather_bcast", "pairwise"] if reference else [])
     df = df[df["algorithm"].isin(keep)]
-    return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False)["maxrank_avg_us"].mean()
+    return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False).agg(
+        maxrank_avg_us=("maxrank_avg_us", "mean"), date=("date", "min"))

@@ -76,6 +76,8 @@ def run_solution(lab, out, timeout=1800):
 def wrong_answers(lab):
     """Each common wrong answer of the lab's GUIDE with the trusted grader's feedback."""
     rubric = importlib.import_module(f"mpilab_key.rubrics.{lab}")
+    nb = nbformat.read(SOLUTIONS / lab / f"{lab}.ipynb", as_version=4)
+    points = {meta["grade_id"]: meta.get("points", 0) for _, meta in _cells(nb, "test")}
     rows = []
     for gid, tries in getattr(rubric, "GUIDE", {}).get("wrong", {}).items():
         verdict = rubric.RUBRIC[gid]
@@ -88,7 +90,7 @@ def wrong_answers(lab):
                     else:
                         answers[name] = encode(value)
                 ctx = judge.Context(lab, Path(tmp), Path(tmp))
-                v = judge.judge_cell(verdict, gid, {"points": 1, "answers": answers}, ctx)
+                v = judge.judge_cell(verdict, gid, {"points": points.get(gid, 1), "answers": answers}, ctx)
             rows.append((gid, label, v))
     return rows
 

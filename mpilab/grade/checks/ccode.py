@@ -12,11 +12,10 @@ from mpilab.grade import runner
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Verdict
 
-#: The allgather harness's kinds of case, in the order it runs them.
-ALLGATHER_KINDS = ("int", "char", "double", "in-place", "sub-communicator")
+ALLGATHER_KINDS = runner.ALLGATHER_KINDS
 
 
-def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
+def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progress=None):
     """Build a student's allgather with the harness and run every kind of case for each run.
 
     Parameters
@@ -28,6 +27,8 @@ def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
     runs : sequence of mpilab.grade.runner.Run
     timeout : float
         Limit of one launch, seconds.
+    progress : callable, optional
+        Called with a line before and after each launch (see :func:`mpilab.grade.runner.run_cases`).
 
     Returns
     -------
@@ -45,7 +46,7 @@ def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
             shutil.rmtree(work, ignore_errors=True)
         return [Case(f"{name} compiles", False, str(exc), weight=_weight(runs))]
     try:
-        return runner.run_cases(work, "check_student", runs, ALLGATHER_KINDS, timeout=timeout)
+        return runner.run_cases(work, "check_student", runs, ALLGATHER_KINDS, timeout=timeout, progress=progress)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,7 +1,7 @@
 """Lab 2's graded cells, as the notebook sees them: the answers each hands in, the visible checks."""
 from functools import partial
 
-from mpilab.grade.checks import ccode, costs, plots
+from mpilab.grade.checks import ccode, costs, plots, prediction
 from mpilab.grade.labs import Cell
 from mpilab.grade.runner import Run
 
@@ -10,6 +10,12 @@ from mpilab.grade.runner import Run
 #: grader checks (datatypes, MPI_IN_PLACE, a sub-communicator) runs in each; the grader adds
 #: other process counts and larger simulated runs.
 VISIBLE_RUNS = ccode.runs_at("openmpi", (1, 2, 3, 5, 8)) + (Run("smpi", 13, "orfeo-thin", "node"),)
+
+#: The grid of the predict-then-run section: the simulated sweep's P and sizes, the algorithms
+#: whose costs the student gave.
+P_SIM = (2, 4, 8, 16, 32, 48)
+SIZES = (4, 16, 64, 256, 1024, 4096, 16384)
+PREDICTED = ("gather_bcast", "pairwise", "ring", "bruck")
 
 _COST_NOTE = ("Its value is checked by the grader after you hand in; the feedback then names a "
               "(p, n) where it differs.")
@@ -20,7 +26,7 @@ def _cost(name):
 
 
 def _c(c_file, algorithm):
-    return Cell((), lambda: ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS))
+    return Cell((), lambda: ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS, progress=print))
 
 
 CELLS = {
@@ -32,4 +38,6 @@ CELLS = {
     "bruck_correct": _c("bruck.c", "bruck"),
     "plot_check": Cell(("fig", "at4"), partial(plots.latency_plot_cases, x="bytes", y="maxrank_avg_us")),
     "plot_p_check": Cell(("fig_p", "at16k"), partial(plots.latency_plot_cases, x="nprocs", y="maxrank_avg_us")),
+    "prediction_check": Cell(("prediction", "made_at", "sim"), partial(
+        prediction.prediction_cases, algorithms=PREDICTED, nprocs=P_SIM, sizes=SIZES)),
 }

@@ -1,7 +1,8 @@
 """Lab 2's rubric: the expected costs, and the hidden cases of the C checks."""
 from mpilab.grade.checks import ccode, plots
+from mpilab.grade.checks.prediction import PredictionVerdict
 from mpilab.grade.checks.costs import CostVerdict
-from mpilab.grade.labs.lab2 import VISIBLE_RUNS
+from mpilab.grade.labs.lab2 import P_SIM, PREDICTED, SIZES, VISIBLE_RUNS
 from mpilab.grade.runner import Run
 from mpilab.model import costs
 
@@ -27,6 +28,8 @@ RUBRIC = {
     "bruck_correct": ccode.AllgatherVerdict("bruck.c", "bruck", RUNS),
     "plot_check": plots.LatencyPlotVerdict("fig", "at4", x="bytes", y="maxrank_avg_us"),
     "plot_p_check": plots.LatencyPlotVerdict("fig_p", "at16k", x="nprocs", y="maxrank_avg_us"),
+    "prediction_check": PredictionVerdict("prediction", "made_at", "sim", PREDICTED, P_SIM, SIZES,
+                                          record="prediction-lab2-thin.json"),
 }
 
 #: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
@@ -35,8 +38,9 @@ GUIDE = {
     "sections": [("1. The reference algorithms: read them, draw their schedules at p = 8", "45 min"),
                  ("2. Cost expressions", "45 min to 1 h"),
                  ("3. Ring and Bruck in C (first compile errors, a deadlock, MPI_IN_PLACE)", "2 to 3 h"),
-                 ("4. Benchmark and plots", "30 min"),
-                 ("5. Model against measurement", "45 min")],
+                 ("4. Predict, then run: the prediction from one's own costs", "15 min"),
+                 ("5. Benchmark and plots, and the prediction against the measurement", "45 min"),
+                 ("6. Model against measurement", "45 min")],
     "quotes": {
         "fastest algorithm at P = 48, 16 KiB per process (simulated THIN)":
             "at16k[at16k.nprocs == 48].sort_values('maxrank_avg_us').iloc[0]['algorithm']",
