@@ -79,10 +79,10 @@ def fit_cases(answers, ctx):
     fits = reference_fits(pp)
 
     def alpha_ok(a, ref):
-        return _is_number(a) and abs(a - ref[0]) <= max(RTOL * abs(ref[0]), ALPHA_FLOOR * ref[2])
+        return bool(_is_number(a) and abs(a - ref[0]) <= max(RTOL * abs(ref[0]), ALPHA_FLOOR * ref[2]))
 
     def beta_ok(b, ref):
-        return _is_number(b) and abs(b - ref[1]) <= RTOL * abs(ref[1])
+        return bool(_is_number(b) and abs(b - ref[1]) <= RTOL * abs(ref[1]))
 
     # the convention nearest to the student's pair: the one that passes most, then the closest β
     name, ref = min(fits.items(), key=lambda kv: (-(alpha_ok(alpha, kv[1]) + beta_ok(beta, kv[1])),
@@ -98,7 +98,7 @@ def fit_cases(answers, ctx):
                         f"bandwidth_GBps = {bw!r}: give 1/β in GB/s, from your beta_us_per_byte"))
         return out
     want = 1e-3 / beta
-    ok = abs(bw - want) <= RTOL * want
+    ok = bool(abs(bw - want) <= RTOL * want)
     hint = ""
     if math.isclose(bw, 1 / beta, rel_tol=RTOL):
         hint = ": 1/β is in bytes per µs (= MB/s); divide by 1000 for GB/s"
