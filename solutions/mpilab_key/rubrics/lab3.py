@@ -5,7 +5,7 @@ import os
 import pandas as pd
 
 from mpilab.grade.cases import Case
-from mpilab.grade.checks import Verdict, missing, plots, reductions
+from mpilab.grade.checks import missing, plots, reductions
 from mpilab.grade.checks.costs import CostVerdict
 from mpilab.grade.labs.lab3 import VISIBLE_RUNS
 from mpilab.grade.runner import BuildError, Run, SMALL_CLUSTER
@@ -51,14 +51,13 @@ def study_table_case(table, allreduce_c, nprocs=STUDY_NPROCS, x="nprocs", y="med
     return Case(title, True)
 
 
-class StudyPlotVerdict(Verdict):
+class StudyPlotVerdict(plots.LatencyPlotVerdict):
     """The study's plot: its table must be the study's (simulated again here); then the plot's
-    cases (:func:`mpilab.grade.checks.plots.latency_plot_cases`)."""
+    cases (:class:`mpilab.grade.checks.plots.LatencyPlotVerdict`)."""
 
     def __init__(self, figure, table, allreduce_c, **options):
-        self.figure, self.table, self.allreduce_c = figure, table, allreduce_c
-        self.needs = (figure, table)
-        self.options = options
+        super().__init__(figure, table, **options)
+        self.allreduce_c = allreduce_c
 
     def cases(self, answers, ctx):
         bad = missing(answers, self.figure, self.table)
@@ -67,9 +66,7 @@ class StudyPlotVerdict(Verdict):
         path = ctx.submitted_file(self.allreduce_c)
         gate = study_table_case(answers[self.table], os.fspath(path) if path else None,
                                 x=self.options["x"], y=self.options["y"])
-        if not gate.passed:
-            return [gate]
-        return [gate] + plots.latency_plot_cases(answers[self.figure], answers[self.table], **self.options)
+        return [gate] + super().cases(answers, ctx) if gate.passed else [gate]
 
 
 _RABENSEIFNER = costs.entry("allreduce", "rabenseifner")
@@ -80,4 +77,43 @@ RUBRIC = {
     "cost_rabenseifner": CostVerdict("cost_rabenseifner", _RABENSEIFNER.expr, _RABENSEIFNER.domain),
     "two_level_correct": reductions.ReductionVerdict("allreduce_two_level.c", "two_level", RUNS),
     "study_plot_check": StudyPlotVerdict("fig", "s8", "allreduce_two_level.c", x="nprocs", y="median_us"),
+}
+
+_S8 = "s8[(s8.nprocs == s8.nprocs.max()) & (s8.algorithm == {!r})]['median_us'].iloc[0]"
+
+#: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
+GUIDE = {
+    "time": "8 to 12 hours for a typical MSc student; the three C files take most of it, the first "
+            "reduce-scatter alone often half a day",
+    "sections": [("1. Reduce-scatter by recursive halving, then Rabenseifner's allreduce (schedules "
+                  "for p = 8 and p = 6, the fold for p not a power of two, MPI_IN_PLACE, a deadlock "
+                  "or two)", "4 to 5 h"),
+                 ("2. Rabenseifner's cost, and what the fold adds (written)", "45 min to 1 h"),
+                 ("3. The two-level allreduce (MPI_Comm_split_type, the leaders' communicator, "
+                  "nodes under SMPI)", "1 h 30 to 2 h 30"),
+                 ("4. The reproduction study: simulate, compare with the paper, plot, discuss",
+                  "1 h 30 to 2 h 30"),
+                 ("5. Noise: repetitions in a deterministic simulator, jitter (written)", "30 to 45 min")],
+    "quotes": {
+        "largest P of the study's grid": "int(s8.nprocs.max())",
+        "MPI_Allreduce 8 B at that P, library default (simulated median, us)":
+            "round(float(" + _S8.format("default") + "), 2)",
+        "MPI_Allreduce 8 B at that P, the solution's two-level (simulated median, us)":
+            "round(float(" + _S8.format("two_level") + "), 2)",
+        "largest relative spread of the R launches of one point (plain platform)":
+            "float(repro.spread(results)['rel_spread'].max())",
+        "relative spread of the jittered launches (sigma = 0.1, P = 32, 8 B)":
+            "round(float(repro.spread(jittered)['rel_spread'].max()), 3)",
+    },
+    "wrong": {
+        "rabenseifner_correct": [("a write through a wrong block pointer: a crash from P = 2 on",
+                                  {"allreduce_rabenseifner.c": "tests/data/grading/allreduce_rabenseifner_segfault.c"})],
+        "two_level_correct": [("every rank waits for its leader's result before sending its own part: a deadlock",
+                               {"allreduce_two_level.c": "tests/data/grading/allreduce_two_level_deadlock.c"})],
+        "cost_rabenseifner": [("only the reduce-scatter half counted",
+                               {"cost_rabenseifner": costs.LOG2 * costs.alpha
+                                + (costs.p - 1) / costs.p * costs.n * costs.beta}),
+                              ("recursive doubling's cost (the whole vector on every step)",
+                               {"cost_rabenseifner": costs.LOG2 * (costs.alpha + costs.n * costs.beta)})],
+    },
 }
