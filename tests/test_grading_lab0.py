@@ -181,3 +181,18 @@ def test_engines_refuse_bad_counts_and_the_other_mpi():
         engines.mpi_cluster(n=2, flavour=other)
     with pytest.raises(ValueError, match="unknown flavour for MPI engines 'smpi'; valid: mpich, openmpi"):
         engines.mpi_cluster(n=2, flavour="smpi")
+
+
+def test_hidden_runs_only_vary_where_the_visible_ones_run():
+    """Issue 21: the grader's runs test nothing the notebook's checks do not (real and simulated
+    hello runs; the %%px cell on real ranks), only at other process counts."""
+    from mpilab_key.rubrics import lab0 as rubric
+
+    def where(r):
+        return (r.flavour, r.nprocs, r.platform, r.mapping)
+
+    for visible, hidden in ((lab0.HELLO_RUNS, rubric.HELLO_HIDDEN), (lab0.PX_RUNS, rubric.PX_HIDDEN)):
+        assert not any(r.hidden for r in visible) and all(r.hidden for r in hidden)
+        assert {r.flavour for r in hidden} <= {r.flavour for r in visible}
+        assert not {where(r) for r in hidden} & {where(r) for r in visible}
+    assert {r.flavour for r in lab0.HELLO_RUNS} == {"openmpi", "smpi"}
