@@ -82,7 +82,7 @@ def build(c_file, function, harness_kind, flavours, work=None, own_messages=Fals
     return work
 
 
-def reduction_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
+def reduction_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progress=None):
     """Build a student's lab-3 file with the harness and run every kind of case for each run.
 
     Parameters
@@ -95,6 +95,8 @@ def reduction_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
     runs : sequence of mpilab.grade.runner.Run
     timeout : float
         Limit of one launch, seconds.
+    progress : callable, optional
+        Called with a line before and after each launch (see :func:`mpilab.grade.runner.run_cases`).
 
     Returns
     -------
@@ -104,10 +106,11 @@ def reduction_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
     if algorithm not in FUNCTIONS:
         raise one_of("lab 3 algorithm", algorithm, FUNCTIONS)
     function, kind, own = FUNCTIONS[algorithm]
-    return harness_cases(c_file, function, kind, runs, timeout=timeout, own_messages=own)
+    return harness_cases(c_file, function, kind, runs, timeout=timeout, own_messages=own, progress=progress)
 
 
-def harness_cases(c_file, function, harness_kind, runs, timeout=runner.RUN_TIMEOUT, own_messages=False):
+def harness_cases(c_file, function, harness_kind, runs, timeout=runner.RUN_TIMEOUT, own_messages=False,
+                  progress=None):
     """:func:`reduction_cases` for any function of one of the harness's signatures."""
     name = os.path.basename(os.fspath(c_file))
     kinds = kinds_of(harness_kind)
@@ -116,7 +119,7 @@ def harness_cases(c_file, function, harness_kind, runs, timeout=runner.RUN_TIMEO
     except runner.BuildError as exc:
         return [Case(f"{name} compiles", False, str(exc), weight=weight(runs, kinds))]
     try:
-        return runner.run_cases(work, "check_reduce", runs, kinds, timeout=timeout)
+        return runner.run_cases(work, "check_reduce", runs, kinds, timeout=timeout, progress=progress)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
