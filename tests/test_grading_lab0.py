@@ -35,21 +35,21 @@ def test_hello_solution_passes_and_skeleton_fails_every_case():
     assert len(cases) == 2 * len(lab0.HELLO_RUNS) and _failed(cases) == {}
     cases = hello.hello_cases(ROOT / "labs" / "lab0" / "hello.c", RUNS)
     assert len(cases) == 6 and not any(c.passed for c in cases)
-    assert _failed(cases)["Open MPI, P = 1: one line per rank with its rank and the size"].startswith(
+    assert _failed(cases)["Open MPI, P = 1, one line per rank with its rank and the size"].startswith(
         "the ranks printed were [-1]")
 
 
 @needs_mpi
 @pytest.mark.parametrize("old,new,name,message", [
-    ('printf("hello', 'if (rank != 1) printf("hello', "Open MPI, P = 2: one line per rank with its rank and the size",
+    ('printf("hello', 'if (rank != 1) printf("hello', "Open MPI, P = 2, one line per rank with its rank and the size",
      r"1 lines .* expected 2"),
     ("MPI_Comm_size(MPI_COMM_WORLD, &size);", "size = 4;",
-     "Open MPI, P = 1: one line per rank with its rank and the size", r"the sizes printed were \[4\]"),
+     "Open MPI, P = 1, one line per rank with its rank and the size", r"the sizes printed were \[4\]"),
     ("MPI_Get_processor_name(host, &len);", 'host[0] = \'x\'; host[1] = 0;',
-     "SMPI on orfeo-thin, P = 8, mapping node: each rank names its host (its simulated core)",
+     "SMPI on orfeo-thin, P = 8, mapping node, each rank's simulated core",
      r"rank 0 says it ran on 'x', but it was placed on 'thin00-s0-c00'"),
     ("MPI_Finalize();", "if (rank == 1) *(volatile int *)0 = 1;\n    MPI_Finalize();",
-     "Open MPI, P = 2: each rank names its host", r"rank 1 crashed: signal 11 \(SIGSEGV\)"),
+     "Open MPI, P = 2, each rank's host", r"rank 1 crashed: signal 11 \(SIGSEGV\)"),
 ])
 def test_hello_mistakes_fail_their_cases_by_name(tmp_path, old, new, name, message):
     import re
@@ -141,13 +141,13 @@ def test_the_grader_runs_the_px_cell_itself_on_other_rank_counts():
     runs = [Run("openmpi", 2), Run("openmpi", 5, hidden=True)]
     assert _failed(pxcell.px_cases(PX, runs)) == {}
     fixed = _failed(pxcell.px_cases(PX.replace("3 * comm.Get_size()", "6"), runs))
-    assert list(fixed) == ["Open MPI, P = 5: every rank's recv"] and "your cell raised ValueError" in \
-        fixed["Open MPI, P = 5: every rank's recv"]
+    assert list(fixed) == ["Open MPI, P = 5, every rank's recv"] and "your cell raised ValueError" in \
+        fixed["Open MPI, P = 5, every rank's recv"]
     # numbers copied from the notebook's printout instead of communicating: wrong with fresh sends
     copied = "%%px\nrecv = np.array([0, 1, 2, 100, 101, 102], dtype='i')\n"
     assert not any(c.passed for c in pxcell.px_cases(copied, runs))
     failed = _failed(pxcell.px_cases("%%px\n%time x = 1\n", runs[:1]))
-    assert "not Python the grader can run" in failed["Open MPI, P = 2: every rank's recv"]
+    assert "not Python the grader can run" in failed["Open MPI, P = 2, every rank's recv"]
 
 
 @pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")

@@ -52,8 +52,9 @@ def _hosts_case(lines, run, title):
 def run_cases(res, run):
     """The two cases of one run from its result (:class:`mpilab.grade.sandbox.SandboxResult`)."""
     why = runner.failure(res, run)
-    titles = (f"{run.label}: one line per rank with its rank and the size",
-              f"{run.label}: each rank names its host" + (" (its simulated core)" if run.flavour == "smpi" else ""))
+    # "<run>, <kind>", as the C harnesses' cases, so the feedback groups one run's failures
+    titles = (f"{run.label}, one line per rank with its rank and the size",
+              f"{run.label}, " + ("each rank's simulated core" if run.flavour == "smpi" else "each rank's host"))
     if why:
         return [Case(t, False, why, hidden=run.hidden) for t in titles]
     lines = [m.groups() for m in map(_HELLO.match, res.stdout.splitlines()) if m]

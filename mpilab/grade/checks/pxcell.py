@@ -96,7 +96,7 @@ def _sends(p):
 
 def run_case(work, code, run, timeout):
     """Run the cell's code on ``run.nprocs`` ranks; one :class:`Case`."""
-    title = f"{run.label}: every rank's recv"
+    title = f"{run.label}, every rank's recv"
     sends = _sends(run.nprocs)
     for r, s in enumerate(sends):
         with open(os.path.join(work, f"send.{r}.bin"), "wb") as f:
@@ -149,7 +149,7 @@ def px_cases(source, runs, timeout=runner.RUN_TIMEOUT):
     try:
         code = python_code(source)
     except ValueError as exc:
-        return [Case(f"{r.label}: every rank's recv", False, str(exc), hidden=r.hidden) for r in runs]
+        return [Case(f"{r.label}, every rank's recv", False, str(exc), hidden=r.hidden) for r in runs]
     work = sandbox.scratch_dir([])
     try:
         with open(os.path.join(work, "rank.py"), "w") as f:
