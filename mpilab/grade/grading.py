@@ -341,6 +341,8 @@ def score_table(course_root, assignment):
                     row[grade.name] = grade.score
             row["total"], row["max"] = sub.score, sub.max_score
             rows.append(row)
+    if not rows:   # every student stopped before nbgrader recorded a submission
+        return pd.DataFrame(columns=["student", "total", "max"]).set_index("student")
     return pd.DataFrame(rows).sort_values("student").set_index("student")
 
 
