@@ -96,6 +96,7 @@ def notebook_page(jupyter_lab, notebook, screenshot, height=1000):
     once its cells are on the page; the screenshot ``test-output/browser/<screenshot>`` is saved
     at the end, also of a failure."""
     sync_api = pytest.importorskip("playwright.sync_api")
+    url, token = jupyter_lab
     out = ROOT / "test-output" / "browser"
     out.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as pw, chromium_page(pw, out / screenshot, height) as page:

@@ -1,10 +1,13 @@
-"""End to end: release lab 0, grade three submissions with scripts/grade.sh, check every score.
+"""End to end: release lab 0, grade four submissions with scripts/grade.sh, check every score.
 
-Real nbgrader, Open MPI, SMPI and ipyparallel engines. The wrong submission's hello.c never asks
-for the processor name, and it hands in the bandwidth in MB/s where GB/s is asked; it arrives
-as an LMS download (a zip with Blackboard's file names) that grade.sh collects with zip_collect.
+Real nbgrader, Open MPI, SMPI, ipyparallel engines and mpi4py; the points come from the trusted
+grader (mpilab.grade.judge with the answer key's rubric, solutions/mpilab_key/rubrics/lab0.py).
+The wrong submission's hello.c never asks for the processor name, and it hands in the bandwidth
+in MB/s where GB/s is asked; it arrives as an LMS download (a zip with Blackboard's file names)
+that grade.sh collects with zip_collect. Another one's %%px cell only works on 4 ranks.
 """
 
+import html
 import shutil
 import subprocess
 
@@ -17,13 +20,25 @@ FULL = {"hello_correct": 2, "px_allgather": 2, "pingpong_fit": 2, "order_answer"
 EXPECTED = {
     "solution": FULL,
     "untouched": dict.fromkeys(FULL, 0),
-    "wrong": {**FULL, "hello_correct": 0, "pingpong_fit": 0},
+    # hello: 7 runs (Open MPI P = 1..4, SMPI P = 8; hidden: Open MPI P = 6, SMPI P = 30) x 2
+    # cases (the ranks and the size; the hosts): every host case fails, 2 x 7/14 = 1.
+    # fit: alpha and beta right, the bandwidth wrong (MB/s): 2 x 2/3 = 1.33.
+    "wrong": {**FULL, "hello_correct": 1.0, "pingpong_fit": 1.33},
+    # %%px: recv of 12 ints whatever the size: right at P = 4, wrong at the hidden P = 5 and 6:
+    # 2 x 1/3 = 0.67 (the notebook's own check, on its 4 engines, passed).
+    "px_fixed_size": {**FULL, "px_allgather": 0.67},
 }
 
 
-def _edit(gid, src):
+def _edit_fit(gid, src):
     if gid == "fit_answer":
         return src.replace("bandwidth_GBps = 1e-3 / beta_us_per_byte", "bandwidth_GBps = 1 / beta_us_per_byte")
+    return src
+
+
+def _edit_px(gid, src):
+    if gid == "px_answer":
+        return src.replace('recv = np.empty(3 * comm.Get_size(), dtype="i")', 'recv = np.empty(12, dtype="i")')
     return src
 
 
@@ -38,13 +53,28 @@ def test_grade_lab0(tmp_path, built_flavour):
     no_host = mutant(hello, "MPI_Get_processor_name(host, &len);", "", tmp_path / "hello.c")
     course.submit("solution", "lab0", solved_notebook("lab0"), {"hello.c": hello})
     course.submit("untouched", "lab0", released_notebook("lab0"), {"hello.c": SOL / "hello.c"})
-    course.submit_lms_zip("wrong", "lab0", solved_notebook("lab0", _edit), {"hello.c": no_host})
+    course.submit_lms_zip("wrong", "lab0", solved_notebook("lab0", _edit_fit), {"hello.c": no_host})
+    course.submit("px_fixed_size", "lab0", solved_notebook("lab0", _edit_px), {"hello.c": hello})
     table, elapsed = course.grade("lab0", cell_timeout=300)
     assert_scores(table, EXPECTED)
     assert {status for _, status in course.autograde_runs("lab0").values()} == {"ok"}
-    feedback = course.feedback("wrong", "lab0")
-    assert "did you call MPI_Get_processor_name?" in feedback and "divide by 1000 for GB/s" in feedback
-    assert "NotImplementedError" in course.feedback("untouched", "lab0")
+    feedback = html.unescape(course.feedback("wrong", "lab0"))
+    assert "SMPI on orfeo-thin, P = 8, mapping node, each rank's simulated core: a rank printed host '?' " \
+        "— did you call MPI_Get_processor_name?" in feedback
+    assert "hidden: Open MPI, P = 6, each rank's host: a rank printed host '?'" in feedback
+    assert "divide by 1000 for GB/s" in feedback
+    px = html.unescape(course.feedback("px_fixed_size", "lab0"))
+    assert "hidden: Open MPI, P = 5, every rank's recv: rank 0: your cell raised ValueError: message: cannot " \
+        "infer count, number of entries 12 is not a multiple of required number of blocks 5" in px
+    untouched = html.unescape(course.feedback("untouched", "lab0"))
+    assert "hello_correct" in untouched
+    assert "your cell raised NotImplementedError" in untouched
+    assert "no answer named 'alpha_us' was handed in" in untouched
+
+
+#: The wall limit of the stalling students: long enough for a kernel on a loaded machine (load 20
+#: on 2 cores here) to reach the added cell, far below the 280 s it then sleeps.
+WALL_LIMIT = 60
 
 
 def _stalls(marker):
@@ -66,13 +96,13 @@ def test_a_student_past_the_wall_limit_is_stopped_and_the_batch_goes_on(tmp_path
     course = Course(tmp_path)
     for student in ("stalls_a", "stalls_b"):
         course.submit(student, "lab0", _stalls(tmp_path / f"{student}.started"), {"hello.c": SOL / "hello.c"})
-    table, elapsed = course.grade("lab0", cell_timeout=300, student_timeout=20, name="grade_lab0_wall_limit")
+    table, elapsed = course.grade("lab0", cell_timeout=300, student_timeout=WALL_LIMIT, name="grade_lab0_wall_limit")
     runs = course.autograde_runs("lab0")
     assert {s: status for s, (_, status) in runs.items()} == dict.fromkeys(("stalls_a", "stalls_b"),
-                                                                          "killed at the 20 s limit")
-    assert "autograde of stalls_a stopped at the 20 s limit" in course.output
+                                                                          f"killed at the {WALL_LIMIT} s limit")
+    assert f"autograde of stalls_a stopped at the {WALL_LIMIT} s limit" in course.output
     rows = [line for line in course.output.splitlines() if line.startswith("stalls_")]
-    assert len(rows) == 2 and all(line.endswith("killed at the 20 s limit") for line in rows), rows
+    assert len(rows) == 2 and all(line.endswith(f"killed at the {WALL_LIMIT} s limit") for line in rows), rows
     assert all(table.loc[s, k] == 0 for s in table.index for k in FULL)   # whatever nbgrader saved
     if shutil.which("unshare") and subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode == 0:
         assert (tmp_path / "stalls_a.started").exists(), "the added cell never ran: nothing was tested"

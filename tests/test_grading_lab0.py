@@ -1,4 +1,7 @@
-"""Lab 0's checks: hello.c on real Open MPI and SMPI, the engines' allgather, the α-β fit."""
+"""Lab 0's checks, case by case: hello.c on real Open MPI and SMPI (mpilab.grade.checks.hello),
+the %%px cell run by the grader and the engines' allgather (mpilab.grade.checks.pxcell), the α-β
+fit recomputed in the answer key (mpilab_key.rubrics.lab0). Scored end to end in test_grade_lab0.py.
+"""
 
 import shutil
 from pathlib import Path
@@ -8,51 +11,67 @@ import pandas as pd
 import pytest
 
 from mpilab.cluster import engines
-from mpilab.grade import grading
 from mpilab.core.errors import LaunchError, UsageError
+from mpilab.grade import runner
+from mpilab.grade.checks import hello, pxcell
+from mpilab.grade.labs import lab0
+from mpilab.grade.runner import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 SOL = ROOT / "solutions" / "lab0"
 needs_mpi = pytest.mark.skipif(shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
                                reason="needs Open MPI and SimGrid SMPI")
+SMPI8 = Run("smpi", 8, "orfeo-thin", "node")
+RUNS = (Run("openmpi", 1), Run("openmpi", 2), SMPI8)
+
+
+def _failed(cases):
+    return {c.name: c.message for c in cases if not c.passed}
 
 
 @needs_mpi
-def test_hello_solution_passes_and_skeleton_fails():
-    grading.check_hello_c(SOL / "c_solutions" / "hello.c")
-    with pytest.raises(AssertionError, match=r"Open MPI, P = 1: the ranks printed were \[-1\]"):
-        grading.check_hello_c(ROOT / "labs" / "lab0" / "hello.c")
+def test_hello_solution_passes_and_skeleton_fails_every_case():
+    cases = hello.hello_cases(SOL / "c_solutions" / "hello.c", lab0.HELLO_RUNS)
+    assert len(cases) == 2 * len(lab0.HELLO_RUNS) and _failed(cases) == {}
+    cases = hello.hello_cases(ROOT / "labs" / "lab0" / "hello.c", RUNS)
+    assert len(cases) == 6 and not any(c.passed for c in cases)
+    assert _failed(cases)["Open MPI, P = 1, one line per rank with its rank and the size"].startswith(
+        "the ranks printed were [-1]")
 
 
 @needs_mpi
-@pytest.mark.parametrize("old,new,message", [
-    ('printf("hello', 'if (rank != 1) printf("hello', r"P = 2: 1 lines .* expected 2"),
-    ("MPI_Comm_size(MPI_COMM_WORLD, &size);", "size = 4;", r"P = 1: the sizes printed were \[4\]"),
+@pytest.mark.parametrize("old,new,name,message", [
+    ('printf("hello', 'if (rank != 1) printf("hello', "Open MPI, P = 2, one line per rank with its rank and the size",
+     r"1 lines .* expected 2"),
+    ("MPI_Comm_size(MPI_COMM_WORLD, &size);", "size = 4;",
+     "Open MPI, P = 1, one line per rank with its rank and the size", r"the sizes printed were \[4\]"),
     ("MPI_Get_processor_name(host, &len);", 'host[0] = \'x\'; host[1] = 0;',
-     r"SMPI on orfeo-thin, P = 8, mapping node: rank 0 says it ran on 'x', but it was placed on 'thin00-s0-c00'"),
+     "SMPI on orfeo-thin, P = 8, mapping node, each rank's simulated core",
+     r"rank 0 says it ran on 'x', but it was placed on 'thin00-s0-c00'"),
     ("MPI_Finalize();", "if (rank == 1) *(volatile int *)0 = 1;\n    MPI_Finalize();",
-     r"P = 2: rank 1 crashed: signal 11 \(SIGSEGV\)"),
+     "Open MPI, P = 2, each rank's host", r"rank 1 crashed: signal 11 \(SIGSEGV\)"),
 ])
-def test_hello_mistakes_are_named(tmp_path, old, new, message):
+def test_hello_mistakes_fail_their_cases_by_name(tmp_path, old, new, name, message):
+    import re
     text = (SOL / "c_solutions" / "hello.c").read_text()
     assert text.count(old) == 1
     (tmp_path / "hello.c").write_text(text.replace(old, new))
-    with pytest.raises(AssertionError, match=message):
-        grading.check_hello_c(tmp_path / "hello.c")
+    failed = _failed(hello.hello_cases(tmp_path / "hello.c", RUNS))
+    assert name in failed and re.search(message, failed[name]), failed
 
 
-def test_hello_missing_file(tmp_path):
-    with pytest.raises(AssertionError, match="not found: keep hello.c next to the notebook"):
-        grading.check_hello_c(tmp_path / "hello.c")
+def test_hello_missing_or_broken_file_fails_with_the_weight_of_every_case(tmp_path):
+    cases = hello.hello_cases(tmp_path / "hello.c", RUNS)
+    assert len(cases) == 1 and cases[0].weight == 6 and "not found" in cases[0].message
 
 
 @needs_mpi
 def test_run_c_runs_hello_for_real_and_simulated(tmp_path):
     shutil.copy(SOL / "c_solutions" / "hello.c", tmp_path / "hello.c")
-    out = grading.run_c(tmp_path / "hello.c", "openmpi", nprocs=4)
+    out = runner.run_c(tmp_path / "hello.c", "openmpi", nprocs=4)
     assert sorted(line.split(" on ")[0] for line in out.splitlines()) == \
         [f"hello from rank {r} of 4" for r in range(4)]
-    out = grading.run_c(tmp_path / "hello.c", "smpi", nprocs=8, mapping="node", platform="orfeo-thin")
+    out = runner.run_c(tmp_path / "hello.c", "smpi", nprocs=8, mapping="node", platform="orfeo-thin")
     assert "hello from rank 1 of 8 on thin01-s0-c00" in out.splitlines()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hello.c"]   # built and run elsewhere
 
@@ -65,16 +84,16 @@ def test_run_c_stops_a_hung_hello_and_keeps_it_in_a_scratch_dir(tmp_path):
     peek = 'if (fopen("secret.txt", "r")) printf("I can read secret.txt\\n");\n    MPI_Finalize();'
     (tmp_path / "hello.c").write_text(text.replace("MPI_Finalize();", peek))
     (tmp_path / "secret.txt").write_text("hidden tests\n")
-    out = grading.run_c(tmp_path / "hello.c", "openmpi", nprocs=2)
+    out = runner.run_c(tmp_path / "hello.c", "openmpi", nprocs=2)
     assert "hello from rank 1 of 2" in out and "secret" not in out
     (tmp_path / "hello.c").write_text(text.replace("MPI_Finalize();", "if (rank == 1) for (;;);\n    MPI_Finalize();"))
     with pytest.raises(LaunchError, match=r"hello.c on openmpi, P = 2: timed out after 3 s — a deadlock\?"):
-        grading.run_c(tmp_path / "hello.c", "openmpi", nprocs=2, timeout=3)
+        runner.run_c(tmp_path / "hello.c", "openmpi", nprocs=2, timeout=3)
     (tmp_path / "hello.c").write_text(text.replace("MPI_Finalize();", "MPI_Finalize() oops;"))
     with pytest.raises(LaunchError, match=r"(?s)hello.c does not compile for smpi:\n.*error: expected"):
-        grading.run_c(tmp_path / "hello.c", "smpi", nprocs=2)
+        runner.run_c(tmp_path / "hello.c", "smpi", nprocs=2)
     with pytest.raises(UsageError, match=r"unknown flavour 'intel'; valid: mpich, openmpi, smpi"):
-        grading.run_c(tmp_path / "hello.c", "intel")
+        runner.run_c(tmp_path / "hello.c", "intel")
 
 
 def _pingpong(alpha=1.5, beta=4e-4):
@@ -83,20 +102,52 @@ def _pingpong(alpha=1.5, beta=4e-4):
     return pd.DataFrame({"bytes": b, "avg_us": alpha + beta * b + noise})
 
 
-def test_pingpong_fit_accepts_the_fit_and_names_each_mistake():
+def _fit(alpha_us, beta_us_per_byte, bandwidth_GBps, pp):
+    from mpilab_key.rubrics import lab0 as rubric
+    return rubric.fit_cases(dict(alpha_us=alpha_us, beta_us_per_byte=beta_us_per_byte,
+                                 bandwidth_GBps=bandwidth_GBps, pp=pp), None)
+
+
+def test_pingpong_fit_recomputed_in_the_key_names_each_mistake():
     pp = _pingpong()
     a, b = np.polyfit(pp["bytes"], pp["avg_us"], 1)[::-1]
-    grading.check_pingpong_fit(a, b, 1e-3 / b, pp)
-    with pytest.raises(AssertionError, match=r"alpha_us = 2, but .* gives 1.5"):
-        grading.check_pingpong_fit(2.0, b, 1e-3 / b, pp)
-    with pytest.raises(AssertionError, match=r"beta_us_per_byte = 0.0004.*slope"):
-        grading.check_pingpong_fit(a, b * 1.1, 1e-3 / b, pp)
-    with pytest.raises(AssertionError, match="divide by 1000 for GB/s"):
-        grading.check_pingpong_fit(a, b, 1 / b, pp)          # MB/s handed in as GB/s
-    with pytest.raises(AssertionError, match="alpha_us should be a number, got None"):
-        grading.check_pingpong_fit(None, b, 1e-3 / b, pp)
-    with pytest.raises(AssertionError, match="pingpong_df is empty"):
-        grading.check_pingpong_fit(a, b, 1e-3 / b, pp.iloc[:0])
+    assert _failed(_fit(a, b, 1e-3 / b, pp)) == {}
+    # the median or leaving out the 0-byte message are defensible conventions too
+    a0, b0 = np.polyfit(pp["bytes"][1:], pp["avg_us"][1:], 1)[::-1]
+    assert _failed(_fit(a0, b0, 1e-3 / b0, pp)) == {}
+    failed = _failed(_fit(2.0, b, 1e-3 / b, pp))
+    assert list(failed) == ["alpha_us is the fit's intercept (µs)"] and "intercept 1.5" in failed[
+        "alpha_us is the fit's intercept (µs)"]
+    assert list(_failed(_fit(a, b * 1.1, 1e-3 / (b * 1.1), pp))) == ["beta_us_per_byte is the fit's slope (µs per byte)"]
+    failed = _failed(_fit(a, b, 1 / b, pp))          # MB/s handed in as GB/s
+    assert list(failed) == ["bandwidth_GBps is 1/β in GB/s"] and "divide by 1000 for GB/s" in failed[
+        "bandwidth_GBps is 1/β in GB/s"]
+    assert "is not a number" in _failed(_fit(None, b, 1e-3 / b, pp))["alpha_us is the fit's intercept (µs)"]
+    assert list(_failed(_fit(a, b, 1e-3 / b, pp.iloc[:2]))) == ["pp is your ping-pong's table"]
+
+
+def test_pingpong_visible_checks_only_look_at_the_form():
+    pp = _pingpong()
+    assert all(c.passed for c in lab0.fit_form_cases(9.0, 1e-3, 7.0, pp))    # wrong values, right form
+    assert [c.passed for c in lab0.fit_form_cases(None, -1.0, 7.0, "pp")] == [False, False, True, False]
+
+
+PX = "%%px\nrecv = np.empty(3 * comm.Get_size(), dtype='i')\ncomm.Allgather(send, recv)\nprint(recv)\n"
+
+
+@pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")
+def test_the_grader_runs_the_px_cell_itself_on_other_rank_counts():
+    pytest.importorskip("mpi4py")
+    runs = [Run("openmpi", 2), Run("openmpi", 5, hidden=True)]
+    assert _failed(pxcell.px_cases(PX, runs)) == {}
+    fixed = _failed(pxcell.px_cases(PX.replace("3 * comm.Get_size()", "6"), runs))
+    assert list(fixed) == ["Open MPI, P = 5, every rank's recv"] and "your cell raised ValueError" in \
+        fixed["Open MPI, P = 5, every rank's recv"]
+    # numbers copied from the notebook's printout instead of communicating: wrong with fresh sends
+    copied = "%%px\nrecv = np.array([0, 1, 2, 100, 101, 102], dtype='i')\n"
+    assert not any(c.passed for c in pxcell.px_cases(copied, runs))
+    failed = _failed(pxcell.px_cases("%%px\n%time x = 1\n", runs[:1]))
+    assert "not Python the grader can run" in failed["Open MPI, P = 2, every rank's recv"]
 
 
 @pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")
@@ -108,13 +159,14 @@ def test_engines_allgather_checked_on_real_mpi_engines():
         view = rc[:]
         view.execute("from mpi4py import MPI\nimport numpy as np\ncomm = MPI.COMM_WORLD\n"
                      "send = np.arange(3, dtype='i') + 100 * comm.Get_rank()", block=True)
-        with pytest.raises(AssertionError, match="could not read 'send' and 'recv'.*run the %%px cells"):
-            grading.check_px_allgather(rc)
+        with pytest.raises(UsageError, match="could not read 'send', 'recv' from the engines.*run the %%px cells"):
+            engines.pull(rc, "send", "recv")
         view.execute("recv = np.zeros(9, dtype='i')\ncomm.Gather(send, recv, root=0)", block=True)
-        with pytest.raises(AssertionError, match=r"rank 1: recv = \[0, 0, 0"):
-            grading.check_px_allgather(rc)
+        failed = _failed(pxcell.engine_cases(engines.pull(rc, "send", "recv")))
+        assert sorted(failed) == ["rank 1's recv", "rank 2's recv"]
+        assert failed["rank 1's recv"].startswith("recv = [0, 0, 0")
         view.execute("comm.Allgather(send, recv)", block=True)
-        grading.check_px_allgather(rc)
+        assert _failed(pxcell.engine_cases(engines.pull(rc, "send", "recv"))) == {}
         assert sorted(view.pull("recv", block=True)[0]) == [0, 1, 2, 100, 101, 102, 200, 201, 202]
     finally:
         cluster.stop_cluster_sync()
@@ -129,3 +181,18 @@ def test_engines_refuse_bad_counts_and_the_other_mpi():
         engines.mpi_cluster(n=2, flavour=other)
     with pytest.raises(ValueError, match="unknown flavour for MPI engines 'smpi'; valid: mpich, openmpi"):
         engines.mpi_cluster(n=2, flavour="smpi")
+
+
+def test_hidden_runs_only_vary_where_the_visible_ones_run():
+    """Issue 21: the grader's runs test nothing the notebook's checks do not (real and simulated
+    hello runs; the %%px cell on real ranks), only at other process counts."""
+    from mpilab_key.rubrics import lab0 as rubric
+
+    def where(r):
+        return (r.flavour, r.nprocs, r.platform, r.mapping)
+
+    for visible, hidden in ((lab0.HELLO_RUNS, rubric.HELLO_HIDDEN), (lab0.PX_RUNS, rubric.PX_HIDDEN)):
+        assert not any(r.hidden for r in visible) and all(r.hidden for r in hidden)
+        assert {r.flavour for r in hidden} <= {r.flavour for r in visible}
+        assert not {where(r) for r in hidden} & {where(r) for r in visible}
+    assert {r.flavour for r in lab0.HELLO_RUNS} == {"openmpi", "smpi"}

@@ -1,12 +1,15 @@
-"""Lab 3's grading checks and its SMPI node shim, on real Open MPI and SimGrid SMPI.
+"""Lab 3's checks (mpilab.grade.checks.reductions) and its SMPI node shim, on real Open MPI and
+SimGrid SMPI.
 
-The solutions passing every hidden case, the wrong reduce-scatter and the deadlocking
-two-level allreduce are scored end to end in test_grade_lab3.py; this file covers what that
-test does not: the messages of each failure kind on both back-ends, how SimGrid groups
-MPI_COMM_TYPE_SHARED on the kit's platforms with and without the shim, and the kit's two-level
-reduce used by the study.
+The solutions passing every case of every visible and hidden run, the untouched skeletons
+scoring nothing and wrong submissions are scored end to end in test_grade_lab3.py; this file
+covers what that test does not: the message of each failure on both back-ends, a file that
+calls the library's collective instead of sending its own messages, how SimGrid groups
+MPI_COMM_TYPE_SHARED on the kit's platforms with and without the shim, the answer key's
+two-level reduce (every root), and that the visible runs cover every kind of case.
 """
 
+import importlib.resources
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,15 +17,19 @@ from pathlib import Path
 import pytest
 from course import mutant
 
-from mpilab.grade import grading, sandbox
+from mpilab.grade import runner, sandbox
+from mpilab.grade.checks import reductions
+from mpilab.grade.labs import lab3
+from mpilab.grade.runner import Run, SMALL_CLUSTER
 from mpilab.simulate import platforms
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "grading"
-LAB3 = ROOT / "mpilab" / "data" / "lab3"
+SOL = ROOT / "solutions" / "lab3" / "c_solutions"
+KEY_REDUCE = ROOT / "solutions" / "c_reference" / "reduce" / "two_level.c"
 needs_openmpi = pytest.mark.skipif(shutil.which("mpicc.openmpi") is None, reason="Open MPI not installed")
 needs_smpi = pytest.mark.skipif(shutil.which("smpicc") is None, reason="SimGrid SMPI not installed")
-SOL = ROOT / "solutions" / "lab3" / "c_solutions"
+SMALL = Run("smpi", 5, SMALL_CLUSTER, "core")
 
 
 def wrong_block(dest):
@@ -32,58 +39,111 @@ def wrong_block(dest):
                   "acc + (MPI_Aint)(vrank >= 0 ? vrank : rank) * recvcount * extent + true_lb", dest)
 
 
+def _by_name(cases):
+    return {c.name: c for c in cases}
+
+
 @needs_openmpi
 @needs_smpi
-def test_wrong_block_names_case_rank_and_element(tmp_path):
+def test_wrong_block_fails_case_by_case_naming_rank_and_element(tmp_path):
     wrong = wrong_block(tmp_path / "reduce_scatter.c")
-    # P = 2 is a power of two and passes; at P = 3 rank 1 stands for ranks 0 and 1
-    with pytest.raises(AssertionError, match=r"^reduce-scatter with P = 3: int, count=1: rank 1: "
-                                             r"recvbuf\[0\] is -?\d+, expected -?\d+ \(the sum of "
-                                             r"element 0 of block 1 over all ranks\)"):
-        grading.check_reduction_c(wrong, "reduce_scatter", nprocs=(2, 3), smpi_runs=())
-    # the same bug under SMPI: 5 ranks
-    with pytest.raises(AssertionError, match=r"P = 5 \(simulated, core mapping on 3 nodes x 3 cores\)"
-                                             r": int, count=1: rank \d: recvbuf\[0\]"):
-        grading.check_reduction_c(wrong, "reduce_scatter", nprocs=(1,))
+    cases = _by_name(reductions.reduction_cases(wrong, "reduce_scatter", [Run("openmpi", 2), Run("openmpi", 3), SMALL]))
+    # P = 2 is a power of two: every kind passes
+    assert all(cases[f"Open MPI, P = 2, {k}"].passed for k in reductions.KINDS)
+    # at P = 3 rank 1 stands for ranks 0 and 1; its halves (2 and 1 ranks) are powers of two
+    bad = cases["Open MPI, P = 3, in-place"]
+    assert not bad.passed and bad.message.startswith("count=1: rank 1: recvbuf[0] is ")
+    assert "(element 0 of block 1, summed over all ranks) (3 of the 3 cases of this kind failed)" in bad.message
+    assert cases["Open MPI, P = 3, sub-communicator"].passed
+    # the same bug under SMPI, 5 ranks on 3 nodes x 3 cores
+    assert not cases["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].passed
+    assert cases["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith("count=1: rank 1: recvbuf[0]")
 
 
 @needs_openmpi
 @needs_smpi
 def test_crash_and_deadlock_on_both_backends():
-    segv = DATA / "allreduce_rabenseifner_segfault.c"
-    with pytest.raises(AssertionError, match=r"^Rabenseifner allreduce with P = 2: rank 1 crashed: "
-                                             r"signal 11 \(SIGSEGV\)$"):
-        grading.check_reduction_c(segv, "rabenseifner", nprocs=(1, 2), smpi_runs=())
-    with pytest.raises(AssertionError, match=r"P = 5 \(simulated.*\): a rank crashed: signal 11 "
-                                             r"\(SIGSEGV\) \(the simulator runs every rank in one process"):
-        grading.check_reduction_c(segv, "rabenseifner", nprocs=(1,))
-    dead = DATA / "allreduce_two_level_deadlock.c"
-    with pytest.raises(AssertionError, match=r"^two-level allreduce with P = 2: timed out after 4 s — "
-                                             r"a deadlock\? check the order of sends and receives$"):
-        grading.check_reduction_c(dead, "two_level", nprocs=(2,), smpi_runs=(), timeout=4)
-    with pytest.raises(AssertionError, match=r"P = 5 \(simulated.*\): the simulator found every rank "
-                                             r"waiting .* a deadlock\? check the order"):
-        grading.check_reduction_c(dead, "two_level", nprocs=(1,))
+    segv = _by_name(reductions.reduction_cases(DATA / "allreduce_rabenseifner_segfault.c", "rabenseifner",
+                                               [Run("openmpi", 1, kinds=("int",)), Run("openmpi", 2, kinds=("int",)),
+                                                Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",))]))
+    assert segv["Open MPI, P = 1, int"].passed    # one rank never reaches the bad write
+    assert segv["Open MPI, P = 2, int"].message == "rank 1 crashed: signal 11 (SIGSEGV)"
+    assert segv["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith(
+        "a rank crashed: signal 11 (SIGSEGV) (the simulator runs every rank in one process")
+    dead = reductions.reduction_cases(DATA / "allreduce_two_level_deadlock.c", "two_level",
+                                      [Run("openmpi", 2), Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",))],
+                                      timeout=9)
+    dead = _by_name(dead)
+    assert dead["Open MPI, P = 2, int"].message == \
+        "count=1: no result after 3 s — a deadlock? check the order of sends and receives"
+    assert dead["Open MPI, P = 2, double"].message == "not run: the int case hung"
+    assert dead["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith(
+        "the simulator found every rank waiting for a message nobody sends")
 
 
 @needs_openmpi
-def test_skeleton_compile_error_and_bad_name(tmp_path):
-    with pytest.raises(AssertionError, match=r"P = 1: int, count=1: rank 0: recvbuf\[0\] is -1000"):
-        grading.check_reduction_c(ROOT / "labs" / "lab3" / "allreduce_rabenseifner.c", "rabenseifner",
-                                  nprocs=(1,), smpi_runs=())
+def test_a_library_collective_in_place_of_the_algorithm_fails_every_case(tmp_path):
+    """The lab asks for the reduce-scatter and Rabenseifner's allreduce from point-to-point
+    messages: a file that calls the library's collective is right in every element and still
+    fails, naming the call; the two-level allreduce may (must) use the library's collectives."""
+    wrapper = tmp_path / "allreduce_rabenseifner.c"
+    wrapper.write_text("#include <mpi.h>\nint student_allreduce_rabenseifner(const void *s, void *r, int c,\n"
+                       "    MPI_Datatype t, MPI_Op o, MPI_Comm comm) { return MPI_Allreduce(s, r, c, t, o, comm); }\n")
+    cases = reductions.reduction_cases(wrapper, "rabenseifner", [Run("openmpi", 2)])
+    assert len(cases) == len(reductions.KINDS) and not any(c.passed for c in cases)
+    assert cases[0].message.startswith("count=1: rank 0: the function calls MPI_Allreduce; build it from "
+                                       "point-to-point messages")
+    scatter = tmp_path / "reduce_scatter.c"
+    scatter.write_text("#include <mpi.h>\nint student_reduce_scatter_block(const void *s, void *r, int c,\n"
+                       "    MPI_Datatype t, MPI_Op o, MPI_Comm comm) {\n"
+                       "    MPI_Request q; int rc = MPI_Ireduce_scatter_block(s, r, c, t, o, comm, &q);\n"
+                       "    return rc ? rc : MPI_Wait(&q, MPI_STATUS_IGNORE); }\n")
+    cases = reductions.reduction_cases(scatter, "reduce_scatter", [Run("openmpi", 3, kinds=("int", "double"))])
+    assert [c.passed for c in cases] == [False, False] and "calls MPI_Ireduce_scatter_block" in cases[0].message
+    two = tmp_path / "allreduce_two_level.c"
+    two.write_text(wrapper.read_text().replace("rabenseifner", "two_level"))
+    assert all(c.passed for c in reductions.reduction_cases(two, "two_level", [Run("openmpi", 2)]))
+
+
+@needs_openmpi
+def test_skeleton_compile_error_missing_file_and_bad_name(tmp_path):
+    cases = reductions.reduction_cases(ROOT / "labs" / "lab3" / "allreduce_rabenseifner.c", "rabenseifner",
+                                       reductions.runs_at("openmpi", (1,)))
+    # P = 1 leaves out MPI_IN_PLACE (right there without any code): the skeleton passes nothing
+    assert [c.name for c in cases] == [f"Open MPI, P = 1, {k}" for k in reductions.KINDS if k != "in-place"]
+    assert not any(c.passed for c in cases)
+    assert cases[0].message.startswith("count=1: rank 0: recvbuf[0] is 1048577 (never written), expected -63")
     bad = tmp_path / "reduce_scatter.c"
     bad.write_text("int student_reduce_scatter_block( {\n")
-    with pytest.raises(AssertionError, match="reduce_scatter.c does not compile"):
-        grading.check_reduction_c(bad, "reduce_scatter", nprocs=(1,), smpi_runs=())
-    with pytest.raises(AssertionError, match="nothere.c not found"):
-        grading.check_reduction_c(tmp_path / "nothere.c", "two_level")
+    runs = [Run("openmpi", 1), Run("openmpi", 2)]
+    cases = reductions.reduction_cases(bad, "reduce_scatter", runs)
+    assert len(cases) == 1 and cases[0].name == "reduce_scatter.c compiles" and cases[0].weight == 10
+    assert "reduce_scatter.c does not compile for openmpi" in cases[0].message
+    cases = reductions.reduction_cases(tmp_path / "nothere.c", "two_level", runs)
+    assert "nothere.c not found" in cases[0].message
     with pytest.raises(ValueError, match="unknown lab 3 algorithm 'ring'; valid: rabenseifner, "
                                          "reduce_scatter, two_level"):
-        grading.check_reduction_c("x.c", "ring")
+        reductions.reduction_cases("x.c", "ring", runs)
+
+
+def test_visible_runs_cover_every_kind_and_hidden_runs_only_vary_where():
+    """Issue 21: the hidden runs test no kind of case the notebook's check does not run."""
+    from mpilab_key.rubrics import lab3 as rubric
+
+    seen = set()
+    for run in lab3.VISIBLE_RUNS:
+        seen |= set(run.kinds or reductions.KINDS)
+    assert seen == set(reductions.KINDS)
+    assert {r.flavour for r in lab3.VISIBLE_RUNS} == {"openmpi", "smpi"}
+    visible = {(r.flavour, r.nprocs, r.platform, r.mapping) for r in lab3.VISIBLE_RUNS}
+    for run in rubric.HIDDEN_RUNS:
+        assert run.hidden and (run.flavour, run.nprocs, run.platform, run.mapping) not in visible
+        assert set(run.kinds or reductions.KINDS) <= seen
+    assert all(not r.hidden for r in lab3.VISIBLE_RUNS)
 
 
 def _split_sizes(work, program, nprocs, platform, mapping):
-    argv = grading._smpi_argv(work, program, [], nprocs, platform, mapping)
+    argv = runner.argv(work, program, [], Run("smpi", nprocs, platform, mapping))
     res = sandbox.run(argv, cwd=work, timeout=60, memory_mb=0)
     assert res.ok, res.stderr[-2000:]
     lines = dict(line.split(":", 1) for line in res.stdout.splitlines() if ":" in line)
@@ -99,7 +159,7 @@ def test_split_type_on_simulated_nodes(tmp_path):
     subprocess.run(["smpicc", "-O1", str(src), "-o", str(plain)], check=True, capture_output=True)
     sizes, _ = _split_sizes(str(tmp_path), "plain", 20, "jupiter-32x16", "core")
     assert sizes == [1] * 20
-    work = grading.build_lab3([src], "smpi", "nodes")
+    work = runner.build([src], "smpi", "nodes", smpi_nodes=True)
     try:
         sizes, leaders = _split_sizes(work, "nodes", 20, "jupiter-32x16", "core")
         assert sizes == [16] * 16 + [4] * 4 and leaders == [0] * 16 + [16] * 4
@@ -120,25 +180,29 @@ def test_split_type_on_simulated_nodes(tmp_path):
 
 @needs_openmpi
 @needs_smpi
-def test_kit_two_level_reduce_every_root():
-    """The study's two-level reduce, through the reduce harness: roots 0, p/2, p-1, in place."""
-    harness = ROOT / "mpilab" / "data" / "grading" / "check_reduce.c"
-    sources = [harness, LAB3 / "reduce_two_level.c"]
-    defines = ["STUDENT_FN=lab_reduce_two_level", "KIND=3"]
-    work = grading.build_lab3(sources, "openmpi", "red", defines)
+def test_key_two_level_reduce_every_root():
+    """The answer key's two-level reduce (the study's reduce two_level, instructor's side),
+    through the harness as a reduce: roots 0, p/2 and p-1, in place, every kind, on Open MPI and
+    on simulated nodes, with SMPI's default collectives and with Open MPI's selector."""
+    runs = reductions.runs_at("openmpi", (1, 3, 6), kinds=reductions.REDUCE_KINDS) + (
+        Run("smpi", 7, SMALL_CLUSTER, "node"), Run("smpi", 8, SMALL_CLUSTER, "core"),
+        Run("smpi", 37, "jupiter-32x16", "node"))
+    cases = reductions.harness_cases(KEY_REDUCE, "lab_reduce_two_level", 3, runs)
+    assert [c.line() for c in cases if not c.passed] == []
+    assert {c.name.rsplit(", ", 1)[1] for c in cases} == set(reductions.REDUCE_KINDS)
+    # SMPI's "ompi" selector (the study's) crashed in MPI_Reduce on one-rank communicators once
+    work = reductions.build(KEY_REDUCE, "lab_reduce_two_level", 3, ["smpi"])
     try:
-        for p in (1, 3, 6):
-            res = sandbox.run(grading.MPIRUN_OPENMPI + [str(p), "./red", "--hidden"], cwd=work, timeout=60)
-            assert res.ok and "PASS" in res.stdout, (p, res.stdout[-500:], res.stderr[-500:])
-        grading.build_lab3(sources, "smpi", "red_smpi", defines, work=work)
-        for platform, p, mapping in ((grading.LAB3_SMALL_CLUSTER, 7, "node"),
-                                     (grading.LAB3_SMALL_CLUSTER, 8, "core"), ("jupiter-32x16", 37, "node")):
-            for cfg in ((), ("smpi/coll-selector:ompi",)):
-                from mpilab.measure import launch
-                argv = launch.get_launcher("smpi", platform=grading._lab3_platform(platform, work),
-                                           workdir=work, cfg=list(cfg)).command(
-                    str(Path(work) / "red_smpi"), ["--hidden"], p, mapping).argv
-                res = sandbox.run(argv, cwd=work, timeout=60, memory_mb=0)
-                assert grading.smpi_failure(res) is None, (platform, p, mapping, cfg, res.stdout[-500:])
+        run = Run("smpi", 7, SMALL_CLUSTER, "node")
+        argv = runner.argv(work, "check_reduce_smpi", ["--kinds", ",".join(reductions.REDUCE_KINDS)], run,
+                           cfg=["smpi/coll-selector:ompi"])
+        res = runner.execute(work, argv, run)
+        assert runner.failure(res, run) is None and "FAIL" not in res.stdout, res.stdout[-500:]
+        assert len(runner.parse_cases(res.stdout)) == 4 + 3 + 2 + 3 + 3 + 5
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_harness_is_shipped():
+    with importlib.resources.as_file(runner.data_file("grading", reductions.HARNESS)) as f:
+        assert "CASE %s\\tPASS" in Path(f).read_text()

@@ -95,3 +95,41 @@ def mpi_cluster(n=4, flavour=None, **kwargs):
     # Open MPI refuses root without it; harmless otherwise
     cluster.config.MPILauncher.environment = dict(OPENMPI_ROOT_ENV)
     return cluster
+
+
+def _engine_rank():
+    # runs on an engine; importing mpi4py at the top of this module would start MPI in the kernel
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def pull(rc, *names):
+    """What the engines hold: their MPI ranks and the named variables, one entry per engine.
+
+    Parameters
+    ----------
+    rc : ipyparallel.Client
+        The client of the engines (``cluster.start_and_connect_sync()``).
+    *names : str
+        Variables to read on every engine (e.g. numpy arrays a ``%%px`` cell made).
+
+    Returns
+    -------
+    dict
+        ``{"rank": [r0, r1, ...], name: [value on engine 0, ...], ...}``, in the engines' order.
+
+    Raises
+    ------
+    UsageError
+        When a variable is missing on an engine (run the ``%%px`` cells first).
+    """
+    view = rc[:]
+    try:
+        out = {"rank": list(view.apply_sync(_engine_rank))}
+        for name in names:
+            out[name] = list(view.pull(name, block=True))
+    except Exception as exc:  # ipyparallel wraps the engines' NameError in its own errors
+        detail = " ".join(str(exc).split())[:300]
+        raise UsageError(f"could not read {', '.join(map(repr, names))} from the engines "
+                         f"({type(exc).__name__}: {detail}); run the %%px cells above first") from None
+    return out

@@ -12,8 +12,11 @@ This module replays that study under SimGrid SMPI on ``jupiter-32x16``:
 * ``default`` is the library's own MPI_Reduce / MPI_Allreduce, with SMPI's ``ompi`` selector
   (``--cfg=smpi/coll-selector:ompi``: Open MPI's coll/tuned decision rules, re-implemented in
   SimGrid), the closest thing to the paper's "default Open MPI";
-* ``two_level`` is the student's two-level allreduce (lab 3, part 3) and the kit's two-level
-  reduce (``data/lab3/reduce_two_level.c``), whose inner collectives use the same selector.
+* ``two_level`` is the student's two-level allreduce (lab 3, part 3), whose inner collectives
+  use the same selector. The reduce's ``two_level`` is timed only when a two-level reduce is
+  given (``reduce_c``): the answer key has one (``solutions/c_reference/reduce/two_level.c``),
+  which is lab 3's answer with a reduce among the leaders and so stays on the instructor's side;
+  on the student's side the study times the library's reduce alone.
 
 Each launch of ``data/lab3/bench_reduce.c`` measures every (collective, algorithm, size) of
 the grid once, in a shuffled order, with I iterations; a point's R repetitions are R separate
@@ -23,7 +26,7 @@ results table (:mod:`mpilab.core.results`) as they come, so an interrupted study
 Under SMPI every core of the kit's platforms is its own simulated host and SimGrid groups
 ``MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`` by host; the kit builds the study's code with
 ``data/lab3/smpi_nodes.h`` so that the call groups ranks by simulated node instead (see
-:func:`mpilab.grade.grading.build_lab3`).
+:func:`mpilab.grade.runner.build`).
 
 What a simulator cannot give: run-to-run variation (SMPI is deterministic, so the R launches
 of a point are identical, see :func:`spread`), the time of the reduction arithmetic (SMPI
@@ -46,8 +49,7 @@ from tqdm import tqdm
 
 from mpilab.core import paths, results
 from mpilab.core.errors import one_of, UsageError
-from mpilab.grade import sandbox
-from mpilab.grade.grading import build_lab3, smpi_failure
+from mpilab.grade import runner, sandbox
 from mpilab.measure import driver, launch
 from mpilab.measure.driver import BenchOptions
 from mpilab.model import stats
@@ -178,7 +180,7 @@ def _data(name):
     return importlib.resources.files("mpilab") / "data" / "lab3" / name
 
 
-def build_bench(allreduce_c, work=None):
+def build_bench(allreduce_c, work=None, reduce_c=None):
     """Compile ``bench_reduce`` for SMPI with the student's two-level allreduce.
 
     Parameters
@@ -187,22 +189,42 @@ def build_bench(allreduce_c, work=None):
         The student's ``allreduce_two_level.c``.
     work : str, optional
         Directory to build in (default: a new scratch directory).
+    reduce_c : path, optional
+        A two-level reduce (``lab_reduce_two_level``, MPI_Reduce's signature) to time as the
+        reduce's ``two_level``, e.g. the answer key's (instructor's side).
 
     Returns
     -------
     str
         The directory holding ``bench_reduce``; the caller removes it.
+
+    Raises
+    ------
+    mpilab.grade.runner.BuildError
+        A file that is missing or does not compile (the compiler's words).
     """
+    sources = [os.fspath(allreduce_c)] + ([os.fspath(reduce_c)] if reduce_c else [])
+    defines = ["WITH_REDUCE_TWO_LEVEL"] if reduce_c else []
     # bench_reduce.c prints the drivers' provenance block: labprov.h goes next to it
     header = paths.c_reference_dir() / "include" / "labprov.h"
     if work is None:
         work = sandbox.scratch_dir([header])
     else:
         shutil.copy(header, work)
-    with importlib.resources.as_file(_data("bench_reduce.c")) as bench, \
-            importlib.resources.as_file(_data("reduce_two_level.c")) as red:
-        return build_lab3([bench, red, os.fspath(allreduce_c)], "smpi", PROGRAM, work=work,
-                          student=allreduce_c)
+    with importlib.resources.as_file(_data("bench_reduce.c")) as bench:
+        return runner.build([bench, *sources], "smpi", "bench_reduce", defines, work=work,
+                            smpi_nodes=True, student=allreduce_c)
+
+
+def jobs(g, with_reduce=False):
+    """The (collective, algorithm) pairs a study of grid ``g`` times: the reduce's ``two_level``
+    only ``with_reduce`` (a two-level reduce was built in)."""
+    return [(c, a) for c in g.collectives for a in g.algorithms
+            if with_reduce or (c, a) != ("reduce", "two_level")]
+
+
+def _jobs_arg(pairs):
+    return ["--jobs", ",".join(f"{c}:{a}" for c, a in pairs)]
 
 
 def _smpi_argv(work, args, nprocs, platform, mapping, selector):
@@ -211,7 +233,24 @@ def _smpi_argv(work, args, nprocs, platform, mapping, selector):
     return launcher.command(os.path.join(work, "bench_reduce"), args, nprocs, mapping).argv
 
 
-def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeout=120):
+def failure(res):
+    """Why a ``bench_reduce`` launch failed, or None: its FAIL line, else what
+    :func:`mpilab.grade.runner.failure` reads from a simulated run (a crash, a deadlock the
+    simulator found, a time-out); a ``--check`` launch must also have printed PASS."""
+    fails = [line for line in res.stdout.splitlines() if line.startswith("FAIL")]
+    if fails:
+        return fails[0][5:]
+    why = runner.failure(res, runner.Run("smpi", 0))
+    if why:
+        return why
+    if "--check" in res.argv and "PASS" not in res.stdout.split():
+        last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-3:]
+        return "the check ended without PASS: " + " | ".join(last)
+    return None
+
+
+def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeout=120,
+                with_reduce=False):
     """Run ``bench_reduce --check``: every element of every (collective, algorithm, size).
 
     The default, 20 ranks with 16 per node, gives two nodes of different sizes.
@@ -222,10 +261,11 @@ def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeo
         Naming what failed (a wrong element, a deadlock, a crash), so that nothing wrong is
         ever timed.
     """
-    args = BenchOptions(sizes=(8, 128, 8000), check=True).argv(PROGRAM)
-    argv = _smpi_argv(work, args, nprocs, platform, mapping, None)
+    pairs = jobs(Grid(nprocs=(nprocs,)), with_reduce)
+    argv = _smpi_argv(work, BenchOptions(sizes=(8, 128, 8000), check=True).argv(PROGRAM) + _jobs_arg(pairs), nprocs, platform,
+                      mapping, None)
     res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
-    why = smpi_failure(res)
+    why = failure(res)
     if why:
         raise AssertionError(f"the study's correctness check failed at P = {nprocs} "
                              f"(simulated, {mapping} mapping on {platform}): {why}")
@@ -239,25 +279,32 @@ def _parse(res, argv):
 
 
 def _rows(out, *, platform, mapping, repetition, selector, command):
-    """Results rows of one launch; ``default`` is the library's, ``two_level`` the kit's code."""
-    evidence = {"default": f"library default; SMPI coll-selector {selector or 'default'}",
-                "two_level": ("kit implementation: two-level, nodes from the simulated hosts' "
-                              "names (data/lab3/smpi_nodes.h)")}
-    return [row for line in out.table
-            for row in results.rows(out.meta, [line], flavour="smpi", launcher="smpirun",
-                                    platform=platform, mapping=mapping, repetition=repetition,
-                                    evidence=evidence[line["algorithm"]], command=command)]
+    """Results rows of one launch; ``default`` is the library's, ``two_level`` the kit's code
+    (the student's allreduce, the answer key's reduce)."""
+    rows = []
+    for line in out.table:
+        if line["algorithm"] == "default":
+            forced, evidence = "no", f"library default; SMPI coll-selector {selector or 'default'}"
+        else:
+            whose = "the student's allreduce_two_level.c" if line["collective"] == "allreduce" \
+                else "the answer key's two-level reduce"
+            forced, evidence = "yes", (f"{whose}: two-level, nodes from the simulated hosts' "
+                                       "names (data/lab3/smpi_nodes.h)")
+        rows += results.rows(out.meta, [line], flavour="smpi", launcher="smpirun", platform=platform,
+                             mapping=mapping, repetition=repetition, forced=forced,
+                             evidence=evidence, command=command)
+    return rows
 
 
-def _keys(g, platform, mapping, p, rep):
+def _keys(pairs, g, platform, mapping, p, rep):
     return {results.key_of({"collective": c, "algorithm": a, "flavour": "smpi", "launcher": "smpirun",
                             "platform": platform, "mapping": mapping, "nprocs": p, "bytes": b,
                             "datatype": "double", "root": 0, "repetition": rep})
-            for c in g.collectives for a in g.algorithms for b in g.sizes}
+            for c, a in pairs for b in g.sizes}
 
 
 def run_study(allreduce_c, output, grid_name="default", platform="jupiter-32x16", mapping="core",
-              selector="ompi", jitter=0.0, seed=0, timeout=900, progress=True):
+              selector="ompi", jitter=0.0, seed=0, timeout=900, progress=True, reduce_c=None):
     """Measure the grid under SMPI and append the rows to ``output``; return them all.
 
     Parameters
@@ -284,6 +331,9 @@ def run_study(allreduce_c, output, grid_name="default", platform="jupiter-32x16"
         Seconds per launch.
     progress : bool
         Show a progress bar naming the launch.
+    reduce_c : path, optional
+        A two-level reduce to time as the reduce's ``two_level`` (:func:`build_bench`); without
+        it the reduce is timed with the library's default only.
 
     Returns
     -------
@@ -291,13 +341,15 @@ def run_study(allreduce_c, output, grid_name="default", platform="jupiter-32x16"
         The rows of ``output`` that belong to this study (its platform, mapping, grid).
     """
     g = grid(grid_name)
+    pairs = jobs(g, with_reduce=reduce_c is not None)
     label = platform if not jitter else f"{platform}+jitter{jitter:g}"
-    work = build_bench(allreduce_c)
+    work = build_bench(allreduce_c, reduce_c=reduce_c)
     try:
-        check_bench(work, platform=platform, nprocs=min(20, max(g.nprocs)), mapping=mapping)
+        check_bench(work, platform=platform, nprocs=min(20, max(g.nprocs)), mapping=mapping,
+                    with_reduce=reduce_c is not None)
         done = results.measured_keys(output)
         order = [(p, rep) for p, rep in stats.measurement_order(g.nprocs, g.repetitions, seed=seed)
-                 if not _keys(g, label, mapping, p, rep) <= done]
+                 if not _keys(pairs, g, label, mapping, p, rep) <= done]
         bar = tqdm(order, disable=not progress, unit="launch", dynamic_ncols=True)
         for p, rep in bar:
             bar.set_description(f"smpi {label} P={p} rep={rep}")
@@ -305,28 +357,42 @@ def run_study(allreduce_c, output, grid_name="default", platform="jupiter-32x16"
             if jitter:
                 plat = jittered_platform(platform, jitter, seed=seed * 100003 + rep,
                                          path=os.path.join(work, f"jitter-{rep}.xml"))
-            args = (["--colls", ",".join(g.collectives), "--algos", ",".join(g.algorithms)]
-                    + g.options().argv(PROGRAM) + ["--seed", str(seed * 1000 + rep)])
+            args = _jobs_arg(pairs) + g.options().argv(PROGRAM) + ["--seed", str(seed * 1000 + rep)]
             argv = _smpi_argv(work, args, p, plat, mapping, selector)
             res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
             if not res.ok:
                 raise AssertionError(f"the study's launch at P = {p} failed: "
-                                     f"{smpi_failure(res) or res.failure()}")
+                                     f"{failure(res) or res.failure()}")
             results.append_rows(output, _rows(_parse(res, argv), platform=label, mapping=mapping,
                                               repetition=rep, selector=selector,
                                               command=" ".join(map(str, argv))))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     df = results.read_results(output)
+    pair = df["collective"] + ":" + df["algorithm"]
     keep = (df["platform"] == label) & (df["mapping"] == mapping) & df["nprocs"].isin(g.nprocs) \
-        & df["bytes"].isin(g.sizes) & df["collective"].isin(g.collectives) \
-        & df["algorithm"].isin(g.algorithms) & (df["repetition"] < g.repetitions)
+        & df["bytes"].isin(g.sizes) & pair.isin([f"{c}:{a}" for c, a in pairs]) \
+        & (df["repetition"] < g.repetitions)
     return df[keep].reset_index(drop=True)
 
 
+def _launch(work, pairs, nprocs, nbytes, iters, warmup, platform, selector, timeout):
+    """One launch of a built ``bench_reduce`` at one size; (its CSV rows, wall seconds)."""
+    args = _jobs_arg(pairs) + BenchOptions(sizes=[nbytes], iters=iters, warmup=warmup).argv(PROGRAM)
+    argv = _smpi_argv(work, args, nprocs, platform, "core", selector)
+    t0 = time.monotonic()
+    res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
+    wall = time.monotonic() - t0
+    why = failure(res)
+    if why or not res.ok:
+        raise AssertionError(f"launch at P = {nprocs} failed: {why or res.failure()}")
+    return _parse(res, argv).table, wall
+
+
 def timed_launch(allreduce_c, nprocs, nbytes, collectives=REDUCTIONS, platform="jupiter-32x16",
-                 iters=10, warmup=2, selector="ompi", timeout=1800):
-    """Wall time of one study launch (both algorithms), e.g. at 512 ranks.
+                 iters=10, warmup=2, selector="ompi", timeout=1800, reduce_c=None):
+    """Wall time of one study launch (both algorithms; the reduce's two-level one only with
+    ``reduce_c``, see :func:`run_study`), e.g. at 512 ranks.
 
     Returns
     -------
@@ -334,22 +400,44 @@ def timed_launch(allreduce_c, nprocs, nbytes, collectives=REDUCTIONS, platform="
         ``nprocs``, ``bytes``, ``wall_s`` (the launch, build excluded), ``iters`` and the
         simulated ``maxrank_median_us`` per collective and algorithm.
     """
-    work = build_bench(allreduce_c)
+    work = build_bench(allreduce_c, reduce_c=reduce_c)
     try:
-        args = ["--colls", ",".join(collectives)] + BenchOptions(
-            sizes=(nbytes,), iters=iters, warmup=warmup).argv(PROGRAM)
-        argv = _smpi_argv(work, args, nprocs, platform, "core", selector)
-        t0 = time.monotonic()
-        res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
-        wall = time.monotonic() - t0
-        if not res.ok:
-            raise AssertionError(f"launch at P = {nprocs} failed: {smpi_failure(res) or res.failure()}")
-        table = _parse(res, argv).table
+        pairs = jobs(Grid(nprocs=(nprocs,), collectives=tuple(collectives)), reduce_c is not None)
+        table, wall = _launch(work, pairs, nprocs, nbytes, iters, warmup, platform, selector, timeout)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = dict(nprocs=nprocs, bytes=nbytes, iters=iters, wall_s=round(wall, 1))
     for r in table:
-        out[f"{r['collective']}_{r['algorithm']}_us"] = float(r["maxrank_median_us"])
+        out[f"{r['collective']}_{r['algorithm']}_us"] = float(r[VALUE])
+    return out
+
+
+def point_medians(allreduce_c, nprocs, nbytes, collective="allreduce", platform="jupiter-32x16",
+                  iters=2, warmup=1, selector="ompi", timeout=300):
+    """The study's value (:data:`VALUE`) of both algorithms of one collective at one size, for
+    each P: one launch per P (no correctness check first).
+
+    Returns
+    -------
+    dict
+        ``{(algorithm, P): µs}``; SMPI is deterministic, so it is what the study gives there.
+
+    Raises
+    ------
+    AssertionError
+        A launch that failed (the reason).
+    mpilab.grade.runner.BuildError
+        A file that does not compile.
+    """
+    g = grid(Grid(nprocs=tuple(nprocs), sizes=(nbytes,), collectives=(collective,)))
+    work = build_bench(allreduce_c)
+    out = {}
+    try:
+        for p in g.nprocs:
+            table, _ = _launch(work, jobs(g), p, nbytes, iters, warmup, platform, selector, timeout)
+            out.update({(r["algorithm"], p): float(r[VALUE]) for r in table})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return out
 
 

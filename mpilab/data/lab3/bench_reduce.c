@@ -1,16 +1,19 @@
-/* bench_reduce — lab 3's benchmark driver for the reproduction study (mpilab.repro).
+/* bench_reduce — lab 3's benchmark driver for the reproduction study (mpilab.studies.repro).
  *
  * Times MPI_Reduce / MPI_Allreduce ("default": the library's own choice) against the
- * two-level versions ("two_level": the kit's lab_reduce_two_level and the student's
- * student_allreduce_two_level, linked in), MPI_SUM over MPI_DOUBLE, root 0, like collbench:
- * a barrier before each iteration, each rank averages its own iterations, and per iteration
- * the max over ranks is kept (maxrank_*, the seed's metric).
+ * two-level versions ("two_level"): the student's student_allreduce_two_level, linked in, and,
+ * when built with -DWITH_REDUCE_TWO_LEVEL, a two-level reduce lab_reduce_two_level (the answer
+ * key's, on the instructor's side: without it the reduce has no two_level). MPI_SUM over
+ * MPI_DOUBLE, root 0, like collbench: a barrier before each iteration, each rank averages its
+ * own iterations, and per iteration the max over ranks is kept (maxrank_*, the seed's metric).
  *
  * Usage: bench_reduce [--colls reduce,allreduce] [--algos default,two_level]
+ *                     [--jobs allreduce:default,allreduce:two_level,reduce:default]
  *                     [--sizes 8,128,1000000] [--iters N] [--warmup W] [--seed S] [--check]
- * Every (collective, algorithm, size) is one job; --seed S shuffles the order of the jobs
- * (as the seed's benchmark did with --shuffle-jobs). --check runs each job once on real data
- * and verifies every element instead of timing (prints FAIL ... and exits 1 on a wrong one).
+ * Every (collective, algorithm, size) is one job: --colls x --algos, or the pairs of --jobs;
+ * --seed S shuffles the order of the jobs (as the seed's benchmark did with --shuffle-jobs).
+ * --check runs each job once on real data and verifies every element instead of timing (prints
+ * FAIL ... and exits 1 on a wrong one, PASS when all are right).
  * Output (rank 0): "# key: value" provenance lines, then CSV
  *   collective,algorithm,bytes,count,iterations,warmup,avg_us,min_us,max_us,maxrank_avg_us,maxrank_median_us
  * When not checking, buffers are SMPI_SHARED_MALLOC under SMPI (contents are not kept), so
@@ -24,8 +27,13 @@
 
 int student_allreduce_two_level(const void *sendbuf, void *recvbuf, int count,
                                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+#ifdef WITH_REDUCE_TWO_LEVEL
 int lab_reduce_two_level(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                          MPI_Op op, int root, MPI_Comm comm);
+#define HAVE_REDUCE_TWO_LEVEL 1
+#else
+#define HAVE_REDUCE_TWO_LEVEL 0
+#endif
 
 #define MAXJOBS 64
 
@@ -81,9 +89,13 @@ static void bench_free(void *p, int shared)
 
 static int run(const job *j, const double *send, double *recv, int count)
 {
-    if (j->coll == 0)
-        return j->algo ? lab_reduce_two_level(send, recv, count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD)
-                       : MPI_Reduce(send, recv, count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (j->coll == 0) {
+#ifdef WITH_REDUCE_TWO_LEVEL
+        if (j->algo)
+            return lab_reduce_two_level(send, recv, count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+#endif
+        return MPI_Reduce(send, recv, count, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    }
     return j->algo ? student_allreduce_two_level(send, recv, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD)
                    : MPI_Allreduce(send, recv, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
@@ -196,6 +208,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     char colls[64] = "reduce,allreduce", algos[64] = "default,two_level", sizes[256] = "8,128,1000000";
+    char pairs[256] = "";
     int iters = 10, warmup = 2, do_check = 0, status = 0;
     long seed = -1;
     for (int i = 1; i < argc && status == 0; i++) {
@@ -204,29 +217,62 @@ int main(int argc, char **argv)
         if (!v) { status = fail("option %s needs a value", a); break; }
         if (!strcmp(a, "--colls")) snprintf(colls, sizeof colls, "%s", v);
         else if (!strcmp(a, "--algos")) snprintf(algos, sizeof algos, "%s", v);
+        else if (!strcmp(a, "--jobs")) snprintf(pairs, sizeof pairs, "%s", v);
         else if (!strcmp(a, "--sizes")) snprintf(sizes, sizeof sizes, "%s", v);
         else if (!strcmp(a, "--iters")) iters = atoi(v);
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--seed")) seed = atol(v);
-        else { status = fail("unknown option '%s'; valid: --colls --algos --sizes --iters --warmup --seed --check", a); break; }
+        else { status = fail("unknown option '%s'; valid: --colls --algos --jobs --sizes --iters --warmup --seed --check", a); break; }
         i++;
     }
     job jobs[MAXJOBS];
     int njobs = 0;
-    char *c_items[4], *a_items[4], *s_items[16];
-    int nc = split(colls, c_items, 4), na = split(algos, a_items, 4), ns = split(sizes, s_items, 16);
-    if (status == 0 && iters < 1)
-        status = fail("--iters must be >= 1%s", "");
-    for (int c = 0; c < nc && status == 0; c++)
-        for (int a = 0; a < na && status == 0; a++)
-            for (int s = 0; s < ns && status == 0; s++) {
+    char *c_items[4], *a_items[4], *s_items[16], *p_items[8];
+    int ns = split(sizes, s_items, 16);
+    /* the (collective, algorithm) pairs: --jobs, else --colls x --algos */
+    int pair_c[8], pair_a[8], np = 0;
+    if (pairs[0]) {
+        int n = split(pairs, p_items, 8);
+        for (int k = 0; k < n && status == 0; k++) {
+            char *colon = strchr(p_items[k], ':');
+            int ci = -1, ai = -1;
+            if (colon) {
+                *colon = '\0';
+                ci = index_of(p_items[k], COLLS, 2);
+                ai = index_of(colon + 1, ALGOS, 2);
+            }
+            if (ci < 0 || ai < 0)
+                status = fail("bad job '%s'; valid: collective:algorithm, e.g. allreduce:two_level", p_items[k]);
+            else {
+                pair_c[np] = ci;
+                pair_a[np++] = ai;
+            }
+        }
+    } else {
+        int nc = split(colls, c_items, 4), na = split(algos, a_items, 4);
+        for (int c = 0; c < nc && status == 0; c++)
+            for (int a = 0; a < na && status == 0 && np < 8; a++) {
                 int ci = index_of(c_items[c], COLLS, 2), ai = index_of(a_items[a], ALGOS, 2);
-                long b = atol(s_items[s]);
                 if (ci < 0) status = fail("unknown collective '%s'; valid: reduce, allreduce", c_items[c]);
                 else if (ai < 0) status = fail("unknown algorithm '%s'; valid: default, two_level", a_items[a]);
-                else if (b < 8 || b % 8) status = fail("bad size '%s'; valid: a multiple of 8 bytes (MPI_DOUBLE)", s_items[s]);
-                else if (njobs < MAXJOBS) jobs[njobs++] = (job){ci, ai, b};
+                else {
+                    pair_c[np] = ci;
+                    pair_a[np++] = ai;
+                }
             }
+    }
+    for (int k = 0; k < np && status == 0; k++)
+        if (pair_c[k] == 0 && pair_a[k] == 1 && !HAVE_REDUCE_TWO_LEVEL)
+            status = fail("%s: the two-level reduce is not built in (it is the answer key's: build with "
+                          "-DWITH_REDUCE_TWO_LEVEL and its file); time the reduce's default only", "reduce:two_level");
+    if (status == 0 && iters < 1)
+        status = fail("--iters must be >= 1%s", "");
+    for (int k = 0; k < np && status == 0; k++)
+        for (int s = 0; s < ns && status == 0; s++) {
+            long b = atol(s_items[s]);
+            if (b < 8 || b % 8) status = fail("bad size '%s'; valid: a multiple of 8 bytes (MPI_DOUBLE)", s_items[s]);
+            else if (njobs < MAXJOBS) jobs[njobs++] = (job){pair_c[k], pair_a[k], b};
+        }
     if (status == 0 && seed >= 0) {   /* Fisher-Yates with a small LCG: same order on every rank */
         unsigned long x = (unsigned long)seed * 2654435761ul + 1;
         for (int i = njobs - 1; i > 0; i--) {
