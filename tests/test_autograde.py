@@ -84,7 +84,9 @@ def _course(tmp):
     course.mkdir()
     cfg = (ROOT / "grader" / "nbgrader_config.py").read_text()
     cfg = cfg.replace('"../solutions"', repr(str(tmp / "source"))).replace('"../labs"', repr(str(tmp / "release")))
-    (course / "nbgrader_config.py").write_text(cfg)
+    # the mini assignment has no rubric in the answer key: its checks run in the kernel, as an
+    # instructor's own exercise would (the labs are judged by the trusted grader)
+    (course / "nbgrader_config.py").write_text(cfg + '\nc.TrustedVerdicts.without_rubric = "outputs"\n')
     nbformat.write(_source(), tmp / "source" / "mini" / "mini.ipynb")
     return course
 

@@ -149,3 +149,22 @@ def test_a_verdict_that_crashes_is_reported_not_raised():
 
     v = judge.judge_cell(Broken(), "x", {"points": 2}, None)
     assert v.score == 0 and "the grader failed on this cell (ZeroDivisionError: bug)" in v.text()
+
+
+def test_an_assignment_without_a_rubric_scores_nothing():
+    """A notebook of an assignment the answer key has no rubric for: its test cells get 0 and say
+    why, whatever they printed (a forged pass included); 'outputs' is the instructor's opt-in."""
+    import nbformat
+    from mpilab.grade.verdicts import TrustedVerdicts
+
+    cell = nbformat.v4.new_code_cell("check('q1')", metadata={"nbgrader": {
+        "grade": True, "solution": False, "grade_id": "q1", "points": 2}})
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="all checks passed\n")]
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    resources = {"nbgrader": {"assignment": "no_such_lab", "student": "s"}}
+    out, _ = TrustedVerdicts().preprocess(nb, resources)
+    (o,) = out.cells[0].outputs
+    assert o["output_type"] == "error" and "no rubric for no_such_lab" in o["evalue"]
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="all checks passed\n")]
+    kept, _ = TrustedVerdicts(without_rubric="outputs").preprocess(nbformat.v4.new_notebook(cells=[cell]), resources)
+    assert kept.cells[0].outputs[0]["text"] == "all checks passed\n"

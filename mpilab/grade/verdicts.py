@@ -18,7 +18,7 @@ import tempfile
 from nbformat.v4 import new_output
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Float
+from traitlets import Enum, Float
 
 from mpilab.core import key
 from mpilab.grade import answers
@@ -65,14 +65,29 @@ class TrustedVerdicts(NbGraderPreprocessor):
         float(os.environ.get("MPILAB_JUDGE_TIMEOUT", "1800")),
         help="Wall-time limit of the trusted grader for one notebook, seconds.").tag(config=True)
 
+    without_rubric = Enum(
+        ["zero", "outputs"], default_value="zero", help="An assignment without a rubric in the answer key: 'zero' gives its test "
+        "cells no point (the default: the notebook's outputs are the student's to forge), "
+        "'outputs' scores them by the notebook's own outputs (only for trusted notebooks, e.g. "
+        "an instructor's own exercise)").tag(config=True)
+
     def preprocess(self, nb, resources):
         cells = test_cells(nb)
         if not cells:
             return nb, resources
         info = resources["nbgrader"]
         if key.module(f"rubrics.{info['assignment']}") is None:
-            self.log.warning("no rubric for %s in the answer key: the notebook's own outputs are scored",
-                             info["assignment"])
+            if self.without_rubric == "outputs":
+                self.log.warning("no rubric for %s in the answer key: the notebook's own outputs "
+                                 "are scored (TrustedVerdicts.without_rubric = 'outputs')", info["assignment"])
+                return nb, resources
+            why = (f"no rubric for {info['assignment']} in the answer key (solutions/mpilab_key/"
+                   "rubrics): nothing here can be judged, so no point is given; tell your instructor")
+            self.log.error("%s", why)
+            for gid, cell in cells.items():
+                v = CellVerdict(gid, float(cell.metadata.nbgrader.get("points", 0)),
+                                [Case("the grader", False, why)])
+                cell.outputs = verdict_outputs(v, None)
             return nb, resources
         coursedir = CourseDirectory(config=self.config)
         submission = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
