@@ -137,6 +137,22 @@ def test_model_options(smpi_traces):
     assert "no SMPI traces" in lab4.model_cases(right, [])[0].message
 
 
+@pytest.mark.smpi
+def test_rank0_messages(built_flavour):
+    """The grader traces the library's broadcasts itself (P = 8): rank 0 sends 3 messages in the
+    binomial tree (to ranks 1, 2 and 4) and 3 + 7 in scatter + ring allgather (the binomial
+    scatter's, then one per ring step); each broadcast is one case."""
+    built_flavour("smpi")
+    children_only = {"binomial": 3, "pipeline": 1, "scatter_allgather_ring": 3}
+    v = judged("rank0_check", points=1, messages_from_rank0=children_only)
+    # binomial right, pipeline and scatter + ring wrong: 1 x 1 / 3
+    assert v.score == 0.33, v.text()
+    assert "scatter_allgather_ring: rank 0's messages: you counted 3" in v.text()
+    assert "binomial" not in v.text()
+    right = {**children_only, "scatter_allgather_ring": 3 + 7}
+    assert "scatter_allgather_ring" not in judged("rank0_check", points=1, messages_from_rank0=right).text()
+
+
 def _results(alpha, beta):
     """A results table whose avg_us is the key's cost x 1.1, and gather_bcast's x 0.2."""
     rows = []
