@@ -121,17 +121,25 @@ def smpi_traces(built_flavour):
 
 @pytest.mark.smpi
 def test_model_options(smpi_traces):
-    right = dict(ports="shared", eager_bytes=65536)
+    right = dict(ports="shared", eager_bytes=4096)          # THIN's eager limit: sends below 4 KiB
     assert all(c.passed for c in lab4.model_cases(right, smpi_traces))
     one_port = lab4.model_cases(dict(ports=1), smpi_traces)
     assert not one_port[0].passed and one_port[0].name == "gather_bcast, P = 8, 1024 B"
     assert "the model ends rank" in one_port[0].message
-    # eager below 40000 B passes the visible runs, not gather_bcast at P = 13 with 4096 B per rank
-    eager_40k = dict(ports="shared", eager_bytes=40000)
-    assert all(c.passed for c in lab4.model_cases(eager_40k, smpi_traces))
+    # the visible runs leave 2049..4096: pairwise at P = 8, 1 KiB sends 2048 and 4096 B, so
+    # SimGrid's default 64 KiB and 2 KiB fail there, and 4097 (4096 B eager too)
+    for wrong, run in ((65536, "gather_bcast, P = 8, 1024 B"), (2048, "pairwise, P = 8, 1024 B"),
+                       (4097, "pairwise, P = 8, 1024 B")):
+        failed = [c.name for c in lab4.model_cases(dict(ports="shared", eager_bytes=wrong), smpi_traces)
+                  if not c.passed]
+        assert run in failed, (wrong, failed)
+    # 4 kB read as 4000 B passes the visible runs, not gather_bcast at P = 6 with 4095 B blocks
+    eager_4000 = dict(ports="shared", eager_bytes=4000)
+    assert all(c.passed for c in lab4.model_cases(eager_4000, smpi_traces))
     assert judged("model_check", model=right, traces=smpi_traces).score == 2
-    v = judged("model_check", model=eager_40k, traces=smpi_traces)
-    assert v.score == 1.78 and "hidden: gather_bcast, P = 13, 4096 B" in v.text()
+    v = judged("model_check", model=eager_4000, traces=smpi_traces)
+    # 4 visible and 5 hidden runs, the one with 4095 B blocks fails: 2 x 8 / 9 = 1.78
+    assert v.score == 1.78 and "hidden: gather_bcast, P = 6, 4095 B" in v.text()
     assert "valid: ports, eager_bytes" in lab4.model_cases(dict(port=None), smpi_traces)[0].message
     assert not lab4.model_cases(dict(ports=0), smpi_traces)[0].passed
     assert "no SMPI traces" in lab4.model_cases(right, [])[0].message
