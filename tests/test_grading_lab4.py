@@ -16,7 +16,7 @@ import course
 from mpilab.grade.labs import lab4
 from mpilab.measure import trace
 from mpilab.model import costs, p2p, schedules
-from mpilab.simulate import calibration
+from mpilab.simulate import calibration, clusters
 from mpilab_key.rubrics import lab4 as rubric
 
 LINEAR_COST = "(p - 1)*(alpha + n*beta)"
@@ -214,5 +214,9 @@ def test_calibrated_platform(tmp_path, monkeypatch):
     (tmp_path / "thin.xml").write_text(Path(platforms.platform_file("orfeo-thin")).read_text())
     v = judged("calibrate_check", workdir=tmp_path, my_platform="thin.xml", pp=pp)
     assert v.score == 0 and "a fit of pp gives 0.2995 us" in v.text() and "a fit of pp gives 0.0002504 us/B" in v.text()
+    # ... and the feedback quotes THIN's calibrated core link (mpilab.simulate.clusters)
+    alpha, beta = clusters.THIN_PINGPONG_FIT["core"]
+    assert (f"the platform's core latency is {alpha:.4g} us" in v.text()
+            and f"the platform's core link costs {beta:.4g} us/B" in v.text()), v.text()
     assert "not found next to the notebook" in judged("calibrate_check", workdir=tmp_path,
                                                       my_platform="nosuch.xml", pp=pp).text()
