@@ -16,7 +16,7 @@ import course
 from mpilab.grade.labs import lab4
 from mpilab.measure import trace
 from mpilab.model import costs, p2p, schedules
-from mpilab.simulate import calibration
+from mpilab.simulate import calibration, clusters
 from mpilab_key.rubrics import lab4 as rubric
 
 LINEAR_COST = "(p - 1)*(alpha + n*beta)"
@@ -121,20 +121,44 @@ def smpi_traces(built_flavour):
 
 @pytest.mark.smpi
 def test_model_options(smpi_traces):
-    right = dict(ports="shared", eager_bytes=65536)
+    right = dict(ports="shared", eager_bytes=4096)          # THIN's eager limit: sends below 4 KiB
     assert all(c.passed for c in lab4.model_cases(right, smpi_traces))
     one_port = lab4.model_cases(dict(ports=1), smpi_traces)
     assert not one_port[0].passed and one_port[0].name == "gather_bcast, P = 8, 1024 B"
     assert "the model ends rank" in one_port[0].message
-    # eager below 40000 B passes the visible runs, not gather_bcast at P = 13 with 4096 B per rank
-    eager_40k = dict(ports="shared", eager_bytes=40000)
-    assert all(c.passed for c in lab4.model_cases(eager_40k, smpi_traces))
+    # the visible runs leave 2049..4096: pairwise at P = 8, 1 KiB sends 2048 and 4096 B, so
+    # SimGrid's default 64 KiB and 2 KiB fail there, and 4097 (4096 B eager too)
+    for wrong, run in ((65536, "gather_bcast, P = 8, 1024 B"), (2048, "pairwise, P = 8, 1024 B"),
+                       (4097, "pairwise, P = 8, 1024 B")):
+        failed = [c.name for c in lab4.model_cases(dict(ports="shared", eager_bytes=wrong), smpi_traces)
+                  if not c.passed]
+        assert run in failed, (wrong, failed)
+    # 4 kB read as 4000 B passes the visible runs, not gather_bcast at P = 6 with 4095 B blocks
+    eager_4000 = dict(ports="shared", eager_bytes=4000)
+    assert all(c.passed for c in lab4.model_cases(eager_4000, smpi_traces))
     assert judged("model_check", model=right, traces=smpi_traces).score == 2
-    v = judged("model_check", model=eager_40k, traces=smpi_traces)
-    assert v.score == 1.78 and "hidden: gather_bcast, P = 13, 4096 B" in v.text()
+    v = judged("model_check", model=eager_4000, traces=smpi_traces)
+    # 4 visible and 5 hidden runs, the one with 4095 B blocks fails: 2 x 8 / 9 = 1.78
+    assert v.score == 1.78 and "hidden: gather_bcast, P = 6, 4095 B" in v.text()
     assert "valid: ports, eager_bytes" in lab4.model_cases(dict(port=None), smpi_traces)[0].message
     assert not lab4.model_cases(dict(ports=0), smpi_traces)[0].passed
     assert "no SMPI traces" in lab4.model_cases(right, [])[0].message
+
+
+@pytest.mark.smpi
+def test_rank0_messages(built_flavour):
+    """The grader traces the library's broadcasts itself (P = 8): rank 0 sends 3 messages in the
+    binomial tree (to ranks 1, 2 and 4) and 3 + 7 in scatter + ring allgather (the binomial
+    scatter's, then one per ring step); each broadcast is one case."""
+    built_flavour("smpi")
+    children_only = {"binomial": 3, "pipeline": 1, "scatter_allgather_ring": 3}
+    v = judged("rank0_check", points=1, messages_from_rank0=children_only)
+    # binomial right, pipeline and scatter + ring wrong: 1 x 1 / 3
+    assert v.score == 0.33, v.text()
+    assert "scatter_allgather_ring: rank 0's messages: you counted 3" in v.text()
+    assert "binomial" not in v.text()
+    right = {**children_only, "scatter_allgather_ring": 3 + 7}
+    assert "scatter_allgather_ring" not in judged("rank0_check", points=1, messages_from_rank0=right).text()
 
 
 def _results(alpha, beta):
@@ -190,5 +214,9 @@ def test_calibrated_platform(tmp_path, monkeypatch):
     (tmp_path / "thin.xml").write_text(Path(platforms.platform_file("orfeo-thin")).read_text())
     v = judged("calibrate_check", workdir=tmp_path, my_platform="thin.xml", pp=pp)
     assert v.score == 0 and "a fit of pp gives 0.2995 us" in v.text() and "a fit of pp gives 0.0002504 us/B" in v.text()
+    # ... and the feedback quotes THIN's calibrated core link (mpilab.simulate.clusters)
+    alpha, beta = clusters.THIN_PINGPONG_FIT["core"]
+    assert (f"the platform's core latency is {alpha:.4g} us" in v.text()
+            and f"the platform's core link costs {beta:.4g} us/B" in v.text()), v.text()
     assert "not found next to the notebook" in judged("calibrate_check", workdir=tmp_path,
                                                       my_platform="nosuch.xml", pp=pp).text()

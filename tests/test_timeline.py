@@ -127,8 +127,8 @@ def test_overheads_in_the_event_model():
     root = calls[calls["rank"] == 0]
     isends = root[(root["call"] == "Isend") & (root["dst"] != 0)]
     assert list(np.diff(isends["end_us"])) == pytest.approx([0.5, 0.5])   # one o after the other
-    # gather: the three others post at 0.5, arrive at 1.5; the root receives 4 eager messages
-    # (its own first: the Isend to itself, o = 0.5) and pays 0.25 for each after the arrival
+    # gather: the three others post at 0.5, arrive at 1.5; the root receives their 3 eager
+    # messages (its own block is a local copy, no message) and pays 0.25 for each after they arrive
     waitall = root[root["call"] == "Waitall"].iloc[0]
     assert waitall["end_us"] == pytest.approx(1.5 + 3 * 0.25)
     big, _ = schedules.simulate(schedules.schedule("binomial", 2, 2048), 1.0, 0.0, eager_bytes=1024,

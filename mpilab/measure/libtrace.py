@@ -22,6 +22,7 @@ import pandas as pd
 
 from mpilab.core.errors import LaunchError, ParseError, UsageError
 from mpilab.measure import collbench, launch, libalgs
+from mpilab.measure.driver import BenchOptions
 from mpilab.model.schedules import CALL_COLUMNS, MESSAGE_COLUMNS
 from mpilab.model.timeline import Timeline
 
@@ -170,8 +171,8 @@ def run_library_traced(collective, algorithm, nprocs, nbytes, platform="orfeo-th
                                        cfg=[*TRACING, f"tracing/filename:{trace_file}", *cfg,
                                             *settings.args])
         prog = collbench.collbench_program("smpi")
-        args = collbench.collbench_args("native", collective, (int(nbytes), int(nbytes)), iters=1,
-                                        warmup=0, iters_large=1, warmup_large=0)
+        args = collbench.collbench_args("native", collective, BenchOptions(
+            sizes=(int(nbytes), int(nbytes)), iters=1, warmup=0, iters_large=1, warmup_large=0))
         cmd = launcher.command(prog, args, int(nprocs), mapping)
         launcher.run(prog, args, int(nprocs), mapping, timeout=timeout)
         if not trace_file.is_file():

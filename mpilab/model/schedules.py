@@ -28,9 +28,11 @@ broadcast) are in the answer key (``mpilab_key.schedules``, :mod:`mpilab.core.ke
 :func:`algorithms` in an instructor's checkout, where the key is installed.
 
 SimGrid's SMPI follows the same rules on the kit's platforms (a transfer starts when both
-sides are posted; sends below 64 KiB release the sender at once; each core has one full-duplex
-port), so ``ports="shared", eager_bytes=65536`` with the platform's α and β reproduces an SMPI
-run inside one node.
+sides are posted; sends below the platform's eager limit release the sender at once and pay its
+per-message overheads; each core has one full-duplex port, the cores of a socket share its
+memory), so the right ``ports`` and ``eager_bytes`` with the platform's α, β, shared links and
+overheads (:func:`mpilab.simulate.routes.platform_model`) reproduce an SMPI run; which options
+are right is a question of lab 4.
 
 Examples
 --------

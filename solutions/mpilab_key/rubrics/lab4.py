@@ -7,8 +7,8 @@ broadcasts, the event model's options, the model errors and the calibrated platf
   ((p - 1) messages of n bytes, one after the other); the cost's α and β terms are two more cases.
 * rank 0: the grader traces the library's broadcasts on SMPI itself and counts rank 0's messages.
 * model options: the grader traces the notebook's SMPI runs again and hidden ones (other process
-  counts and sizes of gather_bcast and pairwise, across THIN's sockets and around the eager
-  limit); one case per run.
+  counts and sizes of gather_bcast and pairwise, across THIN's sockets and on both sides of
+  its 4 KiB eager limit); one case per run.
 * errors: each algorithm's MAPE recomputed from the student's own cost expressions, results_df
   (one point simulated again), α and β of the platform's core link (avg_us or maxrank_avg_us:
   both are defensible), and whether ``worst`` is the largest.
@@ -33,9 +33,13 @@ from mpilab_key.resimulate import spot_case
 
 #: Hidden (p, root) of the linear broadcast: other p, the roots next to 0 and last.
 HIDDEN_BCAST = tuple((p, r) for p in (4, 7, 13) for r in (1, p - 1))
-#: Hidden SMPI runs of the model options: the same algorithms at other P (a fold, THIN's second
-#: socket) and sizes on both sides of the platform's eager limit.
-HIDDEN_TRACES = (("pairwise", 5, 32768), ("gather_bcast", 6, 65536), ("pairwise", 13, 8192),
+#: Hidden SMPI runs of the model options: the same two algorithms at other P (folds, THIN's
+#: second socket from P = 13) and sizes on both sides of the platform's 4 KiB eager limit (eager
+#: below 4096 B): gather_bcast's 4095-byte blocks are eager, its 4096-byte ones are not, and the
+#: pairwise exchange at P = 13 sends 3000-byte blocks across the sockets. The visible runs alone
+#: leave any eager_bytes from 2049 to 4096 (pairwise at P = 8 with 1 KiB sends 2048 and 4096 B);
+#: P = 6 with 4095 B leaves 4096 only.
+HIDDEN_TRACES = (("pairwise", 5, 32768), ("gather_bcast", 6, 4095), ("pairwise", 13, 3000),
                  ("gather_bcast", 13, 4096), ("gather_bcast", 16, 65535))
 #: MAPE agreement (relative), and the calibrated link's (relative; absolute for α in µs).
 MAPE_RTOL, LINK_RTOL, LINK_ATOL = 1e-3, 0.02, 0.005
@@ -225,7 +229,10 @@ GUIDE = {
              {"linear_bcast": InNotebook("__import__('mpilab.grade.checks.schedules', fromlist=['x'])"
                                          ".schedules_data(linear_bcast)"),
               "cost_linear_bcast": costs.alpha + (costs.p - 1) * costs.n * costs.beta})],
-        "model_check": [("sends eager below 40000 B", {"model": dict(ports="shared", eager_bytes=40000)}),
+        "model_check": [("4 kB read as 4000 B (eager below 4000 B)",
+                         {"model": dict(ports="shared", eager_bytes=4000)}),
+                        ("SimGrid's default eager limit (64 KiB), not the platform's",
+                         {"model": dict(ports="shared", eager_bytes=65536)}),
                         ("one port, nothing eager", {"model": dict(ports=1, eager_bytes=0)})],
         "rank0_check": [("the root's children only (one message per algorithm)",
                          {"messages_from_rank0": {"binomial": 3, "pipeline": 1, "scatter_allgather_ring": 3}})],
