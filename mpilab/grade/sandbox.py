@@ -36,6 +36,7 @@ import time
 
 from mpilab.core import paths
 from mpilab.core.errors import UsageError
+from mpilab.simulate import platforms
 
 DEADLOCK_HINT = "a deadlock? check the order of sends and receives"
 
@@ -396,8 +397,6 @@ def _kit_paths():
     """The directories a program of the kit needs, read-only: this interpreter's, the kit's, and the
     SimGrid platforms the kit generated (an SMPI run names its platform file, written in the
     grader's cache, e.g. under /root, when the platform is not shipped)."""
-    from mpilab.simulate import platforms
-
     return sorted({sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
                    str(paths.repo_root()), str(paths.PACKAGE_DIR), str(platforms._cache_dir())})
 
