@@ -13,7 +13,7 @@ c.CourseDirectory.release_directory = "../labs"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "check_student*", "test-output", "c_solutions"]
 
 # MPI cells run sweeps and compile C: nbgrader's 30 s default would kill them. Each grading
-# check still has its own per-run limit (mpilab.grade.grading.RUN_TIMEOUT) well inside this one.
+# check still has its own per-run limit (mpilab.grade.runner.RUN_TIMEOUT) well inside this one.
 c.ExecutePreprocessor.timeout = int(os.environ.get("MPILAB_CELL_TIMEOUT", "600"))
 c.ExecutePreprocessor.startup_timeout = 120
 

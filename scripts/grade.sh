@@ -82,7 +82,7 @@ nbgrader export --to "grades-$assignment.csv" --log-level=WARN
 python - "$course" "$assignment" <<'PY'
 import sys
 import pandas as pd
-from mpilab.grade.grading import score_table
+from mpilab.grade.gradebook import score_table
 pd.set_option("display.width", 200)
 table = score_table(sys.argv[1], sys.argv[2])
 times = pd.read_csv(f"autograde-times-{sys.argv[2]}.csv", index_col="student")

@@ -100,7 +100,7 @@ class Course:
         ``student_timeout`` sets MPILAB_STUDENT_TIMEOUT (grade.sh's default otherwise). The output
         is saved as ``test-output/<name>.txt`` (default ``grade_<lab>``); a non-zero exit fails.
         """
-        from mpilab.grade.grading import score_table
+        from mpilab.grade.gradebook import score_table
         env = dict(os.environ, COURSE=str(self.root), MPILAB_CELL_TIMEOUT=str(cell_timeout),
                    MPILAB_RUN_TIMEOUT=str(run_timeout))
         if student_timeout is not None:

@@ -21,7 +21,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 import mpilab
 from mpilab.grade import sandbox
-from mpilab.grade.grading import score_table
+from mpilab.grade.gradebook import score_table
 
 
 def _meta(gid, points=None):

@@ -179,7 +179,7 @@ def test_release_fetch_submit_grade_feedback(course, student_lab):
         assert (os.stat(written).st_uid, os.stat(written).st_gid) == teacher, f"{written} is not the instructor's"
     (ROOT / "test-output").mkdir(exist_ok=True)
     (ROOT / "test-output" / "exchange-grade.txt").write_text(graded.stdout + graded.stderr)
-    from mpilab.grade.grading import score_table
+    from mpilab.grade.gradebook import score_table
 
     table = score_table(root, "lab2")
     assert {k: float(table.loc[S1, k]) for k in COST_CELLS} == COST_CELLS, table.to_string()

@@ -82,7 +82,7 @@ def test_smpi_argv(tmp_path):
     hostfile = a[a.index("-hostfile") + 1]
     assert open(hostfile).read().endswith("\n")
     for cfg in ("--cfg=smpi/simulate-computation:no", "--cfg=smpi/display-timing:no",
-                "--cfg=smpi/allgather:ring", "--cfg=smpi/shared-malloc-blocksize:17179869184"):
+                "--cfg=smpi/allgather:ring", "--cfg=smpi/shared-malloc-blocksize:268435456"):
         assert cfg in a
     assert any(x.startswith("--cfg=smpi/host-speed:") for x in a)
     assert a[-3:] == ["./cb", "-m", "1K"]

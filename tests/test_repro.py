@@ -73,7 +73,9 @@ def test_quick_study_resumes_and_compares(tmp_path):
     out = tmp_path / "study.csv"
     df = repro.run_study(SOLUTION, out, "quick", progress=False)
     g = repro.GRIDS["quick"]
-    assert len(df) == len(g.nprocs) * g.repetitions * 2 * 2 * len(g.sizes)
+    # reduce and allreduce by the library, allreduce two-level: the reduce's two-level is the key's
+    assert len(repro.jobs(g)) == 3
+    assert len(df) == len(g.nprocs) * g.repetitions * 3 * len(g.sizes)
     assert set(df["forced"]) == {"yes", "no"} and (df["maxrank_median_us"] > 0).all()
     assert set(df["evidence"][df["algorithm"] == "default"]) == {"library default; SMPI coll-selector ompi"}
     # a deterministic simulator: every repetition of a point is the same
@@ -95,7 +97,7 @@ def test_quick_study_resumes_and_compares(tmp_path):
     assert table[table["nprocs"] == 512]["median_us"].isna().all()
     labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
     assert "two_level (simulated median, 95 % CI)" in labels and "ml, hierarchical (algorithm 90) (paper)" in labels
-    fig2, axes2 = repro.boxplots(df, "reduce", 128)
+    fig2, axes2 = repro.boxplots(df, "allreduce", 128)   # the library's and the student's two-level
     assert len(axes2) == 2 and axes2[0].get_xlabel() == "processes"
     with pytest.raises(ValueError, match="no rows for reduce at 64 bytes"):
         repro.boxplots(df, "reduce", 64)
