@@ -41,7 +41,19 @@ from pathlib import Path
 
 from mpilab.core import paths, units
 from mpilab.core.errors import MpilabError
-from mpilab.measure import collbench, launch, osu, pingpong
+from mpilab.measure import collbench, driver, launch, osu, pingpong
+from mpilab.measure.driver import BenchOptions
+
+
+def cb_args(algo="native", coll="allgather", **options):
+    """collbench's arguments for ``algo`` of ``coll`` with the benchmark ``options``."""
+    return collbench.collbench_args(algo, coll, BenchOptions(**options))
+
+
+def parsed(stdout, program=collbench):
+    """(meta, rows) of a driver's output (collbench or pingpong), typed by the one parser."""
+    out = driver.parse(stdout, program=program.PROGRAM, columns=program.COLUMNS)
+    return out.meta, out.table
 
 REAL_SIZES = "4K:1M"
 REAL_LIMIT = 1.15          # the kit's target against the library, real runs
@@ -126,10 +138,10 @@ def real_part(args, outdir):
             for algo in turn:
                 done += 1
                 say(f"[{done}/{total}] {flavour} P={p} round {r + 1}: {algo}")
-                out = runner.run(exe, collbench.collbench_args(algo, sizes=REAL_SIZES), p,
+                out = runner.run(exe, cb_args(algo, sizes=REAL_SIZES), p,
                                  timeout=args.timeout)
                 save(outdir, f"real-{flavour}-p{p}-{algo}-r{r + 1}.csv", out.stdout)
-                meta, rows = collbench.parse_output(out.stdout)
+                meta, rows = parsed(out.stdout)
                 library = meta.get("library", library)
                 for row in rows:
                     samples[algo].setdefault(row["bytes"], []).append(row["maxrank_median_us"])
@@ -186,11 +198,10 @@ def sim_part(args, outdir):
             for side, algo, coll in (("kit", kit, None), ("SimGrid", "native", {"allgather": lib})):
                 runner = launch.get_launcher("smpi", platform=SIM_PLATFORM, coll=coll)
                 say(f"SMPI P={p}: {side} {kit if side == 'kit' else lib}")
-                out = runner.run(exe, collbench.collbench_args(algo, sizes=SIM_SIZES, iters=5,
-                                                               warmup=1), p, timeout=args.timeout)
+                out = runner.run(exe, cb_args(algo, sizes=SIM_SIZES, iters=5, warmup=1), p, timeout=args.timeout)
                 save(outdir, f"sim-p{p}-{side}-{kit if side == 'kit' else lib}.csv", out.stdout)
                 figures[side] = {r["bytes"]: r["maxrank_median_us"]
-                                 for r in collbench.parse_output(out.stdout)[1]}
+                                 for r in parsed(out.stdout)[1]}
             for nbytes in sorted(figures["kit"])[::2]:
                 k, s = figures["kit"][nbytes], figures["SimGrid"][nbytes]
                 mark = "" if k / s <= SIM_LIMIT else f"  > {SIM_LIMIT}"
@@ -241,12 +252,11 @@ def run_osu_pair(args, outdir, runner, top, name, lo, hi, p):
                 f"{lo if name == 'latency' else max(lo, 1)}:{hi}", "-i", str(it), "-x", str(wu)]
     if name == "latency":
         kit_exe = program(args.c_build, "openmpi", "pingpong")
-        kit_args = pingpong.program_args(f"{lo}:{hi}", iters=it, warmup=wu, iters_large=it,
-                                         warmup_large=wu)
+        kit_args = BenchOptions(sizes=f"{lo}:{hi}", iters=it, warmup=wu, iters_large=it,
+                                warmup_large=wu).argv(pingpong.PROGRAM)
     else:
         kit_exe = program(args.c_build, "openmpi", "collbench")
-        kit_args = collbench.collbench_args(coll=name, sizes=(max(lo, 1), hi), iters=it,
-                                            warmup=wu)
+        kit_args = cb_args(coll=name, sizes=(max(lo, 1), hi), iters=it, warmup=wu)
     osu_runs, kit_runs = [], []
     for r in range(args.osu_runs):
         for side in (("osu", "kit") if r % 2 == 0 else ("kit", "osu")):
@@ -258,8 +268,8 @@ def run_osu_pair(args, outdir, runner, top, name, lo, hi, p):
             else:
                 out = runner.run(kit_exe, kit_args, p, timeout=args.timeout)
                 save(outdir, f"kit-{name}-r{r + 1}.csv", out.stdout)
-                parse = pingpong.parse_output if name == "latency" else collbench.parse_output
-                kit_runs.append({row["bytes"]: row["avg_us"] for row in parse(out.stdout)[1]})
+                rows = parsed(out.stdout, pingpong if name == "latency" else collbench)[1]
+                kit_runs.append({row["bytes"]: row["avg_us"] for row in rows})
     return osu_runs, kit_runs
 
 
@@ -391,14 +401,14 @@ def scale_part(args, outdir):
             for coll, algo in SCALE_RUNS:
                 runner = launch.get_launcher("smpi", platform=platform,
                                              cfg=["smpi/coll-selector:ompi"])
-                cmd = runner.command(exe, collbench.collbench_args(
-                    algo, coll=coll, sizes=(1 << 20, 1 << 20), iters=1, warmup=0), p)
+                cmd = runner.command(exe, cb_args(algo, coll, sizes=(1 << 20, 1 << 20), iters=1,
+                                                   warmup=0), p)
                 say(f"scale: {platform} P={p} {coll} {algo}")
                 rc, out, err, wall, peak = measured_run(cmd, args.timeout)
                 runner._cleanup()
                 save(outdir, f"scale-{platform}-p{p}-{coll}-{algo}.csv", out + err)
                 sim = "failed" if rc else \
-                    f"{collbench.parse_output(out)[1][0]['maxrank_median_us']:13.1f}"
+                    f"{parsed(out)[1][0]['maxrank_median_us']:13.1f}"
                 print(f"{label + ' ' + platform:>24} {p:5d} {coll:>10} {algo:>9} {wall:7.0f} "
                       f"{peak / 2**30:8.2f} {sim:>13}")
     print(f"# conditions at the end: {conditions()}")
