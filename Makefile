@@ -41,7 +41,7 @@ test-images: build ## build all four Apptainer images and run every image test (
 	$(PY) -m pytest -rs --durations=10 tests/test_containers.py $(PYTEST_ARGS)
 
 lab: build ## start JupyterLab on the kit, opened at labs/ (c_reference/ and docs/ in reach; PORT=8888)
-	$(VENV)/bin/jupyter lab --notebook-dir=. --ServerApp.default_url=/lab/tree/labs --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
+	$(VENV)/bin/jupyter lab --notebook-dir=. --LabApp.default_url=/lab/tree/labs --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 grade: build ## autograde grader/submitted/ for ASSIGNMENT=lab2 and export grades
 	@[ -x scripts/grade.sh ] || { echo "make grade is the instructor's: this is the student's side of the kit (no grader)"; exit 2; }
