@@ -329,7 +329,7 @@ def osu_part(args, outdir):
 #: (label, platform per P): a jupiter-like cluster of 16-core nodes and THIN's nodes, with as
 #: many nodes as the ranks need at one rank per core (THIN itself has 10 nodes, 240 cores).
 SCALE_PLATFORMS = (("jupiter-like", {512: "jupiter-32x16", 1024: "jupiter-64x16"}),
-                   ("THIN-like", {512: "orfeo-thin-22", 1024: "orfeo-thin-43"}))
+                   ("THIN-like", {512: "thin-like-22", 1024: "thin-like-43"}))
 SCALE_RUNS = (("allgather", "bruck"), ("allgather", "ring"), ("bcast", "native"))
 
 
