@@ -18,12 +18,13 @@ FULL = {"decision_table": 3, "regret_check": 2, "rules_check": 2, "corr_check": 
 EXPECTED = {
     "solution": FULL,
     "untouched": dict.fromkeys(FULL, 0),
-    # decision table: one case per P (2, 4, 8, 16, 32, 48) and one for the merging; the mean over
-    # ranks picks the slowest rank's winner at every size only at P = 2, and its own table is
-    # merged right: 2 of 7, 3 x 2 / 7 = 0.86.
-    # correlations: one case per algorithm (five); against avg_us only scatter_allgather_ring's
-    # r stays within 0.001 of the slowest rank's at every size: 1 of 5, 2 x 1 / 5 = 0.4.
-    "wrong_metric": {**FULL, "decision_table": 0.86, "corr_check": 0.4},
+    # decision table: one case per P (2, 4, 8, 16, 32, 48) and one for the merging; on the
+    # calibrated THIN (per-message overheads, Open MPI's barrier) the mean over ranks picks the
+    # slowest rank's winner at every size at four of the six P, and its own table is merged
+    # right: 5 of 7, 3 x 5 / 7 = 2.14 (it was 2 of 7 on the uncalibrated platform).
+    # correlations: one case per algorithm (five); against avg_us three algorithms' r stay within
+    # 0.001 of the slowest rank's at every size: 3 of 5, 2 x 3 / 5 = 1.2.
+    "wrong_metric": {**FULL, "decision_table": 2.14, "corr_check": 1.2},
 }
 MEASUREMENTS = ["lab5_results.csv", "lab5_real.csv"] + [
     f"lab5_load_{n}.csv" for n in ("quiet", "cpu", "memory", "one_cpu")]

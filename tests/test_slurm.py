@@ -134,7 +134,8 @@ def test_every_slurm_subcommand_has_help(sub):
 
 @pytest.mark.parametrize("template", sorted(slurm.TEMPLATES))
 def test_every_template_renders_to_valid_bash_with_provenance(tmp_path, template):
-    extra = {"image": "/images/mpilab-openmpi.sif"} if template == "sweep-apptainer" else {}
+    extra = {"sweep-apptainer": {"image": "/images/mpilab-openmpi.sif"},
+             "jupyter-exchange": {"exchange": "/srv/nbgrader/exchange"}}.get(template, {})
     path = slurm.render_to_dir(template, "orfeo", "THIN", tmp_path / template, nodes=2,
                                nprocs="2,24,48", mappings="core,socket,node", time="01:00:00",
                                command="mpilab slurm render (test)", **extra)

@@ -313,7 +313,8 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
         cmd = runner.argv(work, "trace_student_smpi", args, run, cfg=CFG)
         res = runner.sandbox.run(cmd, cwd=work, timeout=timeout, memory_mb=runner.SMPI_MEMORY_MB,
                                  env={"LABTRACE_DIR": work, "LABTRACE_LIVE": "1",
-                                      "LABTRACE_PROBE": str(4 * block_ints)})
+                                      "LABTRACE_PROBE": str(4 * block_ints)},
+                                 copy_back="always")   # a crash's trace is what explains it
         times = _times(res.stdout)
         try:
             ref = trace.read_trace(work, region=1)

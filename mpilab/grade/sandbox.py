@@ -637,13 +637,13 @@ class Sandbox:
     """
 
     def __init__(self, limits, hide=(), keep=(), work=True, own=(), network=False, cgroup=True, report=True,
-                 address_space_mb=0):
+                 address_space_mb=0, copy_back="success"):
         user = sandbox_user()
         if user is None:
             raise UsageError("a confined run needs root (it switches to the sandbox user)")
         self.limits, self.uid, self.gid = limits, user[1], user[2]
         self.hide, self.work, self.own, self.network = list(hide), work, list(own), network
-        self.address_space_mb = address_space_mb
+        self.address_space_mb, self.copy_back = address_space_mb, copy_back
         covered = ["/tmp", "/var/tmp", *self.hide]
         opened, needed = reachable(_kit_paths(), covered)
         self.open = opened
@@ -666,7 +666,7 @@ class Sandbox:
         settings = [f"uid={self.uid}", f"gid={self.gid}", f"disk={lim.disk_mb << 20}", f"files={lim.files}",
                     f"work={'1' if self.work else ''}", f"parent_fd={self._watch_r}",
                     f"report_fd={'' if self._report_fd is None else self._report_fd}",
-                    f"abort_log={_ABORT_LOG_INSIDE}",
+                    f"abort_log={_ABORT_LOG_INSIDE}", f"copy_back={self.copy_back}",
                     f"rlimit=fsize:{lim.file_mb << 20}", "rlimit=core:0",
                     f"rlimit=nproc:{_positive_env('MPILAB_SANDBOX_USER_PROCS', USER_PROCS)}"]
         settings += [f"rlimit=as:{self.address_space_mb << 20}"] if self.address_space_mb else []
@@ -734,7 +734,8 @@ class Sandbox:
 
 # --- running a program -------------------------------------------------------------------------
 
-def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None, network=False):
+def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None, network=False,
+        copy_back="success"):
     """Run ``argv`` in ``cwd`` under a time, memory and output limit, confined where possible.
 
     Parameters
@@ -757,6 +758,10 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
         Extra environment variables.
     network : bool
         Keep the host network (default: a new, empty network namespace when possible).
+    copy_back : {"success", "always"}
+        When a confined run's working directory is copied back: after a run that succeeded (the
+        default), or also after one that failed (what a crash left behind, e.g. trace files the
+        grader's diagnosis reads; they stay files of the run, within its disk cap).
 
     Returns
     -------
@@ -781,7 +786,7 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
         rlimits[resource.RLIMIT_FSIZE] = limits.file_mb << 20
         return _run_unconfined(cmd, cwd, full_env, timeout, rlimits, output_cap, note)
     _fits(cwd, limits)
-    with Sandbox(limits, hide=hidden_from_programs(), network=network) as box:
+    with Sandbox(limits, hide=hidden_from_programs(), network=network, copy_back=copy_back) as box:
         full_env["MPILAB_ABORT_LOG"] = _ABORT_LOG_INSIDE
         wrapped = box.argv(cmd)
 
