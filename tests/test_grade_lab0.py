@@ -92,12 +92,6 @@ def _stalls(marker):
     return nb
 
 
-def _stalled(course):
-    """Whether grade.sh's log shows the added cell's sleep being cut (a confined kernel's files are
-    not copied back when its student is stopped)."""
-    return "sleep" in course.output and "stalls_a" in course.output
-
-
 @pytest.mark.slow
 def test_a_student_past_the_wall_limit_is_stopped_and_the_batch_goes_on(tmp_path):
     """MPILAB_STUDENT_TIMEOUT stops one student's whole autograde; the next student is graded,
@@ -115,7 +109,7 @@ def test_a_student_past_the_wall_limit_is_stopped_and_the_batch_goes_on(tmp_path
     assert all(table.loc[s, k] == 0 for s in table.index for k in FULL)   # whatever nbgrader saved
     if shutil.which("unshare") and subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode == 0:
         own = course.root / "autograded" / "stalls_a" / "lab0" / "stalls_a.started"
-        assert (tmp_path / "stalls_a.started").exists() or own.exists() or _stalled(course), \
+        assert (tmp_path / "stalls_a.started").exists() or own.exists(), \
             "the added cell never ran: nothing was tested"
         left = subprocess.run(["pgrep", "-f", "sleep 86399"], capture_output=True, text=True).stdout.split()
         assert not left, f"a stopped submission's process is still running: {left}"
