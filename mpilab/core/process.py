@@ -87,6 +87,11 @@ class Streams:
         for f in self.files:
             self.selector.register(f, selectors.EVENT_READ)
 
+    @property
+    def done(self):
+        """True when both pipes are closed."""
+        return not self.selector.get_map()
+
     def read_until(self, deadline):
         """Read until both pipes are closed (True) or ``deadline`` (monotonic) passes (False)."""
         while self.selector.get_map():

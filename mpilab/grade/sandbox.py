@@ -26,7 +26,6 @@ import os
 import pwd
 import re
 import resource
-import selectors
 import shutil
 import signal
 import subprocess
@@ -34,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from mpilab.core import paths
+from mpilab.core import paths, process
 from mpilab.core.errors import UsageError
 from mpilab.simulate import platforms
 
@@ -250,9 +249,8 @@ def signal_name(sig):
         return "unknown signal"
 
 
-def cut_message(cap, thrown):
-    """The line that stands for the ``thrown`` bytes of an output cut at ``cap`` bytes."""
-    return f"[output cut at {cap} bytes: {thrown:,} bytes thrown away; the last ones follow]"
+#: The line that stands for the bytes of an output cut at its cap (the kit's one wording).
+cut_message = process.cut_marker
 
 
 def timeout_message(seconds):
@@ -875,7 +873,7 @@ def _run_streaming(cmd, cwd, env, timeout, rlimits, output_cap, pass_fds=(), pol
     deadline = time.monotonic() + timeout
     proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, preexec_fn=_preexec(rlimits), pass_fds=pass_fds)
-    streams = _Streams(proc, output_cap)
+    streams = process.Streams(proc, output_cap)
     stopped = False
     while True:
         step = min(deadline, time.monotonic() + POLL_S) if poll else deadline
@@ -900,62 +898,7 @@ def _run_streaming(cmd, cwd, env, timeout, rlimits, output_cap, pass_fds=(), pol
 
 
 #: Bytes kept of the end of an output longer than the cap (the launcher's crash report is there).
-TAIL_BYTES = 4096
-
-
-class _Streams:
-    """A process's stdout and stderr, read in chunks as they come: each keeps its first ``cap``
-    bytes and its last :data:`TAIL_BYTES`."""
-
-    CHUNK = 1 << 16
-
-    def __init__(self, proc, cap):
-        self.cap = cap
-        self.head = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-        self.tail = {f: bytearray() for f in self.head}
-        self.total = dict.fromkeys(self.head, 0)
-        self.selector = selectors.DefaultSelector()
-        for f in self.head:
-            self.selector.register(f, selectors.EVENT_READ)
-
-    @property
-    def done(self):
-        """True when both pipes are closed."""
-        return not self.selector.get_map()
-
-    def read_until(self, deadline):
-        """Read until both pipes are closed (True) or the deadline passes (False)."""
-        while self.selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            for key, _ in self.selector.select(timeout=left):
-                chunk = os.read(key.fd, self.CHUNK)
-                f = key.fileobj
-                if not chunk:
-                    self.selector.unregister(f)
-                    continue
-                room = max(self.cap - len(self.head[f]), 0)
-                self.head[f] += chunk[:room]
-                if len(chunk) > room:
-                    tail = self.tail[f]
-                    tail += chunk[room:]
-                    del tail[:-TAIL_BYTES]
-                self.total[f] += len(chunk)
-        return True
-
-    def close(self):
-        self.selector.close()
-        for f in self.head:
-            f.close()
-
-    def text(self, f):
-        """The kept text of one stream and its full length in bytes."""
-        text = self.head[f].decode(errors="replace")
-        if self.total[f] > self.cap:
-            text += ("" if text.endswith("\n") else "\n") + cut_message(self.cap, self.total[f] - self.cap - len(self.tail[f])) + "\n"
-            text += self.tail[f].decode(errors="replace")
-        return text, self.total[f]
+TAIL_BYTES = process.TAIL_BYTES
 
 
 def _kill_group(pgid):
