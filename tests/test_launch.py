@@ -18,9 +18,21 @@ def test_openmpi_argv_and_root_env():
     cmd = lau.command("./cb", ["-m", "1K"], 2, mapping="socket")
     assert cmd.argv == ["mpirun.openmpi", "-n", "2", "--map-by", "socket", "--bind-to", "socket",
                         "./cb", "-m", "1K"]
+    want = {"PMIX_MCA_psec": "^munge"} if "PMIX_MCA_psec" not in os.environ else {}
     if os.geteuid() == 0:
-        assert cmd.env == {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        want.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    assert cmd.env == want
     assert lau.flavour == "openmpi" and lau.name == "mpirun" and lau.platform == "local"
+
+
+def test_openmpi_leaves_a_pmix_security_choice_alone(monkeypatch):
+    """The kit skips PMIx's munge plugin (2.3 s of retries without a munged) unless the user
+    chose a plugin."""
+    monkeypatch.setenv("PMIX_MCA_psec", "munge")
+    cmd = launch.get_launcher("openmpi", cores=2).command("./cb", [], 2)
+    assert "PMIX_MCA_psec" not in cmd.env
+    monkeypatch.delenv("PMIX_MCA_psec")
+    assert launch.get_launcher("openmpi", cores=2).command("./cb", [], 2).env["PMIX_MCA_psec"] == "^munge"
 
 
 def test_openmpi_oversubscribes_past_the_cores():

@@ -105,6 +105,27 @@ def test_benchmark_checks_then_times_with_the_reference_algorithms():
         runner.benchmark_c({"ring": KEY / "ring.c"}, flavour="mpich")
 
 
+@needs_smpi
+def test_smpi_benchmark_simulates_native_and_the_references_once(monkeypatch):
+    """Simulated times repeat exactly: with two algorithms MPI_Allgather and the references are
+    simulated in the first algorithm's launches only, and the table still has every row."""
+    launches = []
+    real_execute = runner.execute
+
+    def execute(work, command, run, timeout=runner.RUN_TIMEOUT):
+        launches.append([a for a in command if a.startswith("--time")])
+        return real_execute(work, command, run, timeout)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    df = runner.benchmark_c({"ring": KEY / "ring.c", "bruck": KEY / "bruck.c"}, nprocs=(2, 5),
+                            flavour="smpi", reference=True)
+    timed = [a for a in launches if a]
+    assert timed == [["--time"], ["--time-reference"], ["--time"], ["--time-reference"],
+                     ["--time-alone"], ["--time-alone"]]
+    assert df.groupby("algorithm").size().to_dict() == dict.fromkeys(
+        ["bruck", "gather_bcast", "native", "pairwise", "ring"], 2 * 7)
+
+
 @needs_openmpi
 def test_heap_overflow_keeps_the_c_librarys_message():
     """A heap overflow after MPI_Init is reported at once as SIGABRT with glibc's own line,

@@ -35,6 +35,7 @@ import time
 
 from mpilab.core import paths, process
 from mpilab.core.errors import UsageError
+from mpilab.core.vocabulary import OPENMPI_ROOT_ENV, openmpi_env
 from mpilab.simulate import platforms
 
 DEADLOCK_HINT = "a deadlock? check the order of sends and receives"
@@ -773,7 +774,7 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
         raise UsageError(f"output_cap must be a positive number of bytes, got {output_cap!r}")
     limits = Limits.from_env()
     full_env = dict(os.environ)
-    full_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    full_env.update({**OPENMPI_ROOT_ENV, **openmpi_env(full_env)})
     full_env.update(env or {})
     isolated, note = isolation()
     cmd = list(map(str, argv))

@@ -20,7 +20,7 @@ from pathlib import Path
 from mpilab.core import process
 from mpilab.core.errors import LaunchError, one_of, ToolMissing, UsageError
 from mpilab.core.vocabulary import (COMPILERS, LAUNCHERS, MAPPINGS, MPICH_PLACEMENT, OPENMPI_BIND,
-    OPENMPI_ROOT_ENV, REAL_FLAVOURS, SRUN_MPI, SRUN_MPI_PLUGINS, srun_placement)
+    REAL_FLAVOURS, SRUN_MPI, SRUN_MPI_PLUGINS, openmpi_env, srun_placement)
 from mpilab.simulate import platforms, routes
 
 
@@ -147,10 +147,7 @@ class OpenMPILauncher(Launcher):
         # binding ranks to cores makes no sense when there are more ranks than cores
         argv += ["--bind-to", "none" if over or not self.bind else OPENMPI_BIND[mapping]]
         argv += self.extra_args + [str(program), *map(str, args)]
-        env = {}
-        if os.geteuid() == 0:
-            env = dict(OPENMPI_ROOT_ENV)
-        return Command(argv, env)
+        return Command(argv, openmpi_env())
 
 
 class MPICHLauncher(Launcher):

@@ -15,6 +15,8 @@
  *       prints CSV rows "algorithm,nprocs,bytes,maxrank_avg_us" timing the student's function (as NAME)
  *       and MPI_Allgather (as native), int data, 4 to 16384 bytes per rank (default 20 timed
  *       iterations after 5 warm-up ones). maxrank_avg_us is the slowest rank's average.
+ *   check_student --time-alone NAME [ITERS WARMUP]
+ *       the same without MPI_Allgather (SMPI's times repeat exactly: one native curve is enough).
  *   check_student --time-reference [ITERS WARMUP]   (built with -DWITH_REFERENCE)
  *       times the kit's gather_bcast and pairwise the same way.
  */
@@ -137,7 +139,7 @@ static void time_one(const char *name, allgather_fn fn, int iters, int warmup, i
     }
 }
 
-static void time_all(const char *name, int reference, int iters, int warmup)
+static void time_all(const char *name, int reference, int native, int iters, int warmup)
 {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -146,7 +148,7 @@ static void time_all(const char *name, int reference, int iters, int warmup)
     if (rank == 0) printf("algorithm,nprocs,bytes,maxrank_avg_us\n");
     if (!reference) {
         time_one(name, STUDENT_FN, iters, warmup, send, recv);
-        time_one("native", MPI_Allgather, iters, warmup, send, recv);
+        if (native) time_one("native", MPI_Allgather, iters, warmup, send, recv);
     }
 #ifdef WITH_REFERENCE
     else {
@@ -170,14 +172,15 @@ static int wanted(const char *kinds, const char *kind)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    int timing = argc > 2 && strcmp(argv[1], "--time") == 0;
+    int alone = argc > 2 && strcmp(argv[1], "--time-alone") == 0;
+    int timing = alone || (argc > 2 && strcmp(argv[1], "--time") == 0);
     int reference = argc > 1 && strcmp(argv[1], "--time-reference") == 0;
     if (timing || reference) {
         int first = timing ? 3 : 2;   /* optional ITERS WARMUP after the mode's arguments */
         int iters = argc > first ? atoi(argv[first]) : 20, warmup = argc > first + 1 ? atoi(argv[first + 1]) : 5;
         if (iters < 1) iters = 1;
         if (warmup < 0) warmup = 0;
-        time_all(timing ? argv[2] : "", reference, iters, warmup);
+        time_all(timing ? argv[2] : "", reference, !alone, iters, warmup);
         MPI_Finalize();
         return 0;
     }
