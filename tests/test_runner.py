@@ -1,6 +1,7 @@
 """The grader's runner of student C code (mpilab.grade.runner), on the key's solutions and on
 broken student code, case by case (real Open MPI and SMPI)."""
 
+import os
 import re
 import shutil
 import time
@@ -143,3 +144,20 @@ def test_heap_overflow_keeps_the_c_librarys_message():
     # glibc 2.36 (bookworm) catches it at free() as "(out)"; other versions at the next malloc()
     assert re.search(r"the C library said: (malloc\(\): corrupted top size|double free or corruption \(out\))$",
                      case.message), case.message
+
+
+def test_a_visible_check_says_which_saved_version_it_tests(tmp_path, capsys, monkeypatch):
+    """The kernel cannot see an editor's unsaved buffer: lab 2's check first names the file's
+    last save, so an edit made after it shows up as newer than what was checked."""
+    ring = tmp_path / "ring.c"
+    ring.write_text("this does not compile\n")
+    saved = time.time() - 42
+    os.utime(ring, (saved, saved))
+    assert ccode.saved_note(ring, now=saved + 42) == (
+        f"checking {ring} as last saved at {time.strftime('%H:%M:%S', time.localtime(saved))} (42 s ago); "
+        "an edit made since and not saved (Ctrl+S in its editor) is not checked")
+    assert ccode.saved_note(tmp_path / "bruck.c") == f"{tmp_path / 'bruck.c'}: no such file next to this notebook"
+    monkeypatch.chdir(tmp_path)
+    found = lab2.CELLS["ring_correct"].visible()
+    assert capsys.readouterr().out.startswith("checking ring.c as last saved at ")
+    assert not found[0].passed and "compiles" in found[0].name

@@ -8,6 +8,7 @@ feedback names each failed case ("Open MPI, P = 5, in-place count=8: rank 3: blo
 import dataclasses
 import os
 import shutil
+import time
 
 from mpilab.grade import diagnose, runner
 from mpilab.grade.cases import Case
@@ -50,6 +51,24 @@ def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progres
         return runner.run_cases(work, "check_student", runs, ALLGATHER_KINDS, timeout=timeout, progress=progress)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def saved_note(c_file, now=None):
+    """The line a visible check prints first: which saved version of ``c_file`` it tests.
+
+    The check reads the file on disk; an edit still open in JupyterLab's editor and not saved
+    is not in it. The kernel cannot see the editor's buffer, so the check says when the file was
+    last saved, and the student can compare that with their last edit.
+    """
+    path = os.fspath(c_file)
+    try:
+        saved = os.stat(path).st_mtime
+    except OSError:
+        return f"{path}: no such file next to this notebook"
+    ago = max(0, round((time.time() if now is None else now) - saved))
+    when = time.strftime("%H:%M:%S", time.localtime(saved))
+    return (f"checking {path} as last saved at {when} ({ago} s ago); an edit made since and not "
+            "saved (Ctrl+S in its editor) is not checked")
 
 
 def untouched_case(c_file, weight):

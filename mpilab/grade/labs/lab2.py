@@ -26,7 +26,10 @@ def _cost(name):
 
 
 def _c(c_file, algorithm):
-    return Cell((), lambda: ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS, progress=print))
+    def cases():
+        print(ccode.saved_note(c_file))
+        return ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS, progress=print)
+    return Cell((), cases)
 
 
 CELLS = {

@@ -1,7 +1,7 @@
 """Lab 3's graded cells, as the notebook sees them: the answers each hands in, the visible checks."""
 from functools import partial
 
-from mpilab.grade.checks import costs, plots, reductions
+from mpilab.grade.checks import ccode, costs, plots, reductions
 from mpilab.grade.labs import Cell
 from mpilab.grade.runner import Run, SMALL_CLUSTER
 
@@ -14,7 +14,10 @@ VISIBLE_RUNS = reductions.runs_at("openmpi", (1, 2, 3, 5, 8)) + (Run("smpi", 5, 
 
 
 def _c(c_file, algorithm):
-    return Cell((), lambda: reductions.reduction_cases(c_file, algorithm, VISIBLE_RUNS, progress=print))
+    def cases():
+        print(ccode.saved_note(c_file))
+        return reductions.reduction_cases(c_file, algorithm, VISIBLE_RUNS, progress=print)
+    return Cell((), cases)
 
 
 CELLS = {

@@ -38,7 +38,10 @@ def _cost(name):
 
 
 def _c(algorithm):
-    return Cell((), lambda: ccode.bcast_cases(C_FILES[algorithm], algorithm, VISIBLE_RUNS))
+    def cases():
+        print(ccode.saved_note(C_FILES[algorithm]))
+        return ccode.bcast_cases(C_FILES[algorithm], algorithm, VISIBLE_RUNS)
+    return Cell((), cases)
 
 
 def k_simulated(k_opt, sweep):
