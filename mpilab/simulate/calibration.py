@@ -22,7 +22,6 @@ curve by simulating it, within what the ping-pong allows (``o_send + o_recv <= o
 :func:`calibrate` writes a platform of a shipped shape with a user's numbers; the shipped THIN
 and jupiter platforms were made the same way from the seeds (:mod:`mpilab.simulate.clusters`).
 """
-import dataclasses
 import math
 import os
 import warnings
@@ -35,7 +34,6 @@ from scipy.optimize import minimize_scalar
 from mpilab.core.errors import UsageError, one_of
 from mpilab.core.vocabulary import MAPPINGS
 from mpilab.model import p2p
-from mpilab.simulate import clusters
 from mpilab.simulate.clusters import Param
 from mpilab.simulate.platforms import (ENVELOPE_BYTES, _cache_dir, _write, cluster_params,
                                        list_platforms, spec_of)
