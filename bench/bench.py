@@ -397,6 +397,8 @@ def scale_part(args, outdir):
     print(f"{'platform':>24} {'P':>5} {'collective':>10} {'algorithm':>9} {'wall s':>7} "
           f"{'peak GiB':>8} {'simulated µs':>13}")
     for label, by_p in SCALE_PLATFORMS:
+        if label not in args.scale_platforms:
+            continue
         for p, platform in by_p.items():
             for coll, algo in SCALE_RUNS:
                 runner = launch.get_launcher("smpi", platform=platform,
@@ -429,12 +431,20 @@ def main(argv=None):
     ap.add_argument("--osu-sizes", default="1:1M")
     ap.add_argument("--osu-iters", type=int, default=200)
     ap.add_argument("--osu-warmup", type=int, default=20)
+    ap.add_argument("--scale-platforms", default=",".join(label for label, _ in SCALE_PLATFORMS),
+                    help="the scale part's platforms, comma-separated (default: all of "
+                         + ", ".join(label for label, _ in SCALE_PLATFORMS) + ")")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per launch")
     ap.add_argument("-o", "--output", default=None,
                     help="directory for the raw outputs (default results/bench/<date>)")
     args = ap.parse_args(argv)
     parts = [x for x in args.parts.split(",") if x]
     bad = [x for x in parts if x not in ("real", "sim", "osu", "scale")]
+    labels = [label for label, _ in SCALE_PLATFORMS]
+    args.scale_platforms = [x for x in args.scale_platforms.split(",") if x]
+    unknown = [x for x in args.scale_platforms if x not in labels]
+    if unknown:
+        ap.error(f"bad --scale-platforms {unknown} (valid: {', '.join(labels)})")
     if bad or args.rounds < 1 or args.osu_runs < 1:
         ap.error(f"bad --parts {bad} (valid: real, sim, osu, scale) or --rounds/--osu-runs "
                  "below 1")
