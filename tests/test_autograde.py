@@ -20,7 +20,7 @@ from course import ROOT
 from nbformat.v4 import new_code_cell, new_notebook
 
 import mpilab
-from mpilab.grade import sandbox
+from mpilab.grade import cgroups, sandbox
 from mpilab.grade.gradebook import score_table
 
 
@@ -302,11 +302,11 @@ def test_a_hostile_notebook_stops_at_its_disk_caps_and_leaves_nothing(attacked):
 @pytest.mark.slow
 def test_a_fork_bomb_or_a_memory_hog_in_a_cell_costs_a_kernel_restart(attacked):
     course, *_ = attacked
-    if "pids" in sandbox._cgroup_parents():
+    if "pids" in cgroups.parents():
         _, errors = _attack_output(course, "bomb")
         assert errors and errors[0].endswith("this notebook hit a limit of the grader: it started more than 128 "
                                              "processes/threads and was stopped (MPILAB_KERNEL_PROCS)")
-    if "memory" in sandbox._cgroup_parents():
+    if "memory" in cgroups.parents():
         text, errors = _attack_output(course, "hog")
         assert "hog: holds" not in text
         assert errors and "this notebook hit a limit of the grader: it used more than 512 MiB of memory" in errors[0]

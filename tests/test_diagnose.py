@@ -5,7 +5,6 @@ import base64
 import io
 import re
 import shutil
-from pathlib import Path
 
 import matplotlib.image
 import pytest

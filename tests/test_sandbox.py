@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mpilab.grade import sandbox
+from mpilab.grade import cgroups, outcome, sandbox
 from mpilab.core import paths
 from mpilab.simulate import platforms
 from mpilab.core.errors import UsageError
@@ -97,7 +97,7 @@ def test_signal_is_named(tmp_path):
 
 
 def test_openmpi_abort_names_rank():
-    res = sandbox.SandboxResult(argv=[], returncode=3, stdout="", timed_out=False, timeout=5,
+    res = outcome.SandboxResult(argv=[], returncode=3, stdout="", timed_out=False, timeout=5,
                                 network_isolated=True,
                                 stderr="MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\nwith errorcode 3.")
     assert res.failure() == "rank 2 crashed: MPI_Abort with error code 3"
@@ -155,13 +155,13 @@ def test_smpi_and_reporter_aborts_are_failures():
     """SMPI exits with status 0 after MPI_Abort; the grader's reporter line names rank and code."""
     smpi = ("[thin00-s0-c02:2:(3) 0.000000] ./src/smpi/bindings/smpi_pmpi.cpp:138: [smpi_pmpi/WARNING] "
             "MPI_Abort was called, something went probably wrong in this simulation ! Killing all processes")
-    res = sandbox.SandboxResult(argv=[], returncode=0, stdout="", stderr=smpi, timed_out=False, timeout=5,
+    res = outcome.SandboxResult(argv=[], returncode=0, stdout="", stderr=smpi, timed_out=False, timeout=5,
                                 network_isolated=True)
     assert not res.ok and res.failure() == "rank 2 crashed: MPI_Abort"
     res.stderr = "mpilab: rank 2 called MPI_Abort with error code 3\n" + smpi
     assert res.failure() == "rank 2 crashed: MPI_Abort with error code 3"
     # Open MPI lost its own message (it does, about one run in six): the reporter's line remains
-    res = sandbox.SandboxResult(argv=[], returncode=3, stdout="", timed_out=False, timeout=5, network_isolated=True,
+    res = outcome.SandboxResult(argv=[], returncode=3, stdout="", timed_out=False, timeout=5, network_isolated=True,
                                 stderr="mpilab: rank 4 called MPI_Abort with error code 7\n[vm:1] ORTE_ERROR_LOG: "
                                        "Data unpack would read past end of buffer in file show_help.c")
     assert res.failure() == "rank 4 crashed: MPI_Abort with error code 7"
@@ -314,7 +314,7 @@ def test_a_fork_bomb_is_stopped_and_the_next_run_works(attacks, confined, monkey
         res = sandbox.run(["./fork_bomb"], cwd=work, timeout=20)
         elapsed = time.monotonic() - start
         assert not res.ok
-        if "pids" in sandbox._cgroup_parents():
+        if "pids" in cgroups.parents():
             assert res.failure() == ("the program hit a limit: it started more than 64 processes/threads and was "
                                      "stopped (MPILAB_SANDBOX_PROCS)")
             assert elapsed < 10, f"the bomb was stopped after {elapsed:.1f} s"
@@ -328,7 +328,7 @@ def test_a_fork_bomb_is_stopped_and_the_next_run_works(attacks, confined, monkey
 
 
 def test_a_memory_hog_is_stopped_at_the_total_memory_cap(attacks, confined, monkeypatch):
-    if "memory" not in sandbox._cgroup_parents():
+    if "memory" not in cgroups.parents():
         pytest.skip("no writable memory cgroup here")
     monkeypatch.setenv("MPILAB_SANDBOX_TOTAL_MEMORY_MB", "256")
     work = _work(attacks, "memory_hog")
@@ -447,11 +447,11 @@ def test_cgroups_that_fail_are_left_out_and_runs_stay_confined(confined, tmp_pat
     fake, work = tmp_path / "not-a-cgroup", tmp_path / "work"
     fake.mkdir()
     work.mkdir()
-    code = (f"from mpilab.grade import sandbox\n"
-            f"sandbox._find_cgroup_parents = lambda: {{'memory': {str(fake)!r}, 'pids': {str(fake)!r}}}\n"
+    code = (f"from mpilab.grade import cgroups, sandbox\n"
+            f"cgroups.find_parents = lambda: {{'memory': {str(fake)!r}, 'pids': {str(fake)!r}}}\n"
             f"ok, note = sandbox.isolation()\n"
             f"res = sandbox.run(['id', '-u'], cwd={str(work)!r}, timeout=60)\n"
-            f"print(ok, res.ok, res.stdout.strip(), bool(sandbox._cgroup_parents()))\nprint(note)")
+            f"print(ok, res.ok, res.stdout.strip(), bool(cgroups.parents()))\nprint(note)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     first, note = proc.stdout.splitlines()

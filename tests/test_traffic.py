@@ -1,6 +1,5 @@
 """Background traffic: seeded loaded platforms, and a probe whose correlation with the collective
 is measured, not built in."""
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -17,7 +17,7 @@ It also starts the kernel confined (:class:`ConfinedKernel`), where the machine 
 (:func:`mpilab.grade.sandbox.isolation`): as the unprivileged sandbox user, in new network,
 mount, PID and IPC namespaces (only loopback up: MPI and ipyparallel still talk over 127.0.0.1;
 nbgrader reaches the kernel over Unix sockets in a runtime directory of the run's own), under
-the ``MPILAB_KERNEL_*`` limits (:data:`mpilab.grade.sandbox.LIMIT_VARS`: a capped tmpfs for its
+the ``MPILAB_KERNEL_*`` limits (:data:`mpilab.grade.outcome.LIMIT_VARS`: a capped tmpfs for its
 ``/tmp``, ``/var/tmp`` and ``/dev/shm``, a cgroup capping its total memory and processes, a
 file-size cap) and an address-space cap on every process (:data:`KERNEL_MEMORY_MB`). The notebook
 can write its own directory only (``autograded/<student>/<lab>/``, a size-capped tmpfs owned by
@@ -46,7 +46,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Any, Bool, Integer
 
 from mpilab.core.errors import UsageError
-from mpilab.grade import sandbox, sandbox_init
+from mpilab.grade import outcome, sandbox, sandbox_init
 
 #: Characters of printed text kept per cell by default (MPILAB_CELL_OUTPUT_CAP overrides).
 OUTPUT_CAP = int(os.environ.get("MPILAB_CELL_OUTPUT_CAP", "1000000"))
@@ -105,7 +105,7 @@ class ConfinedKernel:
     """
 
     def __init__(self, own, memory_mb=KERNEL_MEMORY_MB, network=False):
-        self.limits = sandbox.Limits.from_env("KERNEL")
+        self.limits = outcome.Limits.from_env("KERNEL")
         _, self.uid, self.gid, _ = sandbox.sandbox_user()
         self.own = os.path.realpath(own)
         os.makedirs(jupyter_runtime_dir(), exist_ok=True)

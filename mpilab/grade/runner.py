@@ -26,7 +26,7 @@ import pandas as pd
 from mpilab.core import paths
 from mpilab.core.errors import LaunchError, one_of, ToolMissing
 from mpilab.core.vocabulary import COMPILERS, MPIRUN
-from mpilab.grade import sandbox
+from mpilab.grade import outcome, sandbox
 from mpilab.grade.cases import Case
 from mpilab.measure import launch
 from mpilab.simulate import platforms
@@ -211,17 +211,17 @@ def _failure(res, run):
     if run.flavour != "smpi":
         return res.failure()
     if res.timed_out:
-        return sandbox.timeout_message(res.timeout)
+        return outcome.timeout_message(res.timeout)
     abort = res.abort()
     if abort:
         return f"rank {abort[0]} crashed: {abort[1]}"
     if "Deadlock detected" in res.stderr:
-        return f"the simulator found every rank waiting for a message nobody sends — {sandbox.DEADLOCK_HINT}"
+        return f"the simulator found every rank waiting for a message nobody sends — {outcome.DEADLOCK_HINT}"
     m = _SMPI_FAILED.search(res.stderr)
     code = int(m.group(1)) if m else res.returncode
     if code is not None and code > 128:
         sig = code - 128
-        return (f"a rank crashed: signal {sig} ({sandbox.signal_name(sig)}) (the simulator runs "
+        return (f"a rank crashed: signal {sig} ({outcome.signal_name(sig)}) (the simulator runs "
                 "every rank in one process and cannot say which)")
     if res.ok:
         return None
@@ -305,7 +305,7 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
                 message = ""
                 if bad:
                     d, s, m = bad[0]
-                    m = f"no result after {case_timeout:.0f} s — {sandbox.DEADLOCK_HINT}" if s == "TIMEOUT" else m
+                    m = f"no result after {case_timeout:.0f} s — {outcome.DEADLOCK_HINT}" if s == "TIMEOUT" else m
                     message = f"{d}: {m}" if d else m
                     if len(group) > 1:
                         message += f" ({len(bad)} of the {len(group)} cases of this kind failed)"

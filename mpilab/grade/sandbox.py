@@ -20,11 +20,9 @@ time, memory, file-size and output limits only, and :func:`network_isolation` sa
 isolated.
 """
 
-import dataclasses
 import functools
 import os
 import pwd
-import re
 import resource
 import shutil
 import signal
@@ -36,228 +34,9 @@ import time
 from mpilab.core import paths, process
 from mpilab.core.errors import UsageError
 from mpilab.core.vocabulary import OPENMPI_ROOT_ENV, openmpi_env
+from mpilab.grade import cgroups
+from mpilab.grade.outcome import USER_PROCS, Limits, SandboxResult, positive_env
 from mpilab.simulate import platforms
-
-DEADLOCK_HINT = "a deadlock? check the order of sends and receives"
-
-#: Open MPI: "mpirun noticed that process rank 1 with PID 0 on node x exited on signal 11 (...)"
-_OMPI_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
-#: Open MPI: "MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD with errorcode 3"
-_OMPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \S+\s+with errorcode (-?\d+)")
-#: MPICH / hydra: "application called MPI_Abort(MPI_COMM_WORLD, 3) - process 2"
-_MPICH_ABORT = re.compile(r"MPI_Abort\([^,]+, (-?\d+)\) - process (\d+)")
-#: MPICH / hydra: "=   RANK 1 PID 123 RUNNING AT host\n=   KILLED BY SIGNAL: 11 (Segmentation fault)"
-_MPICH_SIGNAL = re.compile(r"RANK (\d+) PID \d+ RUNNING AT \S+\s*=\s*KILLED BY SIGNAL: (\d+)")
-#: The grader's own MPI_Abort (mpilab/data/grading/report_abort.c, linked into student programs).
-_MPILAB_ABORT = re.compile(r"^mpilab: rank (-?\d+) called MPI_Abort with error code (-?\d+)$", re.M)
-#: SMPI: "[thin00-s0-c02:2:(3) 0.000000] ...: [smpi_pmpi/WARNING] MPI_Abort was called, ..." (actor 2 = rank 2)
-_SMPI_ABORT = re.compile(r"^\[[^:\]\s]+:(\d+):\(\d+\) [\d.]+\] \S+ \[smpi_pmpi/WARNING\] MPI_Abort was called", re.M)
-
-
-# --- limits ------------------------------------------------------------------------------------
-
-#: Each limit of a confined run: its field of :class:`Limits`, the suffix of its variable
-#: (``MPILAB_SANDBOX_<suffix>`` for a student's program, ``MPILAB_KERNEL_<suffix>`` for a grading
-#: kernel), its defaults for the two, and what it caps. The defaults leave room (measured here):
-#: an allgather up to 1 MiB per rank used at most 9 MiB of /tmp and /dev/shm on Open MPI at
-#: P = 8 (113 MiB of memory in all), 34 MiB on MPICH at P = 8, 2 MiB under SMPI at P = 48; a
-#: grading kernel with lab 0's four MPI engines ran 118 processes and threads.
-LIMIT_VARS = {
-    "disk_mb": ("DISK_MB", 512, 1024, "MiB of disk: /tmp, /var/tmp, /dev/shm and the working directory "
-                                      "together (one tmpfs; a kernel's own directory is a second one)"),
-    "files": ("FILES", 20000, 50000, "files and directories on that disk"),
-    "file_mb": ("FILE_MB", 512, 1024, "MiB of one file (RLIMIT_FSIZE)"),
-    "procs": ("PROCS", 256, 512, "processes and threads at once (a pids cgroup)"),
-    "total_memory_mb": ("TOTAL_MEMORY_MB", 4096, 8192,
-                        "MiB of memory of all its processes together, files in its tmpfs included "
-                        "(a memory cgroup; the address-space limit per process is separate)"),
-}
-#: RLIMIT_NPROC of the sandbox user: processes and threads of every confined run at once (it
-#: counts per user, across runs); MPILAB_SANDBOX_USER_PROCS overrides.
-USER_PROCS = 2048
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one confined run may use; see :data:`LIMIT_VARS`."""
-
-    disk_mb: int
-    files: int
-    file_mb: int
-    procs: int
-    total_memory_mb: int
-    kind: str = "SANDBOX"
-
-    @classmethod
-    def from_env(cls, kind="SANDBOX"):
-        """The limits of a student's program (``kind="SANDBOX"``) or of a grading kernel
-        (``"KERNEL"``), each from its ``MPILAB_<kind>_*`` variable or its default."""
-        if kind not in ("SANDBOX", "KERNEL"):
-            raise UsageError(f"unknown kind of sandbox {kind!r}; valid: KERNEL, SANDBOX")
-        values = {field: _positive_env(f"MPILAB_{kind}_{suffix}", program if kind == "SANDBOX" else kernel)
-                  for field, (suffix, program, kernel, _) in LIMIT_VARS.items()}
-        return cls(kind=kind, **values)
-
-    def var(self, field):
-        """The variable that sets ``field``."""
-        return f"MPILAB_{self.kind}_{LIMIT_VARS[field][0]}"
-
-    def message(self, field, killed=0, where="/tmp, /var/tmp, /dev/shm or its working directory"):
-        """What a run that hit the limit ``field`` did, in the words its failure uses (``killed``:
-        processes the OOM killer ended; ``where``: the disk that is full)."""
-        value, var = getattr(self, field), self.var(field)
-        return {
-            "disk_mb": f"it filled its {value} MiB of disk ({where}; {var})",
-            "files": f"it created more than {value} files ({var})",
-            "file_mb": f"it wrote a file larger than {value} MiB ({var})",
-            "procs": f"it started more than {value} processes/threads and was stopped ({var})",
-            "total_memory_mb": f"it used more than {value} MiB of memory with all its processes together "
-                               f"({var}); the system killed {killed} of its processes",
-        }[field]
-
-
-def _positive_env(var, default):
-    raw = os.environ.get(var, "")
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise UsageError(f"{var}={raw!r} is not a positive whole number (default {default})")
-    return value
-
-
-# --- what a run did ----------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class SandboxResult:
-    """What a sandboxed run did.
-
-    Attributes
-    ----------
-    argv : list of str
-        The command that ran (inside the sandbox wrappers).
-    returncode : int or None
-        Exit status (minus the signal that ended it); None when the run was killed on time-out.
-    stdout, stderr : str
-        Output, each cut at the output cap; a cut one goes on with a line saying so
-        (:func:`cut_message`) and its last bytes.
-    timed_out : bool
-        True when the wall-time limit killed the process group.
-    timeout : float
-        The limit in seconds.
-    network_isolated : bool
-        True when the run was confined (:class:`Sandbox`): its own network, mount, PID and IPC
-        namespaces, as the sandbox user.
-    note : str
-        What was not isolated, when something was not.
-    stdout_bytes, stderr_bytes : int
-        How many bytes the program wrote to each (kept or not).
-    output_cap : int or None
-        The cap in bytes of each stream.
-    limit : str
-        The confinement limit the run hit (:meth:`Limits.message`), or "".
-    """
-
-    argv: list
-    returncode: object
-    stdout: str
-    stderr: str
-    timed_out: bool
-    timeout: float
-    network_isolated: bool
-    note: str = ""
-    stdout_bytes: int = 0
-    stderr_bytes: int = 0
-    output_cap: object = None
-    limit: str = ""
-
-    @property
-    def output_cut(self):
-        """True when stdout or stderr was longer than the cap (the rest was thrown away)."""
-        return self.output_cap is not None and max(self.stdout_bytes, self.stderr_bytes) > self.output_cap
-
-    @property
-    def ok(self):
-        """True when the run finished in time with exit status 0, hit no limit, and no rank
-        called MPI_Abort (SMPI exits with status 0 after an abort)."""
-        return not self.timed_out and self.returncode == 0 and not self.limit and self.abort() is None
-
-    def abort(self):
-        """The first rank that called MPI_Abort, as ``(rank, "MPI_Abort with error code E")``, or None.
-
-        Read from the grader's own line (``report_abort.c``), else from Open MPI's, MPICH's or
-        SMPI's message (SMPI does not give the error code).
-        """
-        text = self.stdout + "\n" + self.stderr
-        for pattern, rank_group, code_group in ((_MPILAB_ABORT, 1, 2), (_OMPI_ABORT, 1, 2), (_MPICH_ABORT, 2, 1),
-                                                (_SMPI_ABORT, 1, None)):
-            m = pattern.search(text)
-            if m:
-                code = f" with error code {m.group(code_group)}" if code_group else ""
-                return int(m.group(rank_group)), "MPI_Abort" + code
-        return None
-
-    def crash(self):
-        """Describe a crash as ``(rank, what)``, or None if none is recognised.
-
-        Returns
-        -------
-        tuple of (int or None, str) or None
-            The failing rank (None when the launcher did not say) and e.g. ``"signal 11
-            (SIGSEGV)"`` or ``"MPI_Abort with error code 3"``.
-        """
-        abort = self.abort()
-        if abort:
-            return abort
-        text = self.stdout + "\n" + self.stderr
-        for pattern in (_OMPI_SIGNAL, _MPICH_SIGNAL):
-            m = pattern.search(text)
-            if m:
-                rank, sig = int(m.group(1)), int(m.group(2))
-                return rank, f"signal {sig} ({signal_name(sig)})"
-        if self.returncode is not None and self.returncode < 0:
-            sig = -self.returncode
-            return None, f"signal {sig} ({signal_name(sig)})"
-        return None
-
-    def failure(self):
-        """One line saying why the run failed, or None if it succeeded."""
-        if self.limit:
-            return "the program hit a limit: " + self.limit
-        if self.timed_out:
-            cut = f"; it printed {max(self.stdout_bytes, self.stderr_bytes):,} bytes (output cut at " \
-                  f"{self.output_cap} bytes)" if self.output_cut else ""
-            return timeout_message(self.timeout) + cut
-        if self.ok:
-            return None
-        crash = self.crash()
-        if crash:
-            rank, what = crash
-            where = f"rank {rank}" if rank is not None else "a process"
-            return f"{where} crashed: {what}"
-        last = (self.stderr.strip() or self.stdout.strip()).splitlines()[-3:]
-        return f"exit status {self.returncode}: " + " | ".join(last)
-
-
-def signal_name(sig):
-    """The name of a signal number, e.g. 11 -> "SIGSEGV"."""
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return "unknown signal"
-
-
-#: The line that stands for the bytes of an output cut at its cap (the kit's one wording).
-cut_message = process.cut_marker
-
-
-def timeout_message(seconds):
-    """The message of a run killed at its time limit (the wording students see)."""
-    return f"timed out after {seconds:g} s — {DEADLOCK_HINT}"
-
 
 # --- what this machine allows ------------------------------------------------------------------
 
@@ -322,12 +101,12 @@ def isolation():
     if missing:
         return False, f"{' and '.join(missing)} (util-linux) not installed: {unconfined}"
     why = _probe(cgroup=True)
-    if why and _cgroup_parents():   # cgroups that look writable but fail: do without them
-        _CGROUP_TROUBLE.append(why)
+    if why and cgroups.parents():   # cgroups that look writable but fail: do without them
+        cgroups.TROUBLE.append(why)
         why = _probe(cgroup=False)
     if why:
         return False, f"confining a run failed ({why}): {unconfined}"
-    notes = [sandbox_user()[3], _cgroups_note()]
+    notes = [sandbox_user()[3], cgroups.note()]
     return True, "; ".join(n for n in notes if n)
 
 
@@ -404,204 +183,6 @@ def _under(path, top):
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-# --- cgroups -----------------------------------------------------------------------------------
-
-def _read(path, default=""):
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return default
-
-
-def _counter(text, key):
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name == key:
-            return int(value)
-    return 0
-
-
-#: Why the cgroups that :func:`_find_cgroup_parents` found failed when :func:`isolation` tried them.
-_CGROUP_TROUBLE = []
-
-
-def _cgroup_parents():
-    """:func:`_find_cgroup_parents`, or none when they failed in :func:`isolation`'s trial run."""
-    return {} if _CGROUP_TROUBLE else _find_cgroup_parents()
-
-
-@functools.lru_cache(maxsize=None)
-def _find_cgroup_parents():
-    """Where this process may make a cgroup per run: ``{"memory": dir, "pids": dir}``.
-
-    cgroup v1 (a hierarchy per controller): this process's own cgroup in each. cgroup v2 (one
-    hierarchy): this process's own cgroup if it is the root or already hands the controllers down
-    to its children, else its parent (a cgroup that holds processes, as this process's does,
-    cannot hand controllers down: the new cgroups go beside it). Only writable ones count.
-    """
-    mounts, own = {}, {}
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            sep = fields.index("-")
-            fstype, opts = fields[sep + 1], fields[sep + 3].split(",")
-            for ctl in ("memory", "pids") if fstype == "cgroup" else ("v2",) if fstype == "cgroup2" else ():
-                if ctl == "v2" or ctl in opts:
-                    mounts.setdefault(ctl, (fields[4], fields[3]))   # (mount point, its root)
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, ctls, path = line.rstrip("\n").split(":", 2)
-            for ctl in ctls.split(",") if ctls else ["v2"]:
-                own[ctl] = path
-
-    def directory(ctl):
-        mnt, root = mounts[ctl]
-        rel = own[ctl][len(root):] if root != "/" and own[ctl].startswith(root) else own[ctl]
-        return mnt, os.path.normpath(os.path.join(mnt, rel.lstrip("/")))
-
-    parents = {}
-    for ctl in ("memory", "pids"):
-        if ctl in mounts and ctl in own and os.access(directory(ctl)[1], os.W_OK):
-            parents[ctl] = directory(ctl)[1]
-    if len(parents) == 2 or "v2" not in mounts or "v2" not in own:
-        return parents
-    mnt, here = directory("v2")
-    is_root = here == os.path.normpath(mnt)
-    for d in [here] if is_root else [here, os.path.dirname(here)]:
-        if not os.access(d, os.W_OK):
-            continue
-        enabled = _read(os.path.join(d, "cgroup.subtree_control")).split()
-        available = _read(os.path.join(d, "cgroup.controllers")).split()
-        for ctl in ("memory", "pids"):
-            if ctl not in enabled and ctl in available and is_root:
-                try:
-                    with open(os.path.join(d, "cgroup.subtree_control"), "w") as f:
-                        f.write(f"+{ctl}")
-                    enabled.append(ctl)
-                except OSError:
-                    pass
-            if ctl in enabled and ctl not in parents:
-                parents[ctl] = d
-        if any(ctl in enabled for ctl in ("memory", "pids")):
-            break
-    return parents
-
-
-def _cgroups_note():
-    parents = _cgroup_parents()
-    missing = [c for c in ("memory", "pids") if c not in parents]
-    what = {"memory": "no cap on a run's total memory (only per process)",
-            "pids": "no cap on a run's processes (only the sandbox user's, shared by all runs)"}
-    if _CGROUP_TROUBLE and missing:
-        return f"cgroups failed here ({_CGROUP_TROUBLE[0]}): " + "; ".join(what[c] for c in missing)
-    return "; ".join(f"no writable {c} cgroup here: {what[c]}" for c in missing)
-
-
-class _Cgroups:
-    """The cgroup(s) of one run: made with its limits, read, emptied and removed after it."""
-
-    _made = 0
-
-    def __init__(self, limits):
-        _Cgroups._made += 1
-        name = f"mpilab-{os.getpid()}-{_Cgroups._made}-{os.urandom(3).hex()}"
-        self.dirs, self.v2 = {}, {}
-        try:
-            for parent in sorted(set(_cgroup_parents().values())):   # v2: one directory for both
-                _remove_stale(parent)
-                os.mkdir(os.path.join(parent, name))
-                for ctl, p in _cgroup_parents().items():
-                    if p == parent:
-                        self.dirs[ctl] = os.path.join(parent, name)
-                        self.v2[ctl] = os.path.exists(os.path.join(parent, name, "cgroup.controllers"))
-            self._limit(limits)
-        except OSError:
-            self.remove()
-            raise
-        self.start = self.events()
-
-    def _limit(self, limits):
-        if "memory" in self.dirs:
-            total = limits.total_memory_mb << 20
-            if self.v2["memory"]:
-                self._write("memory", "memory.max", total)
-                self._write("memory", "memory.swap.max", 0, missing_ok=True)
-            else:
-                self._write("memory", "memory.limit_in_bytes", total)
-                self._write("memory", "memory.memsw.limit_in_bytes", total, missing_ok=True)
-        if "pids" in self.dirs:
-            self._write("pids", "pids.max", limits.procs)
-
-    def _write(self, ctl, name, value, missing_ok=False):
-        try:
-            with open(os.path.join(self.dirs[ctl], name), "w") as f:
-                f.write(str(value))
-        except OSError:
-            if not missing_ok:
-                raise
-
-    @property
-    def procs_files(self):
-        return sorted({os.path.join(d, "cgroup.procs") for d in self.dirs.values()})
-
-    def events(self):
-        """``(processes the OOM killer ended, times a fork failed at the process cap)`` so far."""
-        oom = pids = 0
-        if "memory" in self.dirs:
-            d = self.dirs["memory"]
-            oom = _counter(_read(os.path.join(d, "memory.events" if self.v2["memory"] else "memory.oom_control")),
-                           "oom_kill")
-        if "pids" in self.dirs:
-            pids = _counter(_read(os.path.join(self.dirs["pids"], "pids.events")), "max")
-        return oom, pids
-
-    def new_events(self):
-        """:meth:`events` since the cgroup was made."""
-        now = self.events()
-        return now[0] - self.start[0], now[1] - self.start[1]
-
-    def remove(self):
-        """Kill whatever is still in the cgroup(s), then remove them."""
-        for d in sorted(set(self.dirs.values())):
-            for _ in range(50):
-                pids = [int(p) for p in _read(os.path.join(d, "cgroup.procs")).split()]
-                if not pids:
-                    try:
-                        os.rmdir(d)
-                    except OSError:
-                        time.sleep(0.02)
-                        continue
-                    break
-                for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                time.sleep(0.02)
-
-
-#: Seconds after which an empty cgroup of the kit's is taken for one a killed grader left (a
-#: run's cgroup is empty only for the moments before it starts and while a kernel restarts).
-STALE_S = 600
-
-
-def _remove_stale(parent):
-    """Remove the empty cgroups that graders killed before cleaning up left in ``parent`` (the
-    one that made a cgroup cannot be told from its name: PIDs repeat across PID namespaces)."""
-    try:
-        names = [n for n in os.listdir(parent) if n.startswith("mpilab-")]
-    except OSError:
-        return
-    for name in names:
-        d = os.path.join(parent, name)
-        try:
-            if time.time() - os.stat(d).st_mtime > STALE_S and not _read(os.path.join(d, "cgroup.procs")).strip():
-                os.rmdir(d)   # refused while anything is in it
-        except OSError:
-            pass
-
-
 # --- one confined run --------------------------------------------------------------------------
 
 class Sandbox:
@@ -647,7 +228,7 @@ class Sandbox:
         opened, needed = reachable(_kit_paths(), covered)
         self.open = opened
         self.keep = [(p, False) for p in needed] + [(os.path.realpath(p), rw) for p, rw in keep]
-        self.cgroups = _Cgroups(limits) if cgroup and _cgroup_parents() else None
+        self.cgroups = cgroups.Cgroups(limits) if cgroup and cgroups.parents() else None
         self._report_fd = self._report_path = None
         if report:
             self._report_fd, self._report_path = tempfile.mkstemp(prefix="mpilab-report-")
@@ -667,7 +248,7 @@ class Sandbox:
                     f"report_fd={'' if self._report_fd is None else self._report_fd}",
                     f"abort_log={_ABORT_LOG_INSIDE}", f"copy_back={self.copy_back}",
                     f"rlimit=fsize:{lim.file_mb << 20}", "rlimit=core:0",
-                    f"rlimit=nproc:{_positive_env('MPILAB_SANDBOX_USER_PROCS', USER_PROCS)}"]
+                    f"rlimit=nproc:{positive_env('MPILAB_SANDBOX_USER_PROCS', USER_PROCS)}"]
         settings += [f"rlimit=as:{self.address_space_mb << 20}"] if self.address_space_mb else []
         settings += [f"cgroup={f}" for f in (self.cgroups.procs_files if self.cgroups else [])]
         settings += [f"hide={d}" for d in self.hide] + [f"open={d}" for d in self.open]
@@ -752,7 +333,7 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
         Bytes kept of stdout and of stderr. The output is read as it comes; past the cap it is
         read and thrown away (the program runs on, within its time limit) but for its last
         :data:`TAIL_BYTES` (where the launcher reports a crash), which follow a
-        :func:`cut_message` line.
+        :func:`mpilab.core.process.cut_marker` line.
     env : dict, optional
         Extra environment variables.
     network : bool

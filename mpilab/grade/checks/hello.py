@@ -50,7 +50,7 @@ def _hosts_case(lines, run, title):
 
 
 def run_cases(res, run):
-    """The two cases of one run from its result (:class:`mpilab.grade.sandbox.SandboxResult`)."""
+    """The two cases of one run from its result (:class:`mpilab.grade.outcome.SandboxResult`)."""
     why = runner.failure(res, run)
     # "<run>, <kind>", as the C harnesses' cases, so the feedback groups one run's failures
     titles = (f"{run.label}, one line per rank with its rank and the size",

@@ -1,0 +1,228 @@
+"""What a sandboxed run may use and what it did: the limits of a confined run, read from
+``MPILAB_SANDBOX_*`` / ``MPILAB_KERNEL_*`` (:data:`LIMIT_VARS`), and :class:`SandboxResult`, which
+reads a crash, an ``MPI_Abort`` or a limit out of the run's output and says it in one line
+(:meth:`SandboxResult.failure`). :mod:`mpilab.grade.sandbox` runs the programs.
+"""
+
+import dataclasses
+import os
+import re
+import signal
+
+from mpilab.core.errors import UsageError
+
+DEADLOCK_HINT = "a deadlock? check the order of sends and receives"
+
+#: Open MPI: "mpirun noticed that process rank 1 with PID 0 on node x exited on signal 11 (...)"
+_OMPI_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+#: Open MPI: "MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD with errorcode 3"
+_OMPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator \S+\s+with errorcode (-?\d+)")
+#: MPICH / hydra: "application called MPI_Abort(MPI_COMM_WORLD, 3) - process 2"
+_MPICH_ABORT = re.compile(r"MPI_Abort\([^,]+, (-?\d+)\) - process (\d+)")
+#: MPICH / hydra: "=   RANK 1 PID 123 RUNNING AT host\n=   KILLED BY SIGNAL: 11 (Segmentation fault)"
+_MPICH_SIGNAL = re.compile(r"RANK (\d+) PID \d+ RUNNING AT \S+\s*=\s*KILLED BY SIGNAL: (\d+)")
+#: The grader's own MPI_Abort (mpilab/data/grading/report_abort.c, linked into student programs).
+_MPILAB_ABORT = re.compile(r"^mpilab: rank (-?\d+) called MPI_Abort with error code (-?\d+)$", re.M)
+#: SMPI: "[thin00-s0-c02:2:(3) 0.000000] ...: [smpi_pmpi/WARNING] MPI_Abort was called, ..." (actor 2 = rank 2)
+_SMPI_ABORT = re.compile(r"^\[[^:\]\s]+:(\d+):\(\d+\) [\d.]+\] \S+ \[smpi_pmpi/WARNING\] MPI_Abort was called", re.M)
+
+
+# --- limits ------------------------------------------------------------------------------------
+
+#: Each limit of a confined run: its field of :class:`Limits`, the suffix of its variable
+#: (``MPILAB_SANDBOX_<suffix>`` for a student's program, ``MPILAB_KERNEL_<suffix>`` for a grading
+#: kernel), its defaults for the two, and what it caps. The defaults leave room (measured here):
+#: an allgather up to 1 MiB per rank used at most 9 MiB of /tmp and /dev/shm on Open MPI at
+#: P = 8 (113 MiB of memory in all), 34 MiB on MPICH at P = 8, 2 MiB under SMPI at P = 48; a
+#: grading kernel with lab 0's four MPI engines ran 118 processes and threads.
+LIMIT_VARS = {
+    "disk_mb": ("DISK_MB", 512, 1024, "MiB of disk: /tmp, /var/tmp, /dev/shm and the working directory "
+                                      "together (one tmpfs; a kernel's own directory is a second one)"),
+    "files": ("FILES", 20000, 50000, "files and directories on that disk"),
+    "file_mb": ("FILE_MB", 512, 1024, "MiB of one file (RLIMIT_FSIZE)"),
+    "procs": ("PROCS", 256, 512, "processes and threads at once (a pids cgroup)"),
+    "total_memory_mb": ("TOTAL_MEMORY_MB", 4096, 8192,
+                        "MiB of memory of all its processes together, files in its tmpfs included "
+                        "(a memory cgroup; the address-space limit per process is separate)"),
+}
+#: RLIMIT_NPROC of the sandbox user: processes and threads of every confined run at once (it
+#: counts per user, across runs); MPILAB_SANDBOX_USER_PROCS overrides.
+USER_PROCS = 2048
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one confined run may use; see :data:`LIMIT_VARS`."""
+
+    disk_mb: int
+    files: int
+    file_mb: int
+    procs: int
+    total_memory_mb: int
+    kind: str = "SANDBOX"
+
+    @classmethod
+    def from_env(cls, kind="SANDBOX"):
+        """The limits of a student's program (``kind="SANDBOX"``) or of a grading kernel
+        (``"KERNEL"``), each from its ``MPILAB_<kind>_*`` variable or its default."""
+        if kind not in ("SANDBOX", "KERNEL"):
+            raise UsageError(f"unknown kind of sandbox {kind!r}; valid: KERNEL, SANDBOX")
+        values = {field: positive_env(f"MPILAB_{kind}_{suffix}", program if kind == "SANDBOX" else kernel)
+                  for field, (suffix, program, kernel, _) in LIMIT_VARS.items()}
+        return cls(kind=kind, **values)
+
+    def var(self, field):
+        """The variable that sets ``field``."""
+        return f"MPILAB_{self.kind}_{LIMIT_VARS[field][0]}"
+
+    def message(self, field, killed=0, where="/tmp, /var/tmp, /dev/shm or its working directory"):
+        """What a run that hit the limit ``field`` did, in the words its failure uses (``killed``:
+        processes the OOM killer ended; ``where``: the disk that is full)."""
+        value, var = getattr(self, field), self.var(field)
+        return {
+            "disk_mb": f"it filled its {value} MiB of disk ({where}; {var})",
+            "files": f"it created more than {value} files ({var})",
+            "file_mb": f"it wrote a file larger than {value} MiB ({var})",
+            "procs": f"it started more than {value} processes/threads and was stopped ({var})",
+            "total_memory_mb": f"it used more than {value} MiB of memory with all its processes together "
+                               f"({var}); the system killed {killed} of its processes",
+        }[field]
+
+
+def positive_env(var, default):
+    raw = os.environ.get(var, "")
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise UsageError(f"{var}={raw!r} is not a positive whole number (default {default})")
+    return value
+
+
+# --- what a run did ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class SandboxResult:
+    """What a sandboxed run did.
+
+    Attributes
+    ----------
+    argv : list of str
+        The command that ran (inside the sandbox wrappers).
+    returncode : int or None
+        Exit status (minus the signal that ended it); None when the run was killed on time-out.
+    stdout, stderr : str
+        Output, each cut at the output cap; a cut one goes on with a line saying so
+        (:func:`mpilab.core.process.cut_marker`) and its last bytes.
+    timed_out : bool
+        True when the wall-time limit killed the process group.
+    timeout : float
+        The limit in seconds.
+    network_isolated : bool
+        True when the run was confined (:class:`Sandbox`): its own network, mount, PID and IPC
+        namespaces, as the sandbox user.
+    note : str
+        What was not isolated, when something was not.
+    stdout_bytes, stderr_bytes : int
+        How many bytes the program wrote to each (kept or not).
+    output_cap : int or None
+        The cap in bytes of each stream.
+    limit : str
+        The confinement limit the run hit (:meth:`Limits.message`), or "".
+    """
+
+    argv: list
+    returncode: object
+    stdout: str
+    stderr: str
+    timed_out: bool
+    timeout: float
+    network_isolated: bool
+    note: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    output_cap: object = None
+    limit: str = ""
+
+    @property
+    def output_cut(self):
+        """True when stdout or stderr was longer than the cap (the rest was thrown away)."""
+        return self.output_cap is not None and max(self.stdout_bytes, self.stderr_bytes) > self.output_cap
+
+    @property
+    def ok(self):
+        """True when the run finished in time with exit status 0, hit no limit, and no rank
+        called MPI_Abort (SMPI exits with status 0 after an abort)."""
+        return not self.timed_out and self.returncode == 0 and not self.limit and self.abort() is None
+
+    def abort(self):
+        """The first rank that called MPI_Abort, as ``(rank, "MPI_Abort with error code E")``, or None.
+
+        Read from the grader's own line (``report_abort.c``), else from Open MPI's, MPICH's or
+        SMPI's message (SMPI does not give the error code).
+        """
+        text = self.stdout + "\n" + self.stderr
+        for pattern, rank_group, code_group in ((_MPILAB_ABORT, 1, 2), (_OMPI_ABORT, 1, 2), (_MPICH_ABORT, 2, 1),
+                                                (_SMPI_ABORT, 1, None)):
+            m = pattern.search(text)
+            if m:
+                code = f" with error code {m.group(code_group)}" if code_group else ""
+                return int(m.group(rank_group)), "MPI_Abort" + code
+        return None
+
+    def crash(self):
+        """Describe a crash as ``(rank, what)``, or None if none is recognised.
+
+        Returns
+        -------
+        tuple of (int or None, str) or None
+            The failing rank (None when the launcher did not say) and e.g. ``"signal 11
+            (SIGSEGV)"`` or ``"MPI_Abort with error code 3"``.
+        """
+        abort = self.abort()
+        if abort:
+            return abort
+        text = self.stdout + "\n" + self.stderr
+        for pattern in (_OMPI_SIGNAL, _MPICH_SIGNAL):
+            m = pattern.search(text)
+            if m:
+                rank, sig = int(m.group(1)), int(m.group(2))
+                return rank, f"signal {sig} ({signal_name(sig)})"
+        if self.returncode is not None and self.returncode < 0:
+            sig = -self.returncode
+            return None, f"signal {sig} ({signal_name(sig)})"
+        return None
+
+    def failure(self):
+        """One line saying why the run failed, or None if it succeeded."""
+        if self.limit:
+            return "the program hit a limit: " + self.limit
+        if self.timed_out:
+            cut = f"; it printed {max(self.stdout_bytes, self.stderr_bytes):,} bytes (output cut at " \
+                  f"{self.output_cap} bytes)" if self.output_cut else ""
+            return timeout_message(self.timeout) + cut
+        if self.ok:
+            return None
+        crash = self.crash()
+        if crash:
+            rank, what = crash
+            where = f"rank {rank}" if rank is not None else "a process"
+            return f"{where} crashed: {what}"
+        last = (self.stderr.strip() or self.stdout.strip()).splitlines()[-3:]
+        return f"exit status {self.returncode}: " + " | ".join(last)
+
+
+def signal_name(sig):
+    """The name of a signal number, e.g. 11 -> "SIGSEGV"."""
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return "unknown signal"
+
+
+def timeout_message(seconds):
+    """The message of a run killed at its time limit (the wording students see)."""
+    return f"timed out after {seconds:g} s — {DEADLOCK_HINT}"
