@@ -29,7 +29,7 @@ demo: build ## run the allgather experiment of the homework seed; results under 
 
 test: build ## run the test suite (real MPI, SMPI, SLURM, nbgrader, browser, the Open MPI student image); JOBS=2 in parallel
 	@rc=0; \
-	$(PY) -m pytest -rs -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not serial and not all_images" $(PYTEST_ARGS) || rc=$$?; \
+	$(PY) -m pytest -rs -n $(JOBS) --dist loadscope --no-loadscope-reorder --durations=25 -m "not serial and not all_images" $(PYTEST_ARGS) || rc=$$?; \
 	echo "--- tests that time real runs against each other, alone:"; \
 	$(PY) -m pytest -rs -m "serial and not all_images" $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	exit $$rc
