@@ -1,4 +1,4 @@
-"""End to end: release lab 2, make eight submissions, run scripts/grade.sh, check every score.
+"""End to end: release lab 2, make six submissions, run scripts/grade.sh, check every score.
 
 Real nbgrader, real Open MPI. Per-run limit 10 s and per-cell limit 60 s keep the batch short.
 """
@@ -23,12 +23,11 @@ ONLY_P1 = 0.22
 EXPECTED = {
     "solution": FULL,
     "untouched": ZERO,
-    # the α term is right, the β term is not: half of the cell
-    "wrong_cost": {**FULL, "cost_ring": 0.5},
-    "ring_deadlock": {**FULL, "ring_correct": ONLY_P1},
-    "bruck_segfault": {**FULL, "bruck_correct": ONLY_P1},
-    # 10 cases: two log axes missing, bruck's line missing; labels, legend, 4 lines right
-    "wrong_plot": {**FULL, "plot_check": 1.4},
+    # the ring cost's α term is right, its β term is not: half of the cell; the plot: 10 cases,
+    # two log axes missing, bruck's line missing; labels, legend, 4 lines right
+    "wrong_answers": {**FULL, "cost_ring": 0.5, "plot_check": 1.4},
+    # a ring that deadlocks and a Bruck that crashes: each right only at P = 1
+    "broken_c": {**FULL, "ring_correct": ONLY_P1, "bruck_correct": ONLY_P1},
     # the costs never exist, so neither does the prediction made from them
     "loops_forever": {**FULL, "cost_gather_bcast": 0, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0,
                       "prediction_check": 0},
@@ -37,12 +36,10 @@ EXPECTED = {
 }
 
 
-def _edit_cost(gid, src):
-    return src.replace("cost_ring = (p - 1) * alpha + (p - 1) * n * beta", "cost_ring = (p - 1) * alpha + p * n * beta") \
-        if gid == "costs" else src
-
-
-def _edit_plot(gid, src):
+def _edit_answers(gid, src):
+    """A ring cost with a wrong β term, and a plot without log axes or Bruck's line."""
+    if gid == "costs":
+        return src.replace("cost_ring = (p - 1) * alpha + (p - 1) * n * beta", "cost_ring = (p - 1) * alpha + p * n * beta")
     if gid != "plot":
         return src
     src = src.replace('ax.set_xscale("log")\n', "").replace('ax.set_yscale("log")\n', "")
@@ -62,7 +59,7 @@ def _edit_ignore_sigint(gid, src):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mpicc.openmpi") is None, reason="Open MPI not installed")
-def test_grade_eight_submissions(tmp_path):
+def test_grade_six_submissions(tmp_path):
     course = Course(tmp_path)
     c_ring, c_bruck = SOL / "c_solutions" / "ring.c", SOL / "c_solutions" / "bruck.c"
 
@@ -71,10 +68,8 @@ def test_grade_eight_submissions(tmp_path):
 
     submit("solution", solved_notebook("lab2"), c_ring, c_bruck)
     submit("untouched", released_notebook("lab2"), SOL / "ring.c", SOL / "bruck.c")
-    submit("wrong_cost", solved_notebook("lab2", _edit_cost), c_ring, c_bruck)
-    submit("ring_deadlock", solved_notebook("lab2"), DATA / "ring_deadlock.c", c_bruck)
-    submit("bruck_segfault", solved_notebook("lab2"), c_ring, DATA / "bruck_segfault.c")
-    submit("wrong_plot", solved_notebook("lab2", _edit_plot), c_ring, c_bruck)
+    submit("wrong_answers", solved_notebook("lab2", _edit_answers), c_ring, c_bruck)
+    submit("broken_c", solved_notebook("lab2"), DATA / "ring_deadlock.c", DATA / "bruck_segfault.c")
     submit("loops_forever", solved_notebook("lab2", _edit_loop), c_ring, c_bruck)
     submit("ignores_sigint", solved_notebook("lab2", _edit_ignore_sigint), c_ring, c_bruck)
     table, elapsed = course.grade("lab2")
@@ -82,7 +77,7 @@ def test_grade_eight_submissions(tmp_path):
     assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert (course.root / "grades-lab2.csv").exists()
     assert table.loc["solution", "max"] == 16 + 7   # 16 autograded, 7 by hand
-    dead = course.feedback("ring_deadlock", "lab2")
+    dead = course.feedback("broken_c", "lab2")
     assert "Open MPI, P = 2, int: count=1: no result after 3 s — a deadlock? check the order of sends and " \
         "receives" in dead and "Open MPI, P = 2, char, double, in-place, sub-communicator: not run: the int " \
         "case hung" in dead
@@ -91,10 +86,10 @@ def test_grade_eight_submissions(tmp_path):
         "1 waits for 0, all in MPI_Recv" in dead
     assert 'class="mpilab-diagnosis"' in dead and 'alt="Timing diagrams: the reference ring above' in dead
     assert "mpilab-diagnosis" not in course.feedback("solution", "lab2")
-    segfault = course.feedback("bruck_segfault", "lab2")
+    segfault = dead
     assert "Open MPI, P = 2, int: rank 1 crashed: signal 11 (SIGSEGV)" in segfault
     assert "the run stopped before your function returned: a rank crashed: signal 11 (SIGSEGV)" in segfault
-    wrong = course.feedback("wrong_cost", "lab2")
+    wrong = course.feedback("wrong_answers", "lab2")
     assert "its β term: bytes on the critical path: the β coefficient differs at p = 1, n = 1 bytes: " \
         "yours is 1, expected 0" in wrong and "0.5 of 1 points" in wrong
     assert "KernelRestarted" in course.feedback("ignores_sigint", "lab2")
