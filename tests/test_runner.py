@@ -107,6 +107,14 @@ def test_benchmark_checks_then_times_with_the_reference_algorithms():
 
 
 @needs_smpi
+def test_a_wrong_algorithm_is_left_out_of_the_benchmark_and_the_others_are_timed():
+    with pytest.warns(UserWarning, match=r"ring left out: it is not right yet, so its time would mean nothing"):
+        df = runner.benchmark_c({"ring": DATA / "ring_deadlock.c", "bruck": KEY / "bruck.c"}, nprocs=(2,),
+                                flavour="smpi", timeout=20)
+    assert sorted(df["algorithm"].unique()) == ["bruck", "native"]
+
+
+@needs_smpi
 def test_smpi_benchmark_simulates_native_and_the_references_once(monkeypatch):
     """Simulated times repeat exactly: with two algorithms MPI_Allgather and the references are
     simulated in the first algorithm's launches only, and the table still has every row."""
