@@ -22,7 +22,7 @@ import sys
 
 from mpilab.core import process
 from mpilab.core.errors import ToolMissing, UsageError
-from mpilab.core.vocabulary import MPIRUN, OPENMPI_ROOT_ENV, REAL_FLAVOURS, check, openmpi_env
+from mpilab.core.vocabulary import MPIRUN, REAL_FLAVOURS, check, openmpi_env
 
 #: Extra mpirun arguments per flavour; Open MPI needs --oversubscribe past the cores.
 MPIRUN_ARGS = {"openmpi": ["--oversubscribe"], "mpich": []}
@@ -40,7 +40,7 @@ def mpi4py_flavour(python=sys.executable):
         mpi4py is not installed, or its MPI is neither Open MPI nor MPICH.
     """
     code = "from mpi4py import MPI; print(MPI.Get_library_version())"
-    proc = process.run([python, "-c", code], timeout=60, env={**os.environ, **OPENMPI_ROOT_ENV, **openmpi_env()})
+    proc = process.run([python, "-c", code], timeout=60, env={**os.environ, **openmpi_env()})
     if proc.timed_out:
         raise ToolMissing("mpi4py did not answer within 60 s (is its MPI installed?)")
     if proc.returncode != 0:
@@ -93,7 +93,7 @@ def mpi_cluster(n=4, flavour=None, **kwargs):
     cluster.config.MPILauncher.mpi_cmd = [MPIRUN[flavour]]
     cluster.config.MPILauncher.mpi_args = list(MPIRUN_ARGS[flavour])
     # Open MPI refuses root without it (harmless otherwise), and starts faster without munge
-    cluster.config.MPILauncher.environment = {**OPENMPI_ROOT_ENV, **openmpi_env()}
+    cluster.config.MPILauncher.environment = openmpi_env()
     return cluster
 
 

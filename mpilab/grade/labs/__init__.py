@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from mpilab.core.errors import one_of, UsageError
 from mpilab.grade import answers
+from mpilab.grade.checks import ccode
 
 
 @dataclass
@@ -36,6 +37,15 @@ class Cell:
     visible: object = None
     doc: str = field(default="")
     prepare: object = None
+
+
+def c_file_cell(c_file, cases):
+    """The graded cell of a C file: its visible check first says which saved version of the file
+    it tests (:func:`mpilab.grade.checks.ccode.saved_note`), then returns ``cases()``."""
+    def visible():
+        print(ccode.saved_note(c_file))
+        return cases()
+    return Cell((), visible)
 
 
 def cells(lab):

@@ -2,7 +2,7 @@
 from functools import partial
 
 from mpilab.grade.checks import ccode, costs, plots, prediction
-from mpilab.grade.labs import Cell
+from mpilab.grade.labs import Cell, c_file_cell
 from mpilab.grade.runner import Run
 
 #: The runs of the visible correctness check: real Open MPI at P = 1, 2, 3, 5, 8 (non-powers of
@@ -26,10 +26,7 @@ def _cost(name):
 
 
 def _c(c_file, algorithm):
-    def cases():
-        print(ccode.saved_note(c_file))
-        return ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS, progress=print)
-    return Cell((), cases)
+    return c_file_cell(c_file, lambda: ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS, progress=print))
 
 
 CELLS = {

@@ -1,8 +1,8 @@
 """Lab 3's graded cells, as the notebook sees them: the answers each hands in, the visible checks."""
 from functools import partial
 
-from mpilab.grade.checks import ccode, costs, plots, reductions
-from mpilab.grade.labs import Cell
+from mpilab.grade.checks import costs, plots, reductions
+from mpilab.grade.labs import Cell, c_file_cell
 from mpilab.grade.runner import Run, SMALL_CLUSTER
 
 #: The runs of the visible correctness checks: real Open MPI at P = 1, 2, 3, 5, 8 (one node: a
@@ -14,10 +14,7 @@ VISIBLE_RUNS = reductions.runs_at("openmpi", (1, 2, 3, 5, 8)) + (Run("smpi", 5, 
 
 
 def _c(c_file, algorithm):
-    def cases():
-        print(ccode.saved_note(c_file))
-        return reductions.reduction_cases(c_file, algorithm, VISIBLE_RUNS, progress=print)
-    return Cell((), cases)
+    return c_file_cell(c_file, lambda: reductions.reduction_cases(c_file, algorithm, VISIBLE_RUNS, progress=print))
 
 
 CELLS = {

@@ -2,7 +2,7 @@
 from functools import partial
 
 from mpilab.grade.checks import ccode, costs, prediction, segments
-from mpilab.grade.labs import Cell
+from mpilab.grade.labs import Cell, c_file_cell
 from mpilab.grade.runner import Run
 from mpilab.simulate import routes
 
@@ -38,10 +38,7 @@ def _cost(name):
 
 
 def _c(algorithm):
-    def cases():
-        print(ccode.saved_note(C_FILES[algorithm]))
-        return ccode.bcast_cases(C_FILES[algorithm], algorithm, VISIBLE_RUNS)
-    return Cell((), cases)
+    return c_file_cell(C_FILES[algorithm], lambda: ccode.bcast_cases(C_FILES[algorithm], algorithm, VISIBLE_RUNS))
 
 
 def k_simulated(k_opt, sweep):
