@@ -12,8 +12,9 @@ assignment=${1:?usage: scripts/grade.sh ASSIGNMENT (e.g. lab2)}
 course=${COURSE:-$here/grader}
 venv=$here/.venv/bin
 [ -x "$venv/nbgrader" ] && PATH=$venv:$PATH && export PATH
-[ -d "$here/solutions/$assignment" ] || {
-    echo "grade.sh: unknown assignment '$assignment'; valid: $(ls "$here/solutions" | tr '\n' ' ')" >&2; exit 2; }
+[ -f "$here/solutions/$assignment/$assignment.ipynb" ] || {
+    valid=$(for d in "$here"/solutions/*/; do n=$(basename "$d"); if [ -f "$d/$n.ipynb" ]; then printf '%s ' "$n"; fi; done)
+    echo "grade.sh: unknown assignment '$assignment'; valid: $valid" >&2; exit 2; }
 limit=${MPILAB_STUDENT_TIMEOUT:-3600}
 case $limit in ''|*[!0-9]*|0)
     echo "grade.sh: MPILAB_STUDENT_TIMEOUT='$limit' is not a positive whole number of seconds (e.g. 3600)" >&2; exit 2 ;;
