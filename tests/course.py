@@ -127,12 +127,28 @@ class Course:
         """The HTML feedback nbgrader generated for one student."""
         return (self.root / "feedback" / student / lab / f"{lab}.html").read_text()
 
+    def verdict(self, student, lab, grade_id):
+        """The trusted verdict's text in one test cell of a student's autograded notebook."""
+        path = self.root / "autograded" / student / lab / f"{lab}.ipynb"
+        if not path.exists():
+            return f"(no autograded notebook {path})"
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+                return "\n".join("".join(o.get("text", "")) or "\n".join(o.get("traceback", []))
+                                 for o in cell.get("outputs", []))
+        return f"(no cell {grade_id!r})"
 
-def assert_scores(table, expected):
-    """Every student's score per graded cell is exactly as expected."""
+
+def assert_scores(table, expected, course=None, lab=None):
+    """Every student's score per graded cell is exactly as expected.
+
+    With ``course`` and ``lab``, a mismatch quotes the verdicts of the cells that differ.
+    """
     for student, want in expected.items():
         got = {k: float(table.loc[student, k]) for k in want}
-        assert got == want, f"{student}: {got} != {want}"
+        why = "".join(f"\n--- {student}, {k}:\n{course.verdict(student, lab, k)}"
+                      for k in want if course and got[k] != want[k])
+        assert got == want, f"{student}: {got} != {want}{why}"
 
 
 def grade_three(tmp_path, lab, wrong, edit, measurements=(), cell_timeout=600):

@@ -58,7 +58,7 @@ def test_grade_lab0(tmp_path, built_flavour):
     course.submit_lms_zip("wrong", "lab0", solved_notebook("lab0", _edit_fit), {"hello.c": no_host})
     course.submit("px_fixed_size", "lab0", solved_notebook("lab0", _edit_px), {"hello.c": hello})
     table, elapsed = course.grade("lab0", cell_timeout=300)
-    assert_scores(table, EXPECTED)
+    assert_scores(table, EXPECTED, course, "lab0")
     assert {status for _, status in course.autograde_runs("lab0").values()} == {"ok"}
     feedback = html.unescape(course.feedback("wrong", "lab0"))
     assert "SMPI on orfeo-thin, P = 8, mapping node, each rank's simulated core: a rank printed host '?' " \

@@ -44,7 +44,7 @@ def test_grade_three_submissions(tmp_path, built_flavour):
     built_flavour("openmpi")
     course, table, elapsed = grade_three(tmp_path, "lab1", "wrong_fits_ranking", _wrong,
                                          ["lab1_results.csv"])
-    assert_scores(table, EXPECTED)
+    assert_scores(table, EXPECTED, course, "lab1")
     assert {status for _, status in course.autograde_runs("lab1").values()} == {"ok"}
     feedback = course.feedback("wrong_fits_ranking", "lab1")
     assert "your segments give R²" in feedback          # the failed fit is named

@@ -76,7 +76,7 @@ def test_grade_six_submissions(tmp_path):
     submit("loops_forever", solved_notebook("lab2", _edit_loop), c_ring, c_bruck)
     submit("ignores_sigint", solved_notebook("lab2", _edit_ignore_sigint), c_ring, c_bruck)
     table, elapsed = course.grade("lab2")
-    assert_scores(table, EXPECTED)
+    assert_scores(table, EXPECTED, course, "lab2")
     assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert (course.root / "grades-lab2.csv").exists()
     assert table.loc["solution", "max"] == 16 + 7   # 16 autograded, 7 by hand

@@ -55,7 +55,7 @@ def test_grade_four_submissions(tmp_path, monkeypatch):
     course.submit("two_level_deadlock", "lab3", solved_notebook("lab3"),
                   {**solved, "allreduce_two_level.c": DATA / "allreduce_two_level_deadlock.c"})
     table, elapsed = course.grade("lab3", cell_timeout=600, run_timeout=20)
-    assert_scores(table, EXPECTED)
+    assert_scores(table, EXPECTED, course, "lab3")
     collected = course.root / "submitted" / "wrong_reduce_scatter" / "lab3"
     assert sorted(p.name for p in collected.iterdir()) == sorted(["lab3.ipynb", "timestamp.txt", *FILES])
     assert table.loc["solution", "max"] == 13 + 8   # 13 autograded, 8 by hand

@@ -51,7 +51,7 @@ def test_grade_lab4(tmp_path, built_flavour):
     course.submit("untouched", "lab4", released_notebook("lab4"))
     course.submit("wrong", "lab4", solved_notebook("lab4", _edit_wrong))
     table, elapsed = course.grade("lab4", cell_timeout=600)
-    assert_scores(table, EXPECTED)
+    assert_scores(table, EXPECTED, course, "lab4")
     assert {status for _, status in course.autograde_runs("lab4").values()} == {"ok"}
     feedback = course.feedback("wrong", "lab4")
     assert "p = 5, root = 2: the schedule deadlocks: rank 4 in Recv" in feedback

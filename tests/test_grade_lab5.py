@@ -48,7 +48,7 @@ def test_grade_three_submissions(tmp_path, built_flavour):
     built_flavour("smpi")
     built_flavour("openmpi")
     course, table, elapsed = grade_three(tmp_path, "lab5", "wrong_metric", _wrong, MEASUREMENTS)
-    assert_scores(table, EXPECTED)
+    assert_scores(table, EXPECTED, course, "lab5")
     assert {status for _, status in course.autograde_runs("lab5").values()} == {"ok"}
     feedback = course.feedback("wrong_metric", "lab5")
     assert re.search(r"P = \d+: the fastest algorithm at every size: \d+ B: \w+ \(fastest: \w+", feedback)  # a failed P named

@@ -58,7 +58,7 @@ def test_grade_lab6_submissions(tmp_path):
     course.submit("wrong_binomial", "lab6", solved_notebook("lab6"),
                   {**solved, "binomial.c": DATA / "binomial_root0.c"})
     table, _ = course.grade("lab6", cell_timeout=600, run_timeout=30)
-    assert_scores(table, EXPECTED)
+    assert_scores(table, EXPECTED, course, "lab6")
     assert {status for _, status in course.autograde_runs("lab6").values()} == {"ok"}
     assert table.loc["solution", "max"] == 25 + 11   # 25 autograded, 11 by hand
     root0 = course.feedback("wrong_binomial", "lab6")

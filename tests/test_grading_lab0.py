@@ -4,6 +4,7 @@ fit recomputed in the answer key (mpilab_key.rubrics.lab0). Scored end to end in
 """
 
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +149,22 @@ def test_the_grader_runs_the_px_cell_itself_on_other_rank_counts():
     assert not any(c.passed for c in pxcell.px_cases(copied, runs))
     failed = _failed(pxcell.px_cases("%%px\n%time x = 1\n", runs[:1]))
     assert "not Python the grader can run" in failed["Open MPI, P = 2, every rank's recv"]
+
+
+@pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")
+def test_a_slow_start_is_tried_again_and_a_hung_cell_is_not():
+    """Starting the ranks is the grader's part: a launch that runs out of time before every rank
+    reaches the cell is tried once more (and named as the machine's fault); a cell that hangs
+    after every rank started is the student's, and is launched once."""
+    pytest.importorskip("mpi4py")
+    run = Run("openmpi", 2)
+    slow = _failed(pxcell.px_cases(PX, [run], timeout=0.05))
+    assert "ranks started within 0 s, twice: the grading machine was too busy" in slow[run.label + ", every rank's recv"]
+    hung = "%%px\nrecv = np.empty(6, dtype='i')\nif rank == 0:\n    comm.Recv(recv, source=1)\n"
+    start = time.monotonic()
+    failed = _failed(pxcell.px_cases(hung, [run], timeout=8))
+    assert time.monotonic() - start < 8 * 2, "a cell that hangs after starting was launched again"
+    assert "twice" not in failed[run.label + ", every rank's recv"]
 
 
 @pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")

@@ -7,7 +7,7 @@ rank, in :mod:`mpilab.grade.sandbox`, with the given cell's names (``comm``, ``r
 ``MPI``) and a ``send`` of fresh random numbers on every rank. Each rank's ``send`` reaches it
 through a file that the rank deletes before the cell's code starts, so the only way for a rank
 to learn another's numbers is the communication the cell is asked to write. After the cell,
-every rank prints its ``recv``; the grader compares it with every rank's ``send``, rank 0 first.
+every rank writes its ``recv`` to a file; the grader compares it with every rank's ``send``, rank 0 first.
 One case per process count.
 """
 import json
@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 
 import numpy as np
@@ -28,32 +29,49 @@ from mpilab.grade.checks import Verdict
 MAX_NOTEBOOK = 20_000_000
 #: Elements of each rank's ``send`` (the notebook's: 3 ints).
 SEND_LENGTH = 3
+#: Largest file a rank may hand back (its recv), bytes.
+MAX_HANDED_BACK = 1_000_000
 
-#: Runs on every rank, around the student's code (its globals are the cell's namespace).
+#: Runs on every rank, around the student's code (its globals are the cell's namespace). What a
+#: rank hands back goes to its own file, not to stdout: mpirun forwards the ranks' output in
+#: pieces that may split a line, so a student's own print could garble a result line.
 _PROGRAM = r'''
-import json as _json, os as _os, sys as _sys, traceback as _traceback
+import json as _json, os as _os, traceback as _traceback
 import numpy as np
 from mpi4py import MPI
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
-_print, _dumps, _flush = print, _json.dumps, _sys.stdout.flush
+_dir, _dump, _replace = _os.getcwd(), _json.dump, _os.replace
+
+
+def _hand_back(kind, value):
+    _path = _os.path.join(_dir, f"{kind}.{rank}.json")
+    with open(_path + ".part", "w") as _f:
+        _dump(value, _f)
+    _replace(_path + ".part", _path)
+
+
 with open(f"send.{rank}.bin", "rb") as _f:
     send = np.frombuffer(_f.read(), dtype="i").copy()
 _os.unlink(f"send.{rank}.bin")
 comm.Barrier()          # every rank's file is gone before the cell's code starts
 del _f
+print(f"MPILAB-READY {rank}", flush=True)   # on stdout: a run killed at its time limit copies back no file
 with open("cell.py") as _f:
     _code = compile(_f.read(), "your cell", "exec")
 try:
     exec(_code, globals())
     _out = {"recv": np.asarray(recv).ravel().tolist(), "dtype": str(np.asarray(recv).dtype)}
 except BaseException as _exc:   # the student's error, for the feedback
-    _last = _traceback.format_exception_only(type(_exc), _exc)[-1].strip()
-    _print("MPILAB-ERROR", rank, _dumps(_last), flush=True)
+    _hand_back("error", _traceback.format_exception_only(type(_exc), _exc)[-1].strip())
     MPI.COMM_WORLD.Abort(1)
-_print("MPILAB-RECV", rank, _dumps(_out), flush=True)
+_hand_back("recv", _out)
 '''
-_LINE = re.compile(r"^MPILAB-(RECV|ERROR) (\d+) (.*)$")
+_READY = re.compile(r"MPILAB-READY (\d+)\b")
+#: A launch whose ranks did not all reach the cell's code in time is tried once more, with this
+#: many times the limit: starting Python, numpy and MPI on every rank is the grader's part, and
+#: a busy grading machine must not cost the student the case.
+SLOW_START_FACTOR = 3
 
 
 def cell_source(notebook, grade_id):
@@ -94,9 +112,11 @@ def _sends(p):
     return [rng.integers(-10**6, 10**6, SEND_LENGTH, dtype=np.int32) for _ in range(p)]
 
 
-def run_case(work, code, run, timeout):
-    """Run the cell's code on ``run.nprocs`` ranks; one :class:`Case`."""
-    title = f"{run.label}, every rank's recv"
+def _launch(work, code, run, timeout):
+    """One launch of the cell's code with fresh sends: (sends, sandbox result)."""
+    for name in os.listdir(work):
+        if name.split(".")[0] in ("recv", "error", "send"):
+            os.remove(os.path.join(work, name))
     sends = _sends(run.nprocs)
     for r, s in enumerate(sends):
         with open(os.path.join(work, f"send.{r}.bin"), "wb") as f:
@@ -105,25 +125,58 @@ def run_case(work, code, run, timeout):
         f.write(code)
     launcher = runner.MPIRUN_OPENMPI if run.flavour == "openmpi" else [MPIRUN[run.flavour], "-n"]
     argv = launcher + [str(run.nprocs), sys.executable, "-I", "rank.py"]
-    res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=runner.REAL_MEMORY_MB)
-    recv, errors = {}, {}
-    for line in res.stdout.splitlines():
-        m = _LINE.match(line)
-        if not m:
-            continue
+    return sends, sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=runner.REAL_MEMORY_MB,
+                              copy_back="always")
+
+
+def _handed_back(work, kind, nprocs):
+    """{rank: value} of the ``kind`` files the ranks wrote; a file that is not a regular file of
+    at most :data:`MAX_HANDED_BACK` bytes, or not JSON, is left out (the cell could have made it)."""
+    out = {}
+    for r in range(nprocs):
         try:
-            data = json.loads(m.group(3))
-        except ValueError:
+            fd = os.open(os.path.join(work, f"{kind}.{r}.json"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
             continue
-        (recv if m.group(1) == "RECV" else errors)[int(m.group(2))] = data
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_HANDED_BACK:
+                continue
+            try:
+                out[r] = json.loads(f.read(MAX_HANDED_BACK))
+            except ValueError:
+                pass
+    return out
+
+
+def _started(res):
+    """How many ranks reached the cell's code (their ready lines; mpirun may split a line)."""
+    return len(set(_READY.findall(res.stdout)))
+
+
+def run_case(work, code, run, timeout):
+    """Run the cell's code on ``run.nprocs`` ranks; one :class:`Case`.
+
+    If the launch times out before every rank has reached the cell's code, it is tried once more
+    with :data:`SLOW_START_FACTOR` times the limit; the feedback says so if that fails too.
+    """
+    title = f"{run.label}, every rank's recv"
+    sends, res = _launch(work, code, run, timeout)
+    if res.timed_out and _started(res) < run.nprocs:
+        sends, res = _launch(work, code, run, timeout * SLOW_START_FACTOR)
+        if res.timed_out and _started(res) < run.nprocs:
+            return Case(title, False, f"only {_started(res)} of {run.nprocs} ranks started "
+                        f"within {timeout * SLOW_START_FACTOR:.0f} s, twice: the grading machine was too "
+                        "busy, not your cell (ask for a regrade)", hidden=run.hidden)
+    recv, errors = _handed_back(work, "recv", run.nprocs), _handed_back(work, "error", run.nprocs)
     if errors:
         r = min(errors)
-        return Case(title, False, f"rank {r}: your cell raised {errors[r]}", hidden=run.hidden)
+        return Case(title, False, f"rank {r}: your cell raised {str(errors[r])[:300]}", hidden=run.hidden)
     want = np.concatenate(sends)
     for r in range(run.nprocs):
         got = recv.get(r)
         if not isinstance(got, dict) or not isinstance(got.get("recv"), list):
-            why = runner.failure(res, run) or "it printed nothing"
+            why = runner.failure(res, run) or "it handed back no recv"
             return Case(title, False, f"rank {r} did not finish the cell: {why}", hidden=run.hidden)
         values = got["recv"]
         if len(values) != len(want) or values != want.tolist():
