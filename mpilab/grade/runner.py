@@ -26,7 +26,7 @@ import pandas as pd
 from mpilab.core import paths
 from mpilab.core.errors import LaunchError, one_of, ToolMissing
 from mpilab.core.vocabulary import COMPILERS, MPIRUN
-from mpilab.grade import outcome, sandbox
+from mpilab.grade import outcome, sandbox, sealed
 from mpilab.grade.cases import Case
 from mpilab.measure import launch
 from mpilab.simulate import platforms
@@ -42,6 +42,8 @@ REAL_MEMORY_MB = 2048
 SMPI_MEMORY_MB = 4096
 #: Linked into every student program the grader builds: names the rank that calls MPI_Abort.
 ABORT_REPORTER = "report_abort.c"
+#: The header of the case harnesses' private data and sealed lines (:mod:`mpilab.grade.sealed`).
+SEALED_HEADER = "sealed.h"
 #: Environment of every student run. Open MPI's own handler of SIGABRT (``opal_signal``, default
 #: 6,7,8,11) prints a backtrace from inside the signal: after glibc aborts on a corrupted heap
 #: ("malloc(): corrupted top size") that backtrace waits forever for the heap's lock, and the
@@ -64,7 +66,7 @@ class BuildError(AssertionError):
 
 
 def build(sources, flavour, program, defines=(), work=None, smpi_nodes=False, student=None,
-          extra=(), timeout=120):
+          extra=(), timeout=120, keep=None):
     """Compile C files for one flavour in a scratch directory, under the sandbox.
 
     Parameters
@@ -85,6 +87,12 @@ def build(sources, flavour, program, defines=(), work=None, smpi_nodes=False, st
         The student's file, named in a compile error (default: the last source).
     extra : sequence of str
         More compiler arguments (e.g. a library to link).
+    keep : sequence of str, optional
+        For a harness (the first source) with the student's files (the others): the functions
+        the harness calls. Each student file is compiled on its own, refused if it runs code
+        before ``main`` (a constructor: the harness's private files are still there), and keeps
+        only these global symbols (:func:`seal_object`), so it cannot replace a function the
+        harness calls (``MPI_Allreduce``, ``printf`` ...). Then all is linked.
 
     Returns
     -------
@@ -103,24 +111,51 @@ def build(sources, flavour, program, defines=(), work=None, smpi_nodes=False, st
     for f in sources:
         if not os.path.isfile(f):
             raise BuildError(f"{os.path.basename(f)} not found: keep the skeleton file next to the notebook")
-    shipped = [ABORT_REPORTER] + (list(SMPI_NODES) if smpi_nodes and flavour == "smpi" else [])
+    shipped = [ABORT_REPORTER, SEALED_HEADER] + (list(SMPI_NODES) if smpi_nodes and flavour == "smpi" else [])
     if work is None:
         work = sandbox.scratch_dir(sources)
     else:
         for f in sources:
             shutil.copy(f, work)
     for name in shipped:
-        with importlib.resources.as_file(data_file("grading" if name == ABORT_REPORTER else "lab3", name)) as f:
+        with importlib.resources.as_file(data_file("lab3" if name in SMPI_NODES else "grading", name)) as f:
             shutil.copy(f, work)
-    cmd = [COMPILERS[flavour], "-O1", "-std=c99"]
+    cc = [COMPILERS[flavour], "-O1", "-std=c99"]
     if smpi_nodes and flavour == "smpi":
-        cmd += ["-include", SMPI_NODES[0], SMPI_NODES[1]]
-    cmd += [os.path.basename(f) for f in sources] + [ABORT_REPORTER]
+        cc += ["-include", SMPI_NODES[0]]
+    names = [os.path.basename(f) for f in sources]
+    if keep is not None:
+        names = names[:1] + [seal_object(work, cc + [f"-D{d}" for d in defines], name, keep, flavour, timeout)
+                             for name in names[1:]]
+    cmd = cc + ([SMPI_NODES[1]] if smpi_nodes and flavour == "smpi" else []) + names + [ABORT_REPORTER]
     cmd += [f"-D{d}" for d in defines] + list(extra) + ["-o", program]
     res = sandbox.run(cmd, cwd=work, timeout=timeout)
     if not res.ok:
         raise BuildError(f"{student} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
     return work
+
+
+#: Sections whose code runs before ``main``: constructors.
+_BEFORE_MAIN = re.compile(r"^\s*\[\s*\d+\]\s+(\.init_array|\.ctors|\.preinit_array|\.init)\b", re.M)
+
+
+def seal_object(work, cc, name, keep, flavour, timeout):
+    """Compile the student's ``name`` alone into an object that keeps only the global symbols
+    ``keep``; returns the object's name. BuildError if it does not compile or has a constructor."""
+    obj = f"{os.path.splitext(name)[0]}.student.o"
+    res = sandbox.run(cc + ["-c", name, "-o", obj], cwd=work, timeout=timeout)
+    if not res.ok:
+        raise BuildError(f"{name} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
+    res = sandbox.run(["readelf", "-S", "-W", obj], cwd=work, timeout=timeout)
+    found = _BEFORE_MAIN.search(res.stdout)
+    if not res.ok or found:
+        raise BuildError(f"{name} runs code before main (a {found.group(1) if found else 'unreadable'} "
+                         "section, e.g. __attribute__((constructor))): the grader does not run such a file; "
+                         "keep to the function the skeleton asks for")
+    res = sandbox.run(["objcopy", *[f"--keep-global-symbol={k}" for k in keep], obj], cwd=work, timeout=timeout)
+    if not res.ok:
+        raise BuildError(f"{name}: objcopy failed: {(res.stderr or res.stdout)[-500:]}")
+    return obj
 
 
 @dataclass(frozen=True)
@@ -291,10 +326,15 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
                 extra += ["--case-timeout", f"{case_timeout:.0f}"]
             say(f"running {run.label} ({', '.join(left)}) ...")
             started = time.monotonic()
-            res = execute(work, argv(work, exe, [*args, *extra], run), run, timeout=timeout)
+            key = sealed.prepare(work, run.nprocs)
+            try:
+                res = execute(work, argv(work, exe, [*args, *extra], run), run, timeout=timeout)
+            finally:
+                sealed.clear(work)
             say(f"  {run.label}: {time.monotonic() - started:.1f} s")
+            lines, forged = sealed.unseal(res.stdout, key)
             by_kind = {}
-            for kind, detail, status, msg in parse_cases(res.stdout):
+            for kind, detail, status, msg in parse_cases("\n".join(lines)):
                 by_kind.setdefault(kind, []).append((detail, status, msg))
             hung = None
             for kind in [k for k in left if k in by_kind]:
@@ -322,6 +362,9 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
                 break
             why = failure(res, run) or ("the program printed no result" if not by_kind
                                          else "the program ended before this case")
+            if forged:
+                why += (f" ({forged} CASE line{'s' if forged > 1 else ''} without the harness's seal "
+                        "counted for nothing: only the harness reports results)")
             out.append(Case(f"{run.label}, {left.pop(0)}", False, why, hidden=run.hidden))
         out += [Case(f"{run.label}, {k}", False, "not run: the program kept failing", hidden=run.hidden)
                 for k in left]
@@ -421,7 +464,8 @@ def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
         extra = [f"-I{paths.c_reference_dir() / 'include'}", str(lib)]
     program = "check_student" + ("_smpi" if flavour == "smpi" else "")
     with importlib.resources.as_file(data_file("grading", ALLGATHER_HARNESS)) as harness:
-        return build([harness, c_file], flavour, program, defines, work=work, student=c_file, extra=extra)
+        return build([harness, c_file], flavour, program, defines, work=work, student=c_file, extra=extra,
+                     keep=[STUDENT_FUNCTIONS[algorithm]])
 
 
 #: Lab 6's broadcast harness and the function each of its skeletons defines.
@@ -460,7 +504,7 @@ def build_bcast(c_files, flavour, work=None, require=()):
     with importlib.resources.as_file(data_file("grading", BCAST_HARNESS)) as harness:
         try:
             return build([harness, *files], flavour, program, work=work,
-                         student=files[-1] if files else None, extra=extra)
+                         student=files[-1] if files else None, extra=extra, keep=list(BCAST_FUNCTIONS.values()))
         except BuildError as exc:
             missing = [n for n in require if f"`{BCAST_FUNCTIONS[n]}'" in str(exc)]
             if missing:

@@ -31,6 +31,8 @@
  *       The pipeline runs the other kinds with 64-byte segments. A wrong result does not stop
  *       the run; a crash or a hang does. With --case-timeout, a case still running after S
  *       seconds prints  CASE <kind> <detail>\tTIMEOUT  and the program exits with status 3.
+ *       The root's data comes from its private seed, and each CASE line ends in its seal
+ *       (sealed.h): the grader writes the files those need, and reads no unsealed line.
  *   check_bcast --time NAME[,NAME...] --sizes B,B,... [--segsizes S,S,...] [--iters I]
  *               [--warmup W] [--root R]
  *       prints CSV rows "algorithm,nprocs,bytes,segsize,maxrank_avg_us": each named algorithm
@@ -48,6 +50,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "sealed.h"
 
 typedef int (*bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
 typedef int (*pipeline_fn)(void *, int, MPI_Datatype, int, MPI_Comm, int);
@@ -93,10 +97,11 @@ static int call(int a, void *buf, int count, MPI_Datatype t, int root, MPI_Comm 
     return ALGOS[a].fn(buf, count, t, root, comm);
 }
 
-/* Element i of case `seq`'s message: 0..99, different from one case to the next, so a message
- * left over from an earlier case is caught. Non-roots start at -1; the elements past the count
- * hold a guard of their own rank, -(2 + rank % 100). */
-static double value(int seq, long i) { return (double)((seq * 37 + i * 31 + 7) % 100); }
+/* Element i of case `seq`'s message from a root whose seed is `seed` (sealed.h): 0..99, private
+ * to the root until the function sends it, and different from one case to the next, so a
+ * message left over from an earlier case is caught. Non-roots start at -1; the elements past
+ * the count hold a guard of their own rank, -(2 + rank % 100). */
+static double value(uint64_t seed, int seq, long i) { return sealed_value(seed, seq, i, 100); }
 static double guard(int wrank) { return -(double)(2 + wrank % 100); }
 
 static void put(MPI_Datatype t, void *buf, long i, double v)
@@ -124,9 +129,10 @@ static void on_alarm(int sig)
 {
     (void)sig;
     if (world_rank != 0) _exit(3);
-    char line[192];
-    int len = snprintf(line, sizeof line, "CASE %s\tTIMEOUT\n", current);
-    if (write(STDOUT_FILENO, line, (size_t)len) < 0) _exit(3);
+    char line[192], out[232];
+    snprintf(line, sizeof line, "CASE %s\tTIMEOUT", current);
+    int len = sealed_line(line, out, sizeof out);
+    if (write(STDOUT_FILENO, out, (size_t)len) < 0) _exit(3);
     _exit(3);
 }
 
@@ -142,18 +148,22 @@ static void one_case(int a, const char *kind, const char *detail, MPI_Comm comm,
     long total = (long)count + GUARD_ELEMENTS;
     void *buf = malloc((size_t)total * tsize);
     for (long i = 0; i < count; i++)
-        put(t, buf, i, rank == root ? value(seq, i) : -1);
+        put(t, buf, i, rank == root ? value(sealed_seed, seq, i) : -1);
     for (long i = count; i < total; i++)
         put(t, buf, i, guard(world_rank));
     if (case_timeout > 0) alarm((unsigned)case_timeout);
     int rc = call(a, buf, count, t, root, comm, segsize);
     /* a message so every rank learns of the first rank that failed, with the world rank */
     char msg[256] = "";
+    int size;
+    MPI_Comm_size(comm, &size);
+    uint64_t *seeds = malloc((size_t)size * sizeof *seeds);
+    sealed_seeds(comm, seeds);   /* the root's seed, now that the call is over */
     if (rc != MPI_SUCCESS) {
         snprintf(msg, sizeof msg, "rank %d: the function returned %d instead of MPI_SUCCESS", world_rank, rc);
     } else {
         for (long i = 0; i < total && !msg[0]; i++) {
-            double got = get(t, buf, i), want = i < count ? value(seq, i) : guard(world_rank);
+            double got = get(t, buf, i), want = i < count ? value(seeds[root], seq, i) : guard(world_rank);
             if (got == want) continue;
             if (i >= count)
                 snprintf(msg, sizeof msg, "rank %d: element %ld, past the count of %d, was overwritten "
@@ -176,11 +186,17 @@ static void one_case(int a, const char *kind, const char *detail, MPI_Comm comm,
             if (world_rank == first) MPI_Send(msg, (int)sizeof msg, MPI_CHAR, 0, 99, MPI_COMM_WORLD);
             if (world_rank == 0) MPI_Recv(msg, (int)sizeof msg, MPI_CHAR, first, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         }
-        if (world_rank == 0) printf("CASE %s\tFAIL\t%s\n", current, msg);
+        if (world_rank == 0) {
+            char line[512];
+            snprintf(line, sizeof line, "CASE %s\tFAIL\t%s", current, msg);
+            sealed_print(line);
+        }
     } else if (world_rank == 0) {
-        printf("CASE %s\tPASS\n", current);
+        char line[192];
+        snprintf(line, sizeof line, "CASE %s\tPASS", current);
+        sealed_print(line);
     }
-    fflush(stdout);
+    free(seeds);
     free(buf);
 }
 
@@ -379,6 +395,7 @@ int main(int argc, char **argv)
             if (world_rank == 0) printf("# the file does not define %s\n", ALGOS[a].symbol);
             status = 4;
         } else {
+            sealed_init();
             if (case_timeout > 0) signal(SIGALRM, on_alarm);
             status = run_cases(a, kinds, case_timeout);
         }

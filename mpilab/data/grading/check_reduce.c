@@ -11,7 +11,9 @@
  *       With --case-timeout, a case still running after S seconds prints
  *           CASE <kind> count=<n>\tTIMEOUT
  *       and the program exits with status 3 (a deadlock: the other cases are not run).
- *       A wrong result does not stop the run; a crash or a hang does.
+ *       A wrong result does not stop the run; a crash or a hang does. Each rank's input comes
+ *       from its private seed, and each CASE line ends in its seal (sealed.h): the grader writes
+ *       the files those need, and reads no unsealed line.
  *
  * Kinds, MPI_SUM always; every element of every result is compared with the exact sum, and a
  * send buffer must come back unchanged:
@@ -35,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "sealed.h"
 
 #ifndef STUDENT_FN
 #error "compile with -DSTUDENT_FN=name -DKIND=1|2|3"
@@ -102,10 +106,12 @@ int MPI_Ibcast(void *b, int c, MPI_Datatype t, int root, MPI_Comm comm, MPI_Requ
 /* Stands in recvbuf before the call: no sum of the inputs below comes near it. */
 #define UNTOUCHED 1048577.0
 
-/* Element i of the input of `rank`: integers in -63..63 (as doubles: quarters), exact sums. */
-static double value(int rank, long i, int is_double)
+/* Element i of case seq's input of the rank whose seed is `seed` (sealed.h; private to that rank
+ * until the function sends it): integers in -63..63 (as doubles: quarters), so sums are exact. */
+static long seq;
+static double value(uint64_t seed, long i, int is_double)
 {
-    double v = (double)((rank * 7919L + i * 31L) % 127) - 63;
+    double v = sealed_value(seed, seq, i, 127) - 63;
     return is_double ? v / 4 : v;
 }
 
@@ -129,9 +135,10 @@ static void on_alarm(int sig)
 {
     (void)sig;
     if (world_rank != 0) _exit(3);
-    char line[160];
-    int len = snprintf(line, sizeof line, "CASE %s\tTIMEOUT\n", current);
-    if (write(STDOUT_FILENO, line, (size_t)len) < 0) _exit(3);
+    char line[160], out[200];
+    snprintf(line, sizeof line, "CASE %s\tTIMEOUT", current);
+    int len = sealed_line(line, out, sizeof out);
+    if (write(STDOUT_FILENO, out, (size_t)len) < 0) _exit(3);
     _exit(3);
 }
 
@@ -148,14 +155,15 @@ static void one_case(const char *kind, MPI_Comm comm, MPI_Datatype t, int count,
         snprintf(current, sizeof current, "%s count=%d, root %d", kind, count, root);
     else
         snprintf(current, sizeof current, "%s count=%d", kind, count);
+    seq++;
     long in_n = KIND == 1 ? (long)count * size : count;   /* elements of one rank's input */
     long first = KIND == 1 ? (long)rank * count : 0;       /* input index of the result's element 0 */
     int has_result = KIND != 3 || rank == root;
     int use_in_place = in_place && (KIND != 3 || rank == root);
     void *send = malloc((size_t)in_n * tsize + 1), *recv = malloc((size_t)in_n * tsize + 1);
     for (long i = 0; i < in_n; i++) {
-        put(t, send, i, value(rank, i, is_double));
-        put(t, recv, i, use_in_place ? value(rank, i, is_double) : UNTOUCHED);
+        put(t, send, i, value(sealed_seed, i, is_double));
+        put(t, recv, i, use_in_place ? value(sealed_seed, i, is_double) : UNTOUCHED);
     }
     if (case_timeout > 0) alarm((unsigned)case_timeout);
     const void *sbuf = use_in_place ? MPI_IN_PLACE : send;
@@ -172,6 +180,8 @@ static void one_case(const char *kind, MPI_Comm comm, MPI_Datatype t, int count,
     in_student = 0;
 #endif
     char msg[512] = "", who[64];
+    uint64_t *seeds = malloc((size_t)size * sizeof *seeds);
+    sealed_seeds(comm, seeds);   /* the inputs of every rank, now that the call is over */
     int wsize;
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     if (size == wsize)
@@ -193,7 +203,7 @@ static void one_case(const char *kind, MPI_Comm comm, MPI_Datatype t, int count,
     for (long i = 0; !msg[0] && has_result && i < count; i++) {
         double want = 0;
         for (int r = 0; r < size; r++)
-            want += value(r, first + i, is_double);
+            want += value(seeds[r], first + i, is_double);
         double got = get(t, recv, i);
         if (got == want)
             continue;
@@ -206,7 +216,7 @@ static void one_case(const char *kind, MPI_Comm comm, MPI_Datatype t, int count,
                      who, i, got, untouched, want);
     }
     for (long i = 0; !msg[0] && !use_in_place && i < in_n; i++)
-        if (get(t, send, i) != value(rank, i, is_double))
+        if (get(t, send, i) != value(sealed_seed, i, is_double))
             snprintf(msg, sizeof msg, "%s: sendbuf[%ld] was changed (the send buffer is read-only)", who, i);
     /* the lowest world rank that failed reports to rank 0 */
     int mine = msg[0] ? wrank : 1 << 30, lowest;
@@ -217,11 +227,17 @@ static void one_case(const char *kind, MPI_Comm comm, MPI_Datatype t, int count,
             if (wrank == lowest) MPI_Send(msg, (int)sizeof msg, MPI_CHAR, 0, 99, MPI_COMM_WORLD);
             if (wrank == 0) MPI_Recv(msg, (int)sizeof msg, MPI_CHAR, lowest, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         }
-        if (wrank == 0) printf("CASE %s\tFAIL\t%s\n", current, msg);
+        if (wrank == 0) {
+            char line[768];
+            snprintf(line, sizeof line, "CASE %s\tFAIL\t%s", current, msg);
+            sealed_print(line);
+        }
     } else if (wrank == 0) {
-        printf("CASE %s\tPASS\n", current);
+        char line[160];
+        snprintf(line, sizeof line, "CASE %s\tPASS", current);
+        sealed_print(line);
     }
-    fflush(stdout);
+    free(seeds);
     free(send);
     free(recv);
 }
@@ -248,6 +264,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     world_rank = rank;
+    sealed_init();
     if (case_timeout > 0) signal(SIGALRM, on_alarm);
     MPI_Comm world;
     MPI_Comm_dup(MPI_COMM_WORLD, &world);

@@ -11,6 +11,8 @@
  *       crash or a hang does. With --case-timeout, a case still running after S seconds prints
  *           CASE <kind> count=<n>\tTIMEOUT
  *       and the program exits with status 3 (a deadlock: the other cases are not run).
+ *       Each rank's data comes from its private seed, and each CASE line ends in its seal
+ *       (sealed.h): the grader writes the files those need, and reads no unsealed line.
  *   check_student --time NAME [ITERS WARMUP]
  *       prints CSV rows "algorithm,nprocs,bytes,maxrank_avg_us" timing the student's function (as NAME)
  *       and MPI_Allgather (as native), int data, 4 to 16384 bytes per rank (default 20 timed
@@ -27,6 +29,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sealed.h"
+
 #ifndef STUDENT_FN
 #error "compile with -DSTUDENT_FN=name"
 #endif
@@ -34,7 +38,10 @@
 int STUDENT_FN(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
 
-static double value(int rank, int i) { return (double)((rank * 7919 + i * 31) % 127); }
+/* Case seq's element i of the rank whose seed is `seed` (sealed.h): private to that rank until
+ * the student's function sends it. 0..126, so it fits every kind's type. */
+static long seq;
+static double value(uint64_t seed, int i) { return sealed_value(seed, seq, i, 127); }
 
 static void put(MPI_Datatype t, void *buf, int i, double v)
 {
@@ -59,9 +66,10 @@ static void on_alarm(int sig)
 {
     (void)sig;
     if (world_rank != 0) _exit(3);
-    char line[160];
-    int len = snprintf(line, sizeof line, "CASE %s\tTIMEOUT\n", current);
-    if (write(STDOUT_FILENO, line, (size_t)len) < 0) _exit(3);
+    char line[160], out[200];
+    snprintf(line, sizeof line, "CASE %s\tTIMEOUT", current);
+    int len = sealed_line(line, out, sizeof out);
+    if (write(STDOUT_FILENO, out, (size_t)len) < 0) _exit(3);
     _exit(3);
 }
 
@@ -75,22 +83,26 @@ static void one_case(const char *kind, MPI_Comm comm, MPI_Datatype t, int count,
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Type_size(t, &tsize);
     snprintf(current, sizeof current, "%s count=%d", kind, count);
+    seq++;
     void *send = malloc((size_t)count * tsize + 1);
     void *recv = malloc((size_t)count * size * tsize + 1);
     for (int i = 0; i < count * size; i++) put(t, recv, i, -1);
     for (int i = 0; i < count; i++)
-        put(t, in_place ? (char *)recv + (size_t)rank * count * tsize : send, i, value(rank, i));
+        put(t, in_place ? (char *)recv + (size_t)rank * count * tsize : send, i, value(sealed_seed, i));
     if (case_timeout > 0) alarm((unsigned)case_timeout);
     int rc = STUDENT_FN(in_place ? MPI_IN_PLACE : send, count, t, recv, count, t, comm);
     /* a message so every rank learns of the first rank that failed, with the world rank */
     char msg[256] = "";
+    uint64_t *seeds = malloc((size_t)size * sizeof *seeds);
+    sealed_seeds(comm, seeds);   /* the expected data, now that the call is over */
     if (rc != MPI_SUCCESS) {
         snprintf(msg, sizeof msg, "rank %d: the function returned %d instead of MPI_SUCCESS", rank, rc);
     } else {
         for (int i = 0; i < count * size; i++) {
-            if (get(t, recv, i) != value(i / count, i % count)) {
+            double want = value(seeds[i / count], i % count);
+            if (get(t, recv, i) != want) {
                 snprintf(msg, sizeof msg, "rank %d: block %d (rank %d's data), element %d is %g, expected %g",
-                         rank, i / count, i / count, i % count, get(t, recv, i), value(i / count, i % count));
+                         rank, i / count, i / count, i % count, get(t, recv, i), want);
                 break;
             }
         }
@@ -104,11 +116,17 @@ static void one_case(const char *kind, MPI_Comm comm, MPI_Datatype t, int count,
             if (wrank == first) MPI_Send(msg, (int)sizeof msg, MPI_CHAR, 0, 99, MPI_COMM_WORLD);
             if (wrank == 0) MPI_Recv(msg, (int)sizeof msg, MPI_CHAR, first, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         }
-        if (wrank == 0) printf("CASE %s\tFAIL\t%s\n", current, msg);
+        if (wrank == 0) {
+            char line[512];
+            snprintf(line, sizeof line, "CASE %s\tFAIL\t%s", current, msg);
+            sealed_print(line);
+        }
     } else if (wrank == 0) {
-        printf("CASE %s\tPASS\n", current);
+        char line[160];
+        snprintf(line, sizeof line, "CASE %s\tPASS", current);
+        sealed_print(line);
     }
-    fflush(stdout);
+    free(seeds);
     free(send);
     free(recv);
 }
@@ -193,6 +211,7 @@ int main(int argc, char **argv)
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     world_rank = rank;
+    sealed_init();
     if (case_timeout > 0) signal(SIGALRM, on_alarm);
     if (wanted(kinds, "int"))
         for (int count = 1; count <= 1024; count *= 4)

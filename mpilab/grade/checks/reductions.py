@@ -78,7 +78,7 @@ def build(c_file, function, harness_kind, flavours, work=None, own_messages=Fals
         for flavour in sorted(set(flavours), key=lambda f: f == "smpi"):
             program = "check_reduce" + ("_smpi" if flavour == "smpi" else "")
             work = runner.build([harness, os.fspath(c_file)], flavour, program, defines, work=work,
-                                smpi_nodes=True, student=c_file)
+                                smpi_nodes=True, student=c_file, keep=[function])
     return work
 
 
