@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from course import mutant
 
-from mpilab.grade import runner, sandbox, sealed
+from mpilab.grade import harness, runner, sandbox, sealed
 from mpilab.grade.checks import reductions
 from mpilab.grade.labs import lab3
 from mpilab.grade.runner import Run, SMALL_CLUSTER
@@ -161,7 +161,7 @@ def test_split_type_on_simulated_nodes(tmp_path):
     subprocess.run(["smpicc", "-O1", str(src), "-o", str(plain)], check=True, capture_output=True)
     sizes, _ = _split_sizes(str(tmp_path), "plain", 20, "jupiter-32x16", "core")
     assert sizes == [1] * 20
-    work = runner.build([src], "smpi", "nodes", smpi_nodes=True)
+    work = harness.build([src], "smpi", "nodes", smpi_nodes=True)
     try:
         sizes, leaders = _split_sizes(work, "nodes", 20, "jupiter-32x16", "core")
         assert sizes == [16] * 16 + [4] * 4 and leaders == [0] * 16 + [16] * 4
@@ -208,5 +208,5 @@ def test_key_two_level_reduce_every_root():
 
 
 def test_the_harness_is_shipped():
-    with importlib.resources.as_file(runner.data_file("grading", reductions.HARNESS)) as f:
+    with importlib.resources.as_file(harness.data_file("grading", reductions.HARNESS)) as f:
         assert "CASE %s\\tPASS" in Path(f).read_text()

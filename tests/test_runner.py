@@ -11,7 +11,7 @@ import pytest
 
 from mpilab.core.errors import LaunchError
 from mpilab.core.vocabulary import COMPILERS
-from mpilab.grade import runner
+from mpilab.grade import harness, runner
 from mpilab.grade.checks import ccode
 from mpilab.grade.labs import lab2
 
@@ -139,7 +139,7 @@ def test_smpi_benchmark_simulates_native_and_the_references_once(monkeypatch):
 def test_heap_overflow_keeps_the_c_librarys_message():
     """A heap overflow after MPI_Init is reported at once as SIGABRT with glibc's own line,
     not as a time-out (Open MPI's SIGABRT handler would hang on the corrupted heap's lock)."""
-    work = runner.build_allgather(DATA / "ring_heap_overflow.c", "ring", "openmpi")
+    work = harness.build_allgather(DATA / "ring_heap_overflow.c", "ring", "openmpi")
     try:
         start = time.monotonic()
         found = runner.run_cases(work, "check_student", [runner.Run("openmpi", 2)], ["int"], timeout=20)

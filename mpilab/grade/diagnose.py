@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt
 
 from mpilab.core import paths, units
 from mpilab.core.errors import ParseError
-from mpilab.grade import runner
+from mpilab.grade import harness, runner
 from mpilab.measure import trace
 from mpilab.model.timeline import plot_side_by_side
 
@@ -264,12 +264,12 @@ def build(c_file, algorithm):
     lib, tracer = b / "liblabcoll.a", b / "obj" / "trace" / "labtrace.o"
     for f in (lib, tracer):
         if not f.exists():
-            raise runner.BuildError(f"{f} is missing: build it with make -C c_reference FLAVOUR=smpi")
-    defines = [f"STUDENT_FN={runner.STUDENT_FUNCTIONS[algorithm]}"]
+            raise harness.BuildError(f"{f} is missing: build it with make -C c_reference FLAVOUR=smpi")
+    defines = [f"STUDENT_FN={harness.STUDENT_FUNCTIONS[algorithm]}"]
     extra = [f"-I{paths.c_reference_dir() / 'include'}", str(tracer), str(lib)]
-    with importlib.resources.as_file(runner.data_file("grading", HARNESS)) as harness:
-        return runner.build([harness, c_file], "smpi", "trace_student_smpi", defines,
-                            student=c_file, extra=extra)
+    with importlib.resources.as_file(harness.data_file("grading", HARNESS)) as source:
+        return harness.build([source, c_file], "smpi", "trace_student_smpi", defines,
+                             student=c_file, extra=extra)
 
 
 def _times(stdout):
@@ -301,7 +301,7 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
 
     Raises
     ------
-    mpilab.grade.runner.BuildError
+    mpilab.grade.harness.BuildError
         The file does not compile (the grading cases already say so).
     """
     started = time.monotonic()

@@ -3,16 +3,15 @@
 Everything the labs and the grader run of a student's C goes through here, in a fresh scratch
 directory holding only the files it needs and under :mod:`mpilab.grade.sandbox`'s limits:
 
-* :func:`build` compiles the student's file with a checking harness (or alone) for one flavour;
+* :mod:`mpilab.grade.harness` compiles the student's file with a checking harness (or alone);
 * :func:`run_cases` runs a harness that prints one ``CASE`` line per case (the protocol of
   ``mpilab/data/grading/check_student.c``) over several process counts and simulated clusters,
   and turns what it printed, a crash or a hang into :class:`mpilab.grade.cases.Case` results;
 * :func:`run_c` compiles and runs one program and returns its output (lab 0's hello cells);
 * :func:`benchmark_c` times students' allgathers next to ``MPI_Allgather`` (lab 2);
-* :func:`build_bcast` and :func:`benchmark_bcast` do the same for lab 6's broadcasts.
+* :func:`benchmark_bcast` does the same for lab 6's broadcasts.
 """
 import datetime as dt
-import importlib.resources
 import io
 import os
 import re
@@ -23,10 +22,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mpilab.core import paths
 from mpilab.core.errors import LaunchError, one_of, ToolMissing
 from mpilab.core.vocabulary import COMPILERS, MPIRUN
-from mpilab.grade import outcome, sandbox, sealed
+from mpilab.grade import harness, outcome, sandbox, sealed
 from mpilab.grade.cases import Case
 from mpilab.measure import launch
 from mpilab.simulate import platforms
@@ -40,122 +38,14 @@ REAL_MEMORY_MB = 2048
 #: Address-space limit of one simulated run (all its ranks live in smpirun's one process, with
 #: an 8 MiB stack each), MiB.
 SMPI_MEMORY_MB = 4096
-#: Linked into every student program the grader builds: names the rank that calls MPI_Abort.
-ABORT_REPORTER = "report_abort.c"
-#: The header of the case harnesses' private data and sealed lines (:mod:`mpilab.grade.sealed`).
-SEALED_HEADER = "sealed.h"
 #: Environment of every student run. Open MPI's own handler of SIGABRT (``opal_signal``, default
 #: 6,7,8,11) prints a backtrace from inside the signal: after glibc aborts on a corrupted heap
 #: ("malloc(): corrupted top size") that backtrace waits forever for the heap's lock, and the
 #: crash would end as a time-out that looks like a deadlock. Without it the rank dies at once
 #: and the launcher reports signal 6; glibc's line stays on stderr (:func:`runtime_message`).
 RUN_ENV = {"OMPI_MCA_opal_signal": "7,8,11"}
-#: Lab 3's node shim for SMPI (see docs/DEVELOPING.md, "Nodes under SMPI").
-SMPI_NODES = ("smpi_nodes.h", "smpi_nodes.c")
 #: The small simulated cluster of lab 3's checks: 3 nodes x 3 cores (hosts lab<node>-s0-c<core>).
 SMALL_CLUSTER = "lab-3x3"
-
-
-def data_file(*parts):
-    """A file shipped in ``mpilab/data`` (a Traversable; use :func:`importlib.resources.as_file`)."""
-    return importlib.resources.files("mpilab").joinpath("data", *parts)
-
-
-class BuildError(AssertionError):
-    """The student's code does not compile; the message has the compiler's words."""
-
-
-def build(sources, flavour, program, defines=(), work=None, smpi_nodes=False, student=None,
-          extra=(), timeout=120, keep=None):
-    """Compile C files for one flavour in a scratch directory, under the sandbox.
-
-    Parameters
-    ----------
-    sources : sequence of path
-        The C files, copied in (a harness first, then the student's file).
-    flavour : {"openmpi", "mpich", "smpi"}
-    program : str
-        Name of the executable.
-    defines : sequence of str
-        ``-D`` definitions, without the ``-D``.
-    work : str, optional
-        An existing scratch directory to build in (default: a new one).
-    smpi_nodes : bool
-        For SMPI: force-include the node shim (lab 3), so ``MPI_Comm_split_type`` groups ranks
-        by simulated node.
-    student : path, optional
-        The student's file, named in a compile error (default: the last source).
-    extra : sequence of str
-        More compiler arguments (e.g. a library to link).
-    keep : sequence of str, optional
-        For a harness (the first source) with the student's files (the others): the functions
-        the harness calls. Each student file is compiled on its own, refused if it runs code
-        before ``main`` (a constructor: the harness's private files are still there), and keeps
-        only these global symbols (:func:`seal_object`), so it cannot replace a function the
-        harness calls (``MPI_Allreduce``, ``printf`` ...). Then all is linked.
-
-    Returns
-    -------
-    str
-        The scratch directory; the caller removes it.
-
-    Raises
-    ------
-    BuildError
-        A missing file or a failed build (the compiler's messages, shortened).
-    """
-    if flavour not in COMPILERS:
-        raise one_of("flavour", flavour, COMPILERS)
-    sources = [os.fspath(f) for f in sources]
-    student = os.path.basename(os.fspath(student or sources[-1]))
-    for f in sources:
-        if not os.path.isfile(f):
-            raise BuildError(f"{os.path.basename(f)} not found: keep the skeleton file next to the notebook")
-    shipped = [ABORT_REPORTER, SEALED_HEADER] + (list(SMPI_NODES) if smpi_nodes and flavour == "smpi" else [])
-    if work is None:
-        work = sandbox.scratch_dir(sources)
-    else:
-        for f in sources:
-            shutil.copy(f, work)
-    for name in shipped:
-        with importlib.resources.as_file(data_file("lab3" if name in SMPI_NODES else "grading", name)) as f:
-            shutil.copy(f, work)
-    cc = [COMPILERS[flavour], "-O1", "-std=c99"]
-    if smpi_nodes and flavour == "smpi":
-        cc += ["-include", SMPI_NODES[0]]
-    names = [os.path.basename(f) for f in sources]
-    if keep is not None:
-        names = names[:1] + [seal_object(work, cc + [f"-D{d}" for d in defines], name, keep, flavour, timeout)
-                             for name in names[1:]]
-    cmd = cc + ([SMPI_NODES[1]] if smpi_nodes and flavour == "smpi" else []) + names + [ABORT_REPORTER]
-    cmd += [f"-D{d}" for d in defines] + list(extra) + ["-o", program]
-    res = sandbox.run(cmd, cwd=work, timeout=timeout)
-    if not res.ok:
-        raise BuildError(f"{student} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
-    return work
-
-
-#: Sections whose code runs before ``main``: constructors.
-_BEFORE_MAIN = re.compile(r"^\s*\[\s*\d+\]\s+(\.init_array|\.ctors|\.preinit_array|\.init)\b", re.M)
-
-
-def seal_object(work, cc, name, keep, flavour, timeout):
-    """Compile the student's ``name`` alone into an object that keeps only the global symbols
-    ``keep``; returns the object's name. BuildError if it does not compile or has a constructor."""
-    obj = f"{os.path.splitext(name)[0]}.student.o"
-    res = sandbox.run(cc + ["-c", name, "-o", obj], cwd=work, timeout=timeout)
-    if not res.ok:
-        raise BuildError(f"{name} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
-    res = sandbox.run(["readelf", "-S", "-W", obj], cwd=work, timeout=timeout)
-    found = _BEFORE_MAIN.search(res.stdout)
-    if not res.ok or found:
-        raise BuildError(f"{name} runs code before main (a {found.group(1) if found else 'unreadable'} "
-                         "section, e.g. __attribute__((constructor))): the grader does not run such a file; "
-                         "keep to the function the skeleton asks for")
-    res = sandbox.run(["objcopy", *[f"--keep-global-symbol={k}" for k in keep], obj], cwd=work, timeout=timeout)
-    if not res.ok:
-        raise BuildError(f"{name}: objcopy failed: {(res.stderr or res.stdout)[-500:]}")
-    return obj
 
 
 @dataclass(frozen=True)
@@ -416,8 +306,8 @@ def run_c(c_file, flavour="openmpi", nprocs=4, mapping="core", platform="orfeo-t
     name = os.path.basename(c_file)
     exe = f"{os.path.splitext(name)[0]}-{flavour}"
     try:
-        work = build([c_file], flavour, exe)
-    except BuildError as exc:
+        work = harness.build([c_file], flavour, exe)
+    except harness.BuildError as exc:
         raise LaunchError(str(exc)) from None
     try:
         opts = {"platform": platform, "workdir": work} if flavour == "smpi" else {}
@@ -440,78 +330,8 @@ BENCH_ITERS = {"openmpi": (20, 5), "smpi": (2, 1)}
 #: component does (SimGrid's ``ompi`` selector), as ORFEO's Open MPI would. SimGrid's default
 #: allgather posts all P - 1 sends and receives at once: P = 48 took 25 s to simulate, 0.8 s this way.
 BENCH_SMPI_CFG = ("smpi/coll-selector:ompi",)
-#: The allgather harness and the function each lab-2 skeleton defines.
-ALLGATHER_HARNESS = "check_student.c"
-STUDENT_FUNCTIONS = {"ring": "student_allgather_ring", "bruck": "student_allgather_bruck"}
 #: The allgather harness's kinds of case, in the order it runs them.
 ALLGATHER_KINDS = ("int", "char", "double", "in-place", "sub-communicator")
-
-
-def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
-    """Build the allgather harness with a student's file (``check_student`` or ``check_student_smpi``).
-
-    With ``reference`` the kit's reference algorithms (``c_reference/build/<flavour>/liblabcoll.a``)
-    are linked in too, for ``--time-reference``.
-    """
-    if algorithm not in STUDENT_FUNCTIONS:
-        raise one_of("skeleton algorithm", algorithm, STUDENT_FUNCTIONS)
-    extra, defines = [], [f"STUDENT_FN={STUDENT_FUNCTIONS[algorithm]}"]
-    if reference:
-        lib = paths.build_dir(flavour) / "liblabcoll.a"
-        if not lib.exists():
-            raise BuildError(f"{lib} is missing: build the reference with make -C c_reference FLAVOUR={flavour}")
-        defines.append("WITH_REFERENCE")
-        extra = [f"-I{paths.c_reference_dir() / 'include'}", str(lib)]
-    program = "check_student" + ("_smpi" if flavour == "smpi" else "")
-    with importlib.resources.as_file(data_file("grading", ALLGATHER_HARNESS)) as harness:
-        return build([harness, c_file], flavour, program, defines, work=work, student=c_file, extra=extra,
-                     keep=[STUDENT_FUNCTIONS[algorithm]])
-
-
-#: Lab 6's broadcast harness and the function each of its skeletons defines.
-BCAST_HARNESS = "check_bcast.c"
-BCAST_FUNCTIONS = {"linear": "student_bcast_linear", "chain": "student_bcast_chain",
-                   "pipeline": "student_bcast_pipeline", "binomial": "student_bcast_binomial",
-                   "scatter_allgather": "student_bcast_scatter_allgather"}
-
-
-def build_bcast(c_files, flavour, work=None, require=()):
-    """Build the broadcast harness with students' files (``check_bcast`` or ``check_bcast_smpi``).
-
-    Parameters
-    ----------
-    c_files : sequence of path
-        Students' files, each defining one function of :data:`BCAST_FUNCTIONS` (the harness
-        declares them weak: the ones not linked are left out at run time).
-    flavour : {"openmpi", "mpich", "smpi"}
-    work : str, optional
-        An existing scratch directory to build in.
-    require : sequence of str
-        Algorithms of :data:`BCAST_FUNCTIONS` whose functions must be defined: the link fails
-        (with the linker naming the function) when the files do not define one.
-
-    Raises
-    ------
-    BuildError
-    """
-    require = [require] if isinstance(require, str) else list(require)
-    for name in require:
-        if name not in BCAST_FUNCTIONS:
-            raise one_of("broadcast algorithm", name, BCAST_FUNCTIONS)
-    extra = [f"-Wl,--require-defined={BCAST_FUNCTIONS[name]}" for name in require]
-    program = "check_bcast" + ("_smpi" if flavour == "smpi" else "")
-    files = [os.fspath(f) for f in c_files]
-    with importlib.resources.as_file(data_file("grading", BCAST_HARNESS)) as harness:
-        try:
-            return build([harness, *files], flavour, program, work=work,
-                         student=files[-1] if files else None, extra=extra, keep=list(BCAST_FUNCTIONS.values()))
-        except BuildError as exc:
-            missing = [n for n in require if f"`{BCAST_FUNCTIONS[n]}'" in str(exc)]
-            if missing:
-                raise BuildError(f"{os.path.basename(files[-1])} does not define "
-                                 f"{BCAST_FUNCTIONS[missing[0]]} (keep the skeleton's function name "
-                                 f"and signature):\n{exc}") from None
-            raise
 
 
 def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(8192,),
@@ -552,9 +372,9 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
     """
     if flavour not in BENCH_ITERS:
         raise one_of("flavour for benchmark_bcast", flavour, BENCH_ITERS)
-    unknown = [a for a in c_files if a not in BCAST_FUNCTIONS]
+    unknown = [a for a in c_files if a not in harness.BCAST_FUNCTIONS]
     if unknown:
-        raise one_of("broadcast algorithm", unknown[0], BCAST_FUNCTIONS)
+        raise one_of("broadcast algorithm", unknown[0], harness.BCAST_FUNCTIONS)
     it, wu = BENCH_ITERS[flavour]
     iters, warmup = it if iters is None else int(iters), wu if warmup is None else int(warmup)
     files = {a: os.fspath(f) for a, f in c_files.items()}
@@ -567,8 +387,8 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
         """Build ``algorithms`` together and time them (and native) at every P; False when the
         build or a launch fails and ``strict`` (the caller then times one at a time)."""
         try:
-            work = build_bcast([files[a] for a in algorithms], flavour, require=algorithms)
-        except BuildError as exc:
+            work = harness.build_bcast([files[a] for a in algorithms], flavour, require=algorithms)
+        except harness.BuildError as exc:
             if strict:
                 return False
             warnings.warn(f"{algorithms[0]} left out: {exc}")
@@ -646,8 +466,8 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
         if reference and not reference_timed:
             modes.append(["--time-reference"] + iters)
         try:
-            work = build_allgather(os.fspath(c_file), algorithm, flavour, reference=reference)
-        except BuildError as exc:
+            work = harness.build_allgather(os.fspath(c_file), algorithm, flavour, reference=reference)
+        except harness.BuildError as exc:
             warnings.warn(f"{algorithm} left out: {exc}")
             continue
         try:

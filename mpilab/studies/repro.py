@@ -26,7 +26,7 @@ results table (:mod:`mpilab.core.results`) as they come, so an interrupted study
 Under SMPI every core of the kit's platforms is its own simulated host and SimGrid groups
 ``MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`` by host; the kit builds the study's code with
 ``data/lab3/smpi_nodes.h`` so that the call groups ranks by simulated node instead (see
-:func:`mpilab.grade.runner.build`).
+:func:`mpilab.grade.harness.build`).
 
 What a simulator cannot give: run-to-run variation (SMPI is deterministic, so the R launches
 of a point are identical, see :func:`spread`), the time of the reduction arithmetic (SMPI
@@ -49,7 +49,7 @@ from tqdm import tqdm
 
 from mpilab.core import paths, results
 from mpilab.core.errors import one_of, UsageError
-from mpilab.grade import runner, sandbox
+from mpilab.grade import harness, runner, sandbox
 from mpilab.measure import driver, launch
 from mpilab.measure.driver import BenchOptions
 from mpilab.model import stats
@@ -200,7 +200,7 @@ def build_bench(allreduce_c, work=None, reduce_c=None):
 
     Raises
     ------
-    mpilab.grade.runner.BuildError
+    mpilab.grade.harness.BuildError
         A file that is missing or does not compile (the compiler's words).
     """
     sources = [os.fspath(allreduce_c)] + ([os.fspath(reduce_c)] if reduce_c else [])
@@ -212,7 +212,7 @@ def build_bench(allreduce_c, work=None, reduce_c=None):
     else:
         shutil.copy(header, work)
     with importlib.resources.as_file(_data("bench_reduce.c")) as bench:
-        return runner.build([bench, *sources], "smpi", "bench_reduce", defines, work=work,
+        return harness.build([bench, *sources], "smpi", "bench_reduce", defines, work=work,
                             smpi_nodes=True, student=allreduce_c)
 
 
@@ -426,7 +426,7 @@ def point_medians(allreduce_c, nprocs, nbytes, collective="allreduce", platform=
     ------
     AssertionError
         A launch that failed (the reason).
-    mpilab.grade.runner.BuildError
+    mpilab.grade.harness.BuildError
         A file that does not compile.
     """
     g = grid(Grid(nprocs=tuple(nprocs), sizes=(nbytes,), collectives=(collective,)))

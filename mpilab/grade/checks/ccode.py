@@ -10,7 +10,7 @@ import os
 import shutil
 import time
 
-from mpilab.grade import diagnose, runner
+from mpilab.grade import diagnose, harness, runner
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Verdict
 
@@ -25,7 +25,7 @@ def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progres
     c_file : path
         The student's file (``ring.c``, ``bruck.c``).
     algorithm : {"ring", "bruck"}
-        Which skeleton it implements (:data:`mpilab.grade.runner.STUDENT_FUNCTIONS`).
+        Which skeleton it implements (:data:`mpilab.grade.harness.STUDENT_FUNCTIONS`).
     runs : sequence of mpilab.grade.runner.Run
     timeout : float
         Limit of one launch, seconds.
@@ -42,8 +42,8 @@ def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progres
     work = None
     try:
         for flavour in flavours:
-            work = runner.build_allgather(os.fspath(c_file), algorithm, flavour, work=work)
-    except runner.BuildError as exc:
+            work = harness.build_allgather(os.fspath(c_file), algorithm, flavour, work=work)
+    except harness.BuildError as exc:
         if work:
             shutil.rmtree(work, ignore_errors=True)
         return [Case(f"{name} compiles", False, str(exc), weight=_weight(runs))]
@@ -119,7 +119,7 @@ class AllgatherVerdict(Verdict):
         failed = not all(c.passed for c in cases)
         try:
             found = diagnose.diagnose_allgather(path, self.algorithm, failed=failed)
-        except runner.BuildError:
+        except harness.BuildError:
             return None
         if found.status == "ok" and not failed:
             return None
@@ -167,7 +167,7 @@ def bcast_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
     c_file : path
         The student's file (``linear.c``, ``pipeline.c``, ...).
     algorithm : str
-        Which skeleton it implements (:data:`mpilab.grade.runner.BCAST_FUNCTIONS`).
+        Which skeleton it implements (:data:`mpilab.grade.harness.BCAST_FUNCTIONS`).
     runs : sequence of mpilab.grade.runner.Run
         Their kinds are set per algorithm and P (:func:`bcast_runs`).
 
@@ -183,8 +183,8 @@ def bcast_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT):
     work = None
     try:
         for flavour in flavours:
-            work = runner.build_bcast([os.fspath(c_file)], flavour, work=work, require=algorithm)
-    except runner.BuildError as exc:
+            work = harness.build_bcast([os.fspath(c_file)], flavour, work=work, require=algorithm)
+    except harness.BuildError as exc:
         if work:
             shutil.rmtree(work, ignore_errors=True)
         return [Case(f"{name} compiles", False, str(exc), weight=weight)]

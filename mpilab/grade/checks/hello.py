@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 
-from mpilab.grade import runner
+from mpilab.grade import harness, runner
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Verdict
 from mpilab.simulate import platforms
@@ -87,8 +87,8 @@ def hello_cases(c_file, runs, timeout=runner.RUN_TIMEOUT):
     work = None
     try:
         for flavour in sorted({r.flavour for r in runs}, key=lambda f: f == "smpi"):
-            work = runner.build([os.fspath(c_file)], flavour, programs[flavour], work=work)
-    except runner.BuildError as exc:
+            work = harness.build([os.fspath(c_file)], flavour, programs[flavour], work=work)
+    except harness.BuildError as exc:
         if work:
             shutil.rmtree(work, ignore_errors=True)
         return [Case(f"{name} compiles", False, str(exc), weight=2.0 * len(runs))]

@@ -16,7 +16,7 @@ import os
 import shutil
 
 from mpilab.core.errors import one_of
-from mpilab.grade import runner
+from mpilab.grade import harness, runner
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Verdict
 
@@ -68,16 +68,16 @@ def build(c_file, function, harness_kind, flavours, work=None, own_messages=Fals
 
     Raises
     ------
-    mpilab.grade.runner.BuildError
+    mpilab.grade.harness.BuildError
         When the file is missing or does not compile (the compiler's words).
     """
     if harness_kind not in (1, 2, 3):
         raise one_of("harness kind", harness_kind, (1, 2, 3))
     defines = [f"STUDENT_FN={function}", f"KIND={harness_kind}"] + (["OWN_MESSAGES"] if own_messages else [])
-    with importlib.resources.as_file(runner.data_file("grading", HARNESS)) as harness:
+    with importlib.resources.as_file(harness.data_file("grading", HARNESS)) as source:
         for flavour in sorted(set(flavours), key=lambda f: f == "smpi"):
             program = "check_reduce" + ("_smpi" if flavour == "smpi" else "")
-            work = runner.build([harness, os.fspath(c_file)], flavour, program, defines, work=work,
+            work = harness.build([source, os.fspath(c_file)], flavour, program, defines, work=work,
                                 smpi_nodes=True, student=c_file, keep=[function])
     return work
 
@@ -116,7 +116,7 @@ def harness_cases(c_file, function, harness_kind, runs, timeout=runner.RUN_TIMEO
     kinds = kinds_of(harness_kind)
     try:
         work = build(c_file, function, harness_kind, {r.flavour for r in runs}, own_messages=own_messages)
-    except runner.BuildError as exc:
+    except harness.BuildError as exc:
         return [Case(f"{name} compiles", False, str(exc), weight=weight(runs, kinds))]
     try:
         return runner.run_cases(work, "check_reduce", runs, kinds, timeout=timeout, progress=progress)

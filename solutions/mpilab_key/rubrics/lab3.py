@@ -8,7 +8,8 @@ from mpilab.grade.cases import Case
 from mpilab.grade.checks import missing, plots, reductions
 from mpilab.grade.checks.costs import CostVerdict
 from mpilab.grade.labs.lab3 import VISIBLE_RUNS
-from mpilab.grade.runner import BuildError, Run, SMALL_CLUSTER
+from mpilab.grade.harness import BuildError
+from mpilab.grade.runner import Run, SMALL_CLUSTER
 from mpilab.model import costs
 from mpilab.studies import repro
 
