@@ -166,7 +166,7 @@ def run_case(work, code, run, timeout):
         sends, res = _launch(work, code, run, timeout * SLOW_START_FACTOR)
         if res.timed_out and _started(res) < run.nprocs:
             return Case(title, False, f"only {_started(res)} of {run.nprocs} ranks started "
-                        f"within {timeout * SLOW_START_FACTOR:.0f} s, twice: the grading machine was too "
+                        f"within {timeout * SLOW_START_FACTOR:.3g} s, twice: the grading machine was too "
                         "busy, not your cell (ask for a regrade)", hidden=run.hidden)
     recv, errors = _handed_back(work, "recv", run.nprocs), _handed_back(work, "error", run.nprocs)
     if errors:
