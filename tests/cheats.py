@@ -89,6 +89,48 @@ for _pid in (os.getppid(), 1):
 }
 
 
+#: Techniques in the C files (labs 2, 3 and 6): what each does to every skeleton; their notebook
+#: is the cut-down release with dummies and no cell of the student's own.
+C_TECHNIQUES = {
+    # where the function's code goes: print a passing line for every kind of case any harness
+    # runs, then end the program before the harness says anything
+    "c_forged": lambda src: _at_first_code(src, """
+    int _rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &_rank);
+    if (_rank == 0) {
+        static const char *kinds[] = {"int", "char", "double", "in-place", "sub-communicator",
+                                      "root", "segments", "prime-count"};
+        for (int k = 0; k < 8; k++)
+            printf("CASE %s count=1\\tPASS\\n", kinds[k]);
+        fflush(stdout);
+    }
+    _exit(0);
+"""),
+    # stand in for the MPI_Allreduce a harness uses to learn whether any rank failed: "none did"
+    "c_interposed": lambda src: """#include <mpi.h>
+int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    (void)s; (void)t; (void)op; (void)comm;
+    for (int i = 0; i < n; i++) ((int *)r)[i] = 1 << 30;
+    return MPI_SUCCESS;
+}
+""" + src,
+}
+
+
+def _at_first_code(src, code):
+    """``src`` with its first ``YOUR CODE HERE`` line replaced by ``code`` (and the headers it needs)."""
+    lines = src.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if "YOUR CODE HERE" in line)
+    lines[at] = code
+    return "#include <stdio.h>\n#include <unistd.h>\n" + "".join(lines)
+
+
+def cheating_c_files(skeletons, technique):
+    """{name: text} of every skeleton of a lab with the C technique applied."""
+    return {name: C_TECHNIQUES[technique](path.read_text()) for name, path in skeletons.items()}
+
+
 def _root_names(expr):
     return [n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)]
 
@@ -125,7 +167,7 @@ def _dummies(names):
 def cheating_notebook(lab, technique):
     """The released notebook of ``lab`` with the technique's cell (see the module's docstring)."""
     nb = released_notebook(lab)
-    code = TECHNIQUES[technique]
+    code = TECHNIQUES.get(technique, "") if technique in C_TECHNIQUES else TECHNIQUES[technique]
     kept, first_code = [], True
     for cell in nb["cells"]:
         meta = cell["metadata"].get("nbgrader", {})

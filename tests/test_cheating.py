@@ -1,7 +1,7 @@
 """Issue 14's cheating suite: every technique scores 0 on every lab, end to end with scripts/grade.sh.
 
 Per lab, one course: a cheating submission per technique (tests/cheats.py; the C files are the
-untouched skeletons) and, graded after them, a victim: the solution as ``zz_solution`` for lab 2
+untouched skeletons, but for the C techniques of the labs whose C a harness calls) and, graded after them, a victim: the solution as ``zz_solution`` for lab 2
 (it keeps full marks), the untouched release as ``zz_untouched`` for the others (it keeps 0: what
 the issue saw was a release that scored after a cheat wrote into the kit). The cheats score 0 on
 every automatic cell, and the kit's files, the answer key, the course's config and the victim's
@@ -13,7 +13,7 @@ import shutil
 import subprocess
 
 import pytest
-from cheats import TECHNIQUES, cheating_notebook, tree_digest
+from cheats import C_TECHNIQUES, TECHNIQUES, cheating_c_files, cheating_notebook, tree_digest
 from course import ROOT, Course, released_notebook, solved_notebook
 
 #: The lab whose victim is the solution (the others' victim is the untouched release).
@@ -27,6 +27,7 @@ SAYS = {
     "builtins": "mpilab grader: 0 of",
     "libraries": "mpilab grader: 0 of",
     "writes": "mpilab grader: 0 of",
+    "c_forged": "without the harness's seal counted for nothing",
 }
 
 
@@ -56,6 +57,16 @@ def cheating_scores_nothing(tmp_path, lab):
     techniques = [t for t in TECHNIQUES if t != "kill" or _pid_namespaces()]
     for t in techniques:
         course.submit(f"cheat_{t}", lab, cheating_notebook(lab, t), skeletons)
+    # the C techniques, where the student's C is a function a harness calls (not lab 0's hello)
+    if set(skeletons) - {"hello.c"}:
+        for t in C_TECHNIQUES:
+            files = {}
+            for name, text in cheating_c_files(skeletons, t).items():
+                files[name] = tmp_path / t / name
+                files[name].parent.mkdir(exist_ok=True)
+                files[name].write_text(text)
+            course.submit(f"cheat_{t}", lab, cheating_notebook(lab, t), files)
+            techniques.append(t)
     if lab == SOLVED_VICTIM:
         name, expected = "zz_solution", None
         victim = course.submit(name, lab, solved_notebook(lab), solutions)
