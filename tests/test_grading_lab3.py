@@ -209,4 +209,4 @@ def test_key_two_level_reduce_every_root():
 
 def test_the_harness_is_shipped():
     with importlib.resources.as_file(harness.data_file("grading", reductions.HARNESS)) as f:
-        assert "CASE %s\\tPASS" in Path(f).read_text()
+        assert "sealed_case(current, msg)" in Path(f).read_text()

@@ -99,8 +99,13 @@ def build(sources, flavour, program, defines=(), work=None, smpi_nodes=False, st
     cmd += [f"-D{d}" for d in defines] + list(extra) + ["-o", program]
     res = sandbox.run(cmd, cwd=work, timeout=timeout)
     if not res.ok:
-        raise BuildError(f"{student} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
+        raise _not_compiled(student, flavour, res)
     return work
+
+
+def _not_compiled(name, flavour, res):
+    """The BuildError of a failed compiler run: the compiler's last words."""
+    return BuildError(f"{name} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
 
 
 #: Sections whose code runs before ``main``: constructors.
@@ -113,7 +118,7 @@ def seal_object(work, cc, name, keep, flavour, timeout):
     obj = f"{os.path.splitext(name)[0]}.student.o"
     res = sandbox.run(cc + ["-c", name, "-o", obj], cwd=work, timeout=timeout)
     if not res.ok:
-        raise BuildError(f"{name} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
+        raise _not_compiled(name, flavour, res)
     res = sandbox.run(["readelf", "-S", "-W", obj], cwd=work, timeout=timeout)
     found = _BEFORE_MAIN.search(res.stdout)
     if not res.ok or found:

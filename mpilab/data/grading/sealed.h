@@ -124,13 +124,27 @@ static int sealed_line(const char *line, char *out, size_t cap)
     return snprintf(out, cap, "%s\t%016llx\n", line, (unsigned long long)h);
 }
 
-/* Print one sealed line on stdout, at once. */
-static void sealed_print(const char *line)
+/* Print the sealed CASE line of the case `current`: PASS when msg is empty, else FAIL and msg. */
+static void sealed_case(const char *current, const char *msg)
 {
-    char out[1024];
+    char line[1024], out[1048];
+    if (msg[0])
+        snprintf(line, sizeof line, "CASE %s\tFAIL\t%s", current, msg);
+    else
+        snprintf(line, sizeof line, "CASE %s\tPASS", current);
     sealed_line(line, out, sizeof out);
     fputs(out, stdout);
     fflush(stdout);
+}
+
+/* From a SIGALRM handler: write the sealed TIMEOUT line of the case `current` and exit with 3. */
+static void sealed_timeout(const char *current)
+{
+    char line[256], out[280];
+    snprintf(line, sizeof line, "CASE %s\tTIMEOUT", current);
+    int len = sealed_line(line, out, sizeof out);
+    if (write(STDOUT_FILENO, out, (size_t)len) < 0) _exit(3);
+    _exit(3);
 }
 
 #endif
