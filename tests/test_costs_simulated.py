@@ -1,7 +1,7 @@
 """α-β costs of mpilab.model.costs against SimGrid on contention-free platforms.
 
-Platform (:func:`mpilab.simulate.platforms.alpha_beta_xml`): one host per rank, every message costs
-α + β·bytes (α = 10 µs, β = 0.001 µs/B), SMPI factors 1, and every send completes when its
+Platform (:func:`mpilab.simulate.platform_xml.alpha_beta_xml`): one host per rank, every message
+costs α + β·bytes (α = 10 µs, β = 0.001 µs/B), SMPI factors 1, and every send completes when its
 data has arrived (``smpi/send-is-detached-thresh`` 0), so an exchange costs α + β·max(bytes).
 ``pairs`` gives every pair of ranks a private link (nothing shared); ``single`` gives each rank
 one outgoing and one incoming link (single-port model: a rank's concurrent messages share them).
@@ -42,7 +42,7 @@ import pytest
 
 from mpilab.measure import collbench, forcing, launch
 from mpilab.model import costs
-from mpilab.simulate import platforms
+from mpilab.simulate import platform_xml
 
 ALPHA, BETA = 10.0, 1e-3
 NPROCS = (2, 3, 4, 5, 8, 12, 16)
@@ -60,7 +60,7 @@ def simulate(built_flavour, tmp_path_factory):
     d = tmp_path_factory.mktemp("alpha-beta")
 
     def run(coll, algo, p, ports="pairs", sizes=SIZES, library=False):
-        xml = platforms.alpha_beta_platform(p, ALPHA, BETA, d / f"{ports}-{p}.xml", ports)
+        xml = platform_xml.alpha_beta_platform(p, ALPHA, BETA, d / f"{ports}-{p}.xml", ports)
         lau = launch.get_launcher("smpi", platform=str(xml))
         if library:
             rows = forcing.measure(lau, coll, algo, p, sizes=sizes, timeout=300, **ITERS)
@@ -76,7 +76,7 @@ def relative_errors(df, coll, algo):
     return (df["maxrank_avg_us"].to_numpy() - model) / model
 
 
-@pytest.mark.parametrize("ports", platforms.PORTS)
+@pytest.mark.parametrize("ports", platform_xml.PORTS)
 @pytest.mark.parametrize("algo", ["ring", "bruck", "pairwise"])
 def test_kit_allgather_is_its_cost(simulate, algo, ports):
     for p in NPROCS:

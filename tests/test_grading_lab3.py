@@ -22,7 +22,7 @@ from mpilab.grade import harness, runner, sandbox, sealed
 from mpilab.grade.checks import reductions
 from mpilab.grade.labs import lab3
 from mpilab.grade.runner import Run, SMALL_CLUSTER
-from mpilab.simulate import platforms
+from mpilab.simulate import platform_xml, platforms
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "grading"
@@ -173,7 +173,7 @@ def test_split_type_on_simulated_nodes(tmp_path):
         # (in the run's working directory, as the grader writes its own: a confined run sees
         # nothing else of /tmp)
         other = Path(work) / "flat.xml"
-        other.write_text(platforms.render_xml(platforms.Spec("x", 1, 1, 4)).replace("x00-s0-c0", "cpu"))
+        other.write_text(platform_xml.render_xml(platforms.Spec("x", 1, 1, 4)).replace("x00-s0-c0", "cpu"))
         sizes, _ = _split_sizes(work, "nodes", 4, str(other), "core")
         assert sizes == [1] * 4
     finally:

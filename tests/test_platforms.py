@@ -8,7 +8,7 @@ from mpilab import cli
 from mpilab.core import results, units
 from mpilab.measure import pingpong
 from mpilab.model import p2p
-from mpilab.simulate import calibration, clusters, platforms, routes
+from mpilab.simulate import calibration, clusters, platform_xml, platforms, routes
 from mpilab.studies.calibration import check_calibration
 from mpilab.core.errors import UsageError
 from mpilab.model.fits import segmented_fit
@@ -48,8 +48,8 @@ def test_thin_like_and_jupiter_like_sizes(tmp_path):
     assert "THIN-like" in info["description"]
     assert platforms.platform_info("jupiter-64x16")["cores"] == 1024
     assert platforms.placement("jupiter-64x16", 1024)[-1] == "jupiter63-s0-c15"
-    xml = platforms.render_xml(platforms._spec("thin-like-3"))
-    assert xml == platforms.render_xml(platforms._spec("orfeo-thin-3")).replace(
+    xml = platform_xml.render_xml(platforms._spec("thin-like-3"))
+    assert xml == platform_xml.render_xml(platforms._spec("orfeo-thin-3")).replace(
         platforms._spec("orfeo-thin-3").description, platforms._spec("thin-like-3").description)
     with pytest.raises(UsageError, match="for more nodes of THIN's kind use thin-like-11"):
         platforms.platform_file("orfeo-thin-11")
@@ -251,19 +251,19 @@ def test_calibrate_bad_input(tmp_path):
 
 
 def test_alpha_beta_platform(tmp_path):
-    x = platforms.alpha_beta_xml(3, 10.0, 1e-3)
+    x = platform_xml.alpha_beta_xml(3, 10.0, 1e-3)
     assert x.count("<link ") == 3 and x.count("<route ") == 3 and 'FATPIPE' in x
     assert '<prop id="smpi/send-is-detached-thresh" value="0"/>' in x
-    s = platforms.alpha_beta_xml(3, 10.0, 1e-3, ports="single")
+    s = platform_xml.alpha_beta_xml(3, 10.0, 1e-3, ports="single")
     assert s.count("<link ") == 6 and s.count("<route ") == 6 and 'latency="5us"' in s
-    p = platforms.alpha_beta_platform(4, 2.0, 1e-4, tmp_path / "ab.xml")
+    p = platform_xml.alpha_beta_platform(4, 2.0, 1e-4, tmp_path / "ab.xml")
     assert platforms.placement(str(p), 4, "node") == platforms.placement(str(p), 4, "core")
     with pytest.raises(UsageError, match="unknown ports 'three'"):
-        platforms.alpha_beta_xml(3, 1, 1, ports="three")
+        platform_xml.alpha_beta_xml(3, 1, 1, ports="three")
     with pytest.raises(UsageError, match="need alpha >= 0 and beta > 0"):
-        platforms.alpha_beta_xml(3, 1, 0)
+        platform_xml.alpha_beta_xml(3, 1, 0)
     with pytest.raises(UsageError, match="2..512, not 1"):
-        platforms.alpha_beta_xml(1, 1, 1)
+        platform_xml.alpha_beta_xml(1, 1, 1)
 
 
 def test_cli_calibrate(built_flavour, tmp_path, capsys):
@@ -294,7 +294,7 @@ def test_shipped_files_are_what_the_generator_writes():
     """mpilab/data/platforms is regenerated (python -m mpilab.simulate.platforms) whenever the model changes."""
     for name in platforms._SHIPPED:
         shipped = (platforms.DATA_DIR / f"{name}.xml").read_text()
-        assert shipped == platforms.render_xml(platforms._spec(name)), \
+        assert shipped == platform_xml.render_xml(platforms._spec(name)), \
             f"{name}.xml is stale: run python -m mpilab.simulate.platforms"
 
 

@@ -27,7 +27,7 @@ from mpilab.core.vocabulary import COMPILERS, MPIRUN
 from mpilab.grade import harness, outcome, sandbox, sealed
 from mpilab.grade.cases import Case
 from mpilab.measure import launch
-from mpilab.simulate import platforms
+from mpilab.simulate import platform_xml, platforms
 
 #: Wall-time limit of one run, seconds (MPILAB_RUN_TIMEOUT overrides).
 RUN_TIMEOUT = float(os.environ.get("MPILAB_RUN_TIMEOUT", "30"))
@@ -76,7 +76,7 @@ def smpi_platform(platform, work):
     if not os.path.exists(path):
         spec = platforms.Spec("lab", 3, 1, 3, description="lab 3 checks: 3 nodes x 3 cores")
         with open(path, "w") as f:
-            f.write(platforms.render_xml(spec))
+            f.write(platform_xml.render_xml(spec))
     return path
 
 

@@ -21,7 +21,7 @@ Reduction arithmetic is not counted (no γ term). Costs are contention-free in t
 the single-port model: a rank sends one message and receives one at a time, and α is paid per
 message (so a root that sends p - 1 messages pays (p - 1)·α). ``tests/test_costs_simulated.py``
 checks the kit's allgathers (and some library algorithms) against SMPI on
-:func:`mpilab.simulate.platforms.alpha_beta_xml` platforms and says where a simulator without
+:func:`mpilab.simulate.platform_xml.alpha_beta_xml` platforms and says where a simulator without
 per-message overhead overlaps those α.
 
 Examples

@@ -11,7 +11,7 @@ card (``lat_nic``, and ``bw_switch`` for all the node's flows in each direction)
 pair of ranks gets between nodes (``bw_nic``) and the time to cross one switch
 (``lat_switch``), and the base's SMPI settings: its per-message overheads (``smpi/os``,
 ``smpi/or``, ``smpi/ois``) and eager limit (``smpi/send-is-detached-thresh``), written by
-:func:`mpilab.simulate.platforms.smpi_config`. Two nodes under one switch are therefore two
+:func:`mpilab.simulate.platform_xml.smpi_config`. Two nodes under one switch are therefore two
 nodes of the base: a message between them costs the base's one-way time between nodes
 (overheads, both cards, one switch, the envelope), and every further switch or router adds
 ``lat_switch``. The file also carries the base's physical parameters with their sources.
@@ -52,7 +52,7 @@ from pathlib import Path
 import pandas as pd
 
 from mpilab.core.errors import UsageError
-from mpilab.simulate import platforms
+from mpilab.simulate import platform_xml, platforms
 
 #: Most nodes a generated network may have (every pair of hosts gets a route in the file).
 MAX_NODES = 256
@@ -107,14 +107,14 @@ def _label(label, default):
 def _render(label, prefix, nodes, base, spec, rows, links, route):
     """The XML of a cluster of ``nodes`` one-rank hosts whose routes between nodes ``route``
     gives (a list of ``(link id, direction or None)``), between each host's port, memory and card,
-    as on the base platform (:func:`mpilab.simulate.platforms.render_xml`)."""
-    lat, bw = platforms._lat, platforms._bw   # the platform files' units
+    as on the base platform (:func:`mpilab.simulate.platform_xml.render_xml`)."""
+    lat, bw = platform_xml.latency_text, platform_xml.bandwidth_text   # the platform files' units
     physical = [r for r in spec.sources if r[0] not in _SHAPE]   # the base's, with their sources
-    out = platforms._xml_head(f"{label}, one rank per node, on the parameters of {base} "
-                              f"({spec.description})", platforms.smpi_config(spec), physical,
-                              generator="mpilab.simulate.topologies",
-                              notes=platforms.parameter_notes(rows, "mpilab.simulate.topologies"))
-    hosts = [platforms.host_name(prefix, i, 0, 0) for i in range(nodes)]
+    out = platform_xml.xml_head(
+        f"{label}, one rank per node, on the parameters of {base} ({spec.description})",
+        platform_xml.smpi_config(spec), physical, generator="mpilab.simulate.topologies",
+        notes=platform_xml.parameter_notes(rows, "mpilab.simulate.topologies"))
+    hosts = [platform_xml.host_name(prefix, i, 0, 0) for i in range(nodes)]
     for i, h in enumerate(hosts):
         out.append(f'  <host id="{h}" speed="{spec.speed}" core="1"/>')
         out.append(f'  <link id="port-{h}" bandwidth="{bw(spec.bw_port)}" latency="0us" sharing_policy="SPLITDUPLEX"/>')

@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from mpilab.core.errors import UsageError
-from mpilab.simulate.platforms import _cache_dir, _spec, _write_text, render_xml
+from mpilab.simulate.platform_xml import render_xml
+from mpilab.simulate.platforms import _cache_dir, _spec, _write_text
 
 #: Simulated seconds of burst profile written per link (the profile then repeats).
 PROFILE_SECONDS = 2.0
