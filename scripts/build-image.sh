@@ -175,6 +175,14 @@ MSG
     mkdir -p "$ctx/image"
     cp -a "$repo/containers/image/." "$ctx/image/"
     cp "$repo/containers/README.md" "$ctx/image/README.md"
+    # the kit's JupyterLab extension (labext/), as make setup built it with Node.js and npm
+    if [ -f "$repo/build/labextension/mpilab-saved-check/package.json" ]; then
+        mkdir -p "$ctx/image/labextension"
+        cp -a "$repo/build/labextension/mpilab-saved-check" "$ctx/image/labextension/"
+    else
+        echo "build-image: no build/labextension/mpilab-saved-check (make setup builds it when Node.js and npm are there):"
+        echo "build-image: the image's JupyterLab will not warn when a lab's file has unsaved edits"
+    fi
     cp "$base.inputs" "$ctx/base.inputs"          # the layer below is an input too
     local student="$images/mpilab-$flavour.sif"
     build "$student" "$repo/containers/mpilab-student.def" "$ctx" "BASE_IMAGE=$base"

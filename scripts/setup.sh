@@ -4,6 +4,7 @@
 #   scripts/setup.sh            everything (what `make demo` and `make test` run first)
 #   scripts/setup.sh system     only the Debian/Ubuntu packages of scripts/packages.txt
 #   scripts/setup.sh venv       only the .venv with the mpilab package
+#   scripts/setup.sh labext     only the JupyterLab extension (labext/; needs Node.js and npm)
 #
 # System packages are installed with apt-get when we are root (or have password-less
 # sudo); otherwise the script prints the exact command to run and stops.
@@ -76,9 +77,50 @@ setup_venv() {
     echo "$want" > "$stamp"
 }
 
+# The kit's JupyterLab extension (labext/): a notebook that runs a cell while a file of its lab
+# folder has unsaved edits in an editor says so. Built with Node.js and npm into
+# build/labextension/ and copied where the .venv's JupyterLab looks for prebuilt extensions. The
+# kit works without it (the checks then only print which saved version they test), so a machine
+# without npm, or a build that fails, gets a message and no error.
+setup_labext() {
+    local built="$ROOT/build/labextension/mpilab-saved-check"
+    local target="$VENV/share/jupyter/labextensions/mpilab-saved-check"
+    local stamp="$VENV/.mpilab-labext" want
+    want="$(cat "$ROOT/labext/package.json" "$ROOT/labext/package-lock.json" "$ROOT"/labext/src/*.js | sha256sum | cut -c1-16)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$target/package.json" ]; then
+        say "JupyterLab extension: up to date ($target)"
+        return 0
+    fi
+    if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+        say "Node.js and npm are not installed: JupyterLab will not warn when a lab's file has unsaved edits"
+        say "(install Node.js 20.19 or later with npm, then run make setup again)"
+        return 0
+    fi
+    # the builder (@jupyter/builder, with rspack) runs on Node.js ^20.19 or >= 22.12
+    if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+                  process.exit((a === 20 && b >= 19) || (a === 22 && b >= 12) || a > 22 ? 0 : 1)'; then
+        say "Node.js $(node --version) is too old to build the kit's JupyterLab extension (needs ^20.19 or >= 22.12):"
+        say "JupyterLab will not warn when a lab's file has unsaved edits"
+        return 0
+    fi
+    say "building the JupyterLab extension mpilab-saved-check (labext/, npm ci + jupyter-builder)"
+    mkdir -p "$ROOT/build"
+    if ! (cd "$ROOT/labext" && npm ci --no-audit --no-fund --loglevel=error >/dev/null \
+            && PATH="$VENV/bin:$PATH" npm run --silent build >"$ROOT/build/labextension.log" 2>&1); then
+        say "the JupyterLab extension did not build (npm's registry unreachable? see build/labextension.log);"
+        say "JupyterLab will not warn about unsaved files until make setup builds it"
+        return 0
+    fi
+    rm -rf "$target"
+    mkdir -p "$(dirname "$target")"
+    cp -R "$built" "$target"
+    echo "$want" > "$stamp"
+}
+
 case "${1:-all}" in
     system) setup_system ;;
     venv) setup_venv ;;
-    all) setup_system; setup_venv ;;
-    *) echo "setup.sh: unknown step '$1'; valid: all, system, venv" >&2; exit 2 ;;
+    labext) setup_labext ;;
+    all) setup_system; setup_venv; setup_labext ;;
+    *) echo "setup.sh: unknown step '$1'; valid: all, system, venv, labext" >&2; exit 2 ;;
 esac

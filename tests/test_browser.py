@@ -202,3 +202,65 @@ def test_explorer_redraws_when_a_slider_moves(jupyter_lab, tmp_path):
     assert float(alpha_after) > float(alpha_before)
     assert "cannot draw" not in drawn
     assert before.startswith("data:image/png") and after.startswith("data:image/png") and after != before
+
+
+#: The marker the unsaved-edit test types into ring.c's editor.
+UNSAVED_EDIT = "/* an edit not yet saved */"
+
+
+def node_builds_extensions():
+    """Whether this machine can build the kit's JupyterLab extension, as scripts/setup.sh decides:
+    npm, and a Node.js the builder runs on (^20.19 or >= 22.12)."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        return False
+    version = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout
+    major, minor = (int(x) for x in version.lstrip("v").split(".")[:2])
+    return (major == 20 and minor >= 19) or (major == 22 and minor >= 12) or major > 22
+
+
+@pytest.mark.skipif(not node_builds_extensions(),
+                    reason="no npm, or Node.js older than 20.19: make setup cannot build the kit's JupyterLab extension")
+def test_a_check_warns_when_the_c_file_has_unsaved_edits(jupyter_lab, tmp_path):
+    """Lab 2 in JupyterLab: edit ring.c in the editor without saving and run the ring check. The
+    check tests the file on disk; the kit's JupyterLab extension (labext/) says that the file has
+    unsaved edits, and its button saves them. Screenshots: test-output/browser/unsaved-warning.png
+    (the warning), unsaved-saved.png (after its button)."""
+    extension = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "mpilab-saved-check"
+    assert (extension / "package.json").is_file(), \
+        f"{extension} is missing although npm is installed: see what `scripts/setup.sh labext` prints"
+    ring = tmp_path / "labs" / "lab2" / "ring.c"
+    saved = ring.read_text()
+    with notebook_page(jupyter_lab, "lab2/lab2.ipynb", "unsaved-saved.png") as (sync_api, page):
+        notebook_tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="lab2.ipynb")
+        # open ring.c from the file browser (it shows lab2/) and type into it without saving
+        page.locator(".jp-DirListing-item", has_text="ring.c").first.dblclick()
+        editor = page.locator(".jp-FileEditor .cm-content")
+        editor.wait_for(timeout=60_000)
+        editor.click()
+        page.keyboard.press("Control+End")
+        page.keyboard.type("\n" + UNSAVED_EDIT + "\n")
+        sync_api.expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-dirty",
+                                     has_text="ring.c")).to_be_visible(timeout=10_000)
+        notebook_tab.click()
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        run_cell(sync_api, page, cells.filter(has_text="labs.checker").first)
+        check = cells.filter(has_text='check("ring_correct")').first
+        run_cell(sync_api, page, check)
+        # each cell run replaces the warning: the one not sliding out is this cell's
+        toast = page.locator(".Toastify__toast:not([class*='exit'])", has_text="ring.c has unsaved edits")
+        sync_api.expect(toast).to_be_visible(timeout=30_000)
+        warning = toast.inner_text()
+        page.wait_for_timeout(1000)               # the toast slides in
+        page.screenshot(path=str(ROOT / "test-output" / "browser" / "unsaved-warning.png"))
+        # the check itself ran on the saved skeleton, and says which version it tested
+        page.get_by_text(KERNEL_IDLE).first.wait_for(timeout=240_000)
+        sync_api.expect(check.locator(".jp-OutputArea")).to_contain_text(
+            "as last saved", timeout=30_000)
+        assert ring.read_text() == saved          # nothing saved the edit behind the student's back
+        toast.get_by_role("button", name="Save ring.c").click()
+        deadline = time.monotonic() + 30
+        while UNSAVED_EDIT not in ring.read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    assert "this cell used the saved file, not your editor's" in warning and "Ctrl+S" in warning
+    assert "…" not in warning, f"JupyterLab cut the warning short: {warning!r}"
+    assert UNSAVED_EDIT in ring.read_text(), "the warning's Save button did not save ring.c"

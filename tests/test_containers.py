@@ -169,6 +169,9 @@ def test_test_section_passes_and_labels_name_what_is_inside(image, flavour, vari
     sif = image(flavour, variant)
     proc = run(["apptainer", "test", sif], timeout=900)
     assert f"mpilab {flavour} {variant} image: test passed" in proc.stdout
+    if (REPO / "build" / "labextension" / "mpilab-saved-check" / "package.json").is_file():
+        # the host built the kit's JupyterLab extension: %test found it enabled in the image
+        assert "no mpilab-saved-check extension" not in proc.stdout
     lab = labels(sif)
     assert lab["org.mpilab.flavour"] == flavour and lab["org.mpilab.variant"] == variant
     assert lab["org.mpilab.mpi.version"] == host_mpi_version(flavour)

@@ -164,6 +164,8 @@ def test_a_visible_check_says_which_saved_version_it_tests(tmp_path, capsys, mon
     assert ccode.saved_note(ring, now=saved + 42) == (
         f"checking {ring} as last saved at {time.strftime('%H:%M:%S', time.localtime(saved))} (42 s ago); "
         "an edit made since and not saved (Ctrl+S in its editor) is not checked")
+    assert "(3 h ago)" in ccode.saved_note(ring, now=saved + 3 * 3600 + 59)
+    assert "(12 min ago)" in ccode.saved_note(ring, now=saved + 12 * 60 + 5)
     assert ccode.saved_note(tmp_path / "bruck.c") == f"{tmp_path / 'bruck.c'}: no such file next to this notebook"
     monkeypatch.chdir(tmp_path)
     found = lab2.CELLS["ring_correct"].visible()

@@ -76,4 +76,11 @@ for prog in osu_reduce osu_allgather; do
 done
 $mpirun -np 2 python -c "from mpi4py import MPI; c = MPI.COMM_WORLD; assert c.Get_size() == 2, c.Get_size(); assert '$library' in MPI.Get_library_version()"
 python -c 'import numpy, matplotlib, jupyterlab, nbgrader, ipyparallel, mpi4py, mpilab'
+# the kit's JupyterLab extension (the unsaved-files warning), when the build had it
+if [ -d "$here/labextension/mpilab-saved-check" ]; then
+    jupyter labextension list 2>&1 | grep -q 'mpilab-saved-check v[0-9.]* .*enabled.*OK' \
+        || fail "jupyter labextension list does not show mpilab-saved-check enabled and OK"
+else
+    echo "image test: no mpilab-saved-check extension in this build (the host had no Node.js/npm)"
+fi
 echo "mpilab $flavour $variant image: test passed"

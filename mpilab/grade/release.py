@@ -25,12 +25,12 @@ from mpilab.core.errors import UsageError
 #: What the student tree holds, relative to the repository's root (folders are copied whole,
 #: but for :data:`LEFT_OUT`).
 SHIPPED = ("README.md", "Makefile", "pyproject.toml", "environment.yml", ".gitignore",
-           "mpilab", "c_reference", "labs", "docs", "slurm_templates", "containers",
+           "mpilab", "c_reference", "labs", "labext", "docs", "slurm_templates", "containers",
            "scripts/setup.sh", "scripts/build-image.sh", "scripts/local-slurm.sh",
            "scripts/packages.txt")
 #: Never shipped, wherever they are: build products, caches, notebooks' checkpoints.
 LEFT_OUT = ("build", "__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info", "*.sif",
-            "test-output", ".pytest_cache")
+            "test-output", ".pytest_cache", "node_modules")
 #: The instructor's side: never in the student tree.
 INSTRUCTOR_SIDE = ("solutions", "grader", "tests", ".ci", "scripts/grade.sh")
 

@@ -58,7 +58,8 @@ def saved_note(c_file, now=None):
 
     The check reads the file on disk; an edit still open in JupyterLab's editor and not saved
     is not in it. The kernel cannot see the editor's buffer, so the check says when the file was
-    last saved, and the student can compare that with their last edit.
+    last saved (and the kit's JupyterLab extension, labext/, warns on the page when a file of the
+    lab has unsaved edits).
     """
     path = os.fspath(c_file)
     try:
@@ -66,8 +67,9 @@ def saved_note(c_file, now=None):
     except OSError:
         return f"{path}: no such file next to this notebook"
     ago = max(0, round((time.time() if now is None else now) - saved))
-    when = time.strftime("%H:%M:%S", time.localtime(saved))
-    return (f"checking {path} as last saved at {when} ({ago} s ago); an edit made since and not "
+    when = time.strftime("%H:%M:%S" if ago < 86400 else "%Y-%m-%d %H:%M", time.localtime(saved))
+    age = (f"{ago} s" if ago < 120 else f"{ago // 60} min" if ago < 7200 else f"{ago // 3600} h")
+    return (f"checking {path} as last saved at {when} ({age} ago); an edit made since and not "
             "saved (Ctrl+S in its editor) is not checked")
 
 
