@@ -2,7 +2,7 @@
  *
  * The node of a rank is read from the name of its simulated host: the kit's platforms name
  * the host of core c on socket s of node n "<prefix><n>-s<s>-c<c>" (e.g. jupiter07-s0-c13,
- * mpilab.platforms.host_name), and MPI_Get_processor_name returns that name under SMPI.
+ * mpilab.simulate.platform_xml.host_name), and MPI_Get_processor_name returns that name under SMPI.
  * Ranks are grouped by <prefix><n> with MPI_Comm_split, ordered by key as the standard says.
  * A host whose name does not follow that pattern (a user's platform file) is a node of its
  * own, which is exactly what SimGrid's own MPI_Comm_split_type does, so it is called then.

@@ -1,6 +1,6 @@
 /* smpi_nodes.h — give lab-3 code the simulated cluster's nodes under SMPI.
  *
- * The kit's SimGrid platforms make every core its own simulated host (mpilab.platforms), and
+ * The kit's SimGrid platforms make every core its own simulated host (mpilab.simulate.platforms), and
  * SimGrid 3.32's MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) groups the ranks of one *host*:
  * there every rank gets a communicator of its own, and a node-aware algorithm would see
  * p nodes of one rank. When mpilab builds lab-3 code for SMPI it force-includes this header
