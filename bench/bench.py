@@ -406,14 +406,14 @@ def scale_part(args, outdir):
                 cmd = runner.command(exe, cb_args(algo, coll, sizes=(1 << 20, 1 << 20), iters=1,
                                                    warmup=0), p)
                 say(f"scale: {platform} P={p} {coll} {algo}")
-                rc, out, err, wall, peak = measured_run(cmd, args.timeout)
+                rc, out, err, wall, peak = measured_run(cmd, args.scale_timeout)
                 runner._cleanup()
                 save(outdir, f"scale-{platform}-p{p}-{coll}-{algo}.csv", out + err)
-                sim = "failed" if rc else \
-                    f"{parsed(out)[1][0]['maxrank_median_us']:13.1f}"
+                timeout = args.scale_timeout
+                sim = (f"timeout {timeout:.0f} s" if wall >= timeout else f"failed, exit {rc}") if rc \
+                    else f"{parsed(out)[1][0]['maxrank_median_us']:13.1f}"
                 print(f"{label + ' ' + platform:>24} {p:5d} {coll:>10} {algo:>9} {wall:7.0f} "
                       f"{peak / 2**30:8.2f} {sim:>13}")
-    print(f"# conditions at the end: {conditions()}")
 
 
 def main(argv=None):
@@ -435,6 +435,9 @@ def main(argv=None):
                     help="the scale part's platforms, comma-separated (default: all of "
                          + ", ".join(label for label, _ in SCALE_PLATFORMS) + ")")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per launch")
+    ap.add_argument("--scale-timeout", type=float, default=1800,
+                    help="seconds per launch of the scale part (default 1800: the ring's 1,023 "
+                         "steps at P = 1,024 on THIN-like took more than 600 s)")
     ap.add_argument("-o", "--output", default=None,
                     help="directory for the raw outputs (default results/bench/<date>)")
     args = ap.parse_args(argv)
