@@ -448,6 +448,9 @@ def main(argv=None):
     unknown = [x for x in args.scale_platforms if x not in labels]
     if unknown:
         ap.error(f"bad --scale-platforms {unknown} (valid: {', '.join(labels)})")
+    if not args.timeout > 0 or not args.scale_timeout > 0:
+        ap.error(f"--timeout and --scale-timeout are seconds above 0, not {args.timeout:g} and "
+                 f"{args.scale_timeout:g}")
     if bad or args.rounds < 1 or args.osu_runs < 1:
         ap.error(f"bad --parts {bad} (valid: real, sim, osu, scale) or --rounds/--osu-runs "
                  "below 1")
