@@ -70,10 +70,9 @@ static void usage(FILE *out)
             "  --list [--json]   list the allgather algorithms\n\nalgorithms:\n",
             valid);
     for (int i = 0; i < lab_allgather_registry_size; i++)
-        fprintf(out, "  %-13s %s\n                restrictions: %s\n",
-                lab_allgather_registry[i].name, lab_allgather_registry[i].description,
-                lab_allgather_registry[i].restrictions);
-    fprintf(out, "  %-13s the MPI library's own call\n", "native");
+        fprintf(out, "  %s\n", lab_allgather_registry[i].name);
+    fprintf(out, "  %-13s the MPI library's own call\n"
+            "(what each does, its restrictions and cost: mpilab list)\n", "native");
 }
 
 static int parse_int(const char *opt, const char *s, int minimum, int *out)
@@ -510,10 +509,11 @@ int main(int argc, char **argv)
                                o.coll, o.coll);
                     else
                         for (int i = 0; i < lab_allgather_registry_size; i++)
-                            printf("%-13s %s\n", lab_allgather_registry[i].name,
-                                   lab_allgather_registry[i].description);
+                            printf("%s\n", lab_allgather_registry[i].name);
                     printf("%-13s the MPI library's own MPI_%c%s\n", "native",
                            toupper((unsigned char)o.coll[0]), o.coll + 1);
+                    if (!strcmp(o.coll, "allgather"))
+                        printf("# what each does, its restrictions and cost: mpilab list\n");
                 }
             }
         } else {

@@ -1,4 +1,7 @@
-/* registry.c — the tables of allgather algorithms and of broadcasts (costs: mpilab.model.costs).
+/* registry.c — the names and functions of the allgather algorithms and broadcasts compiled in.
+ *
+ * The rest of each algorithm's record (what it does, restrictions, cost, schedule, side) is in
+ * mpilab.model.algorithms, the kit's one registry; `mpilab list` prints it.
  *
  * It drives collbench's --list, --list --json, --help and the "unknown algorithm" error,
  * the correctness sweep, and (through registry.json) the Python side. Compiled with
@@ -31,12 +34,8 @@
 #endif
 
 const lab_algorithm lab_allgather_registry[] = {
-    {"gather_bcast", LAB_FN(lab_allgather_gather_bcast),
-     "gather to rank 0 then broadcast, from MPI_Isend/MPI_Irecv/MPI_Wait* only (the homework's first algorithm)",
-     "none (any p, any datatype, MPI_IN_PLACE)"},
-    {"pairwise", LAB_FN(lab_allgather_pairwise),
-     "pairwise exchange / recursive doubling with MPI_Sendrecv, data doubling each step (the homework's second algorithm)",
-     "none (any p: other p fold the extra ranks in and out, see pairwise.c)"},
+    {"gather_bcast", LAB_FN(lab_allgather_gather_bcast)},
+    {"pairwise", LAB_FN(lab_allgather_pairwise)},
 #ifdef LAB_KEY_ROWS
     LAB_KEY_ROWS
 #endif
@@ -74,7 +73,7 @@ const lab_bcast_algorithm lab_bcast_registry[] = {
 #ifdef LAB_KEY_BCAST_ROWS
     LAB_KEY_BCAST_ROWS
 #endif
-    {NULL, NULL, NULL, NULL},
+    {NULL, NULL},
 };
 const int lab_bcast_registry_size =
     (int)(sizeof(lab_bcast_registry) / sizeof(lab_bcast_registry[0])) - 1;
@@ -120,10 +119,6 @@ void lab_allgather_print_json(FILE *out)
         const lab_algorithm *a = &lab_allgather_registry[i];
         fprintf(out, "%s{\"name\": ", i ? ", " : "");
         print_json_string(out, a->name);
-        fprintf(out, ", \"description\": ");
-        print_json_string(out, a->description);
-        fprintf(out, ", \"restrictions\": ");
-        print_json_string(out, a->restrictions);
         fputc('}', out);
     }
     fprintf(out, "]}\n");

@@ -402,7 +402,7 @@ def test_array_with_one_bad_algorithm_fails_only_that_task(local_slurm, tmp_path
     failed = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED")]
     assert len(failed) == 1, proc.stdout
     assert failed[0].startswith(f"FAILED {job}_1: state FAILED; exit code 1; ")
-    assert "collbench: unknown algorithm 'rign'; valid: gather_bcast, pairwise, bruck, ring" in failed[0]
+    assert "collbench: unknown algorithm 'rign'; valid: gather_bcast, pairwise, ring, bruck" in failed[0]
     assert f"job {job}_1: FAILED exit 1:0 ({'sacct' if ACCOUNTING else 'scontrol'})" in proc.stdout
     # The job completion log, what collect falls back on without accounting, agrees.
     comp = {t.label: (t.state, t.exit_code) for t in slurm.jobs._jobcomp({job})}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mpilab.measure import trace
-from mpilab.model import costs, schedules, timeline
+from mpilab.model import algorithms, costs, schedules, timeline
 from mpilab.simulate import clusters, platforms, routes
 from mpilab.core.errors import ParseError, UsageError
 
@@ -121,7 +121,7 @@ def test_route_cost_is_the_thin_point_to_point_model():
 def test_overheads_in_the_event_model():
     """LogP's o: a root that posts p - 1 sends is busy o for each; each eager message costs its
     receiver o when it completes; messages from the eager limit on pay neither (as in SMPI)."""
-    progs = schedules.schedule("gather_bcast", 4, 8)
+    progs = algorithms.schedule("gather_bcast", 4, 8)
     calls, msgs = schedules.simulate(progs, 1.0, 0.0, ports=None, eager_bytes=1024, o_send=0.5,
                                      o_recv=0.25)
     root = calls[calls["rank"] == 0]
@@ -131,7 +131,7 @@ def test_overheads_in_the_event_model():
     # messages (its own block is a local copy, no message) and pays 0.25 for each after they arrive
     waitall = root[root["call"] == "Waitall"].iloc[0]
     assert waitall["end_us"] == pytest.approx(1.5 + 3 * 0.25)
-    big, _ = schedules.simulate(schedules.schedule("binomial", 2, 2048), 1.0, 0.0, eager_bytes=1024,
+    big, _ = schedules.simulate(algorithms.schedule("binomial", 2, 2048), 1.0, 0.0, eager_bytes=1024,
                                 o_send=0.5, o_recv=0.25)
     assert big["end_us"].max() == pytest.approx(1.0)       # rendezvous: no overheads
     with pytest.raises(UsageError, match="bad o_recv -1"):
@@ -217,7 +217,7 @@ def test_mpich_trace(built_flavour):
 
 
 @pytest.mark.smpi
-@pytest.mark.parametrize("algo", list(schedules.algorithms()))
+@pytest.mark.parametrize("algo", list(algorithms.with_schedule()))
 @pytest.mark.parametrize("p, nbytes", [(5, 4095), (8, 65536), (16, 8192), (32, 1024)])
 def test_smpi_run_is_the_event_model(built_flavour, algo, p, nbytes):
     """SMPI's traced run is the model with SMPI's rules (shared ports, memories and cards, sends

@@ -26,12 +26,13 @@ typedef void (*lab_bcast_fn)(void);
 
 #include <stdio.h>
 
-/* One row of the registry: drives --list, --list --json, help, errors and the test sweep. */
+/* One row of the registry: a name and the function compiled in under it. It drives --list,
+ * --list --json, help, errors and the test sweep. What each algorithm does, its restrictions,
+ * cost and schedule are in the kit's one registry of algorithms, mpilab.model.algorithms
+ * (`mpilab list`); tests/test_algorithms.py checks that both have the same names. */
 typedef struct {
     const char *name;
     lab_allgather_fn fn;
-    const char *description;
-    const char *restrictions;
 } lab_algorithm;
 
 extern const lab_algorithm lab_allgather_registry[];
@@ -50,8 +51,6 @@ void lab_allgather_print_json(FILE *out);
 typedef struct {
     const char *name;
     lab_bcast_fn fn;
-    const char *description;
-    const char *restrictions;
 } lab_bcast_algorithm;
 
 extern const lab_bcast_algorithm lab_bcast_registry[];

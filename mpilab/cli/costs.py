@@ -33,6 +33,8 @@ def _cmd(args):
     for (c, nm), why in sorted(costs.no_cost().items()):
         if (not args.coll or c == args.coll) and (not args.algo or nm == args.algo):
             print(f"{c + ' ' + nm:<{width}}  no cost in the table: {why}")
+    print("# the kit's own algorithms (lab 6's chain is one chain, the library's four), each with its "
+          "cost: mpilab list")
     return 0
 
 

@@ -7,7 +7,7 @@ from mpilab.cli.pingpong import _int
 from mpilab.core.errors import UsageError
 from mpilab.core.vocabulary import FLAVOURS, MAPPINGS
 from mpilab.measure import trace
-from mpilab.model import schedules, timeline
+from mpilab.model import algorithms, timeline
 
 
 def _float(name):
@@ -32,7 +32,7 @@ def _ports(text):
 
 def _cmd(args):
     matplotlib.use("Agg")
-    schedules.collective_of(args.algo)
+    algorithms.collective_of(args.algo)
     nprocs = _int("nprocs", 1)(args.nprocs)
     nbytes = units.parse_bytes(args.bytes)
     if args.platform and args.flavour != "smpi":
@@ -67,9 +67,9 @@ def configure(p):
         "instructor's checkout: their schedules (and ring's and Bruck's C code) are the labs' "
         "answers, kept in the answer key.")
     p.add_argument("--algo", required=True,
-                   help=f"one of: {', '.join(schedules.algorithms())}"
-                        + ("" if set(schedules.IN_THE_KEY) <= set(schedules.algorithms()) else
-                           f" ({', '.join(schedules.IN_THE_KEY)}: only in an instructor's checkout, "
+                   help=f"one of: {', '.join(algorithms.with_schedule())}"
+                        + ("" if set(algorithms.in_the_key()) <= set(algorithms.with_schedule()) else
+                           f" ({', '.join(algorithms.in_the_key())}: only in an instructor's checkout, "
                            "where the answer key has their schedules)"))
     p.add_argument("--nprocs", "-n", default="8", help="processes (default 8)")
     p.add_argument("--bytes", "-b", default="64K",

@@ -16,6 +16,7 @@ from mpilab.core import paths
 from mpilab.core.errors import one_of
 from mpilab.core.vocabulary import COMPILERS
 from mpilab.grade import sandbox
+from mpilab.model import algorithms
 
 #: Linked into every student program the grader builds: names the rank that calls MPI_Abort.
 ABORT_REPORTER = "report_abort.c"
@@ -133,7 +134,7 @@ def seal_object(work, cc, name, keep, flavour, timeout):
 
 #: The allgather harness and the function each lab-2 skeleton defines.
 ALLGATHER_HARNESS = "check_student.c"
-STUDENT_FUNCTIONS = {"ring": "student_allgather_ring", "bruck": "student_allgather_bruck"}
+STUDENT_FUNCTIONS = {name: a.skeleton for name, a in algorithms.skeletons("allgather").items()}
 
 def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
     """Build the allgather harness with a student's file (``check_student`` or ``check_student_smpi``).
@@ -158,9 +159,7 @@ def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
 
 #: Lab 6's broadcast harness and the function each of its skeletons defines.
 BCAST_HARNESS = "check_bcast.c"
-BCAST_FUNCTIONS = {"linear": "student_bcast_linear", "chain": "student_bcast_chain",
-                   "pipeline": "student_bcast_pipeline", "binomial": "student_bcast_binomial",
-                   "scatter_allgather": "student_bcast_scatter_allgather"}
+BCAST_FUNCTIONS = {name: a.skeleton for name, a in algorithms.skeletons("bcast").items()}
 
 
 def build_bcast(c_files, flavour, work=None, require=()):

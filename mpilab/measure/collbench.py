@@ -72,8 +72,8 @@ def collbench_program(flavour):
 
 
 def registry(flavour="openmpi", coll="allgather"):
-    """The algorithms collbench registers for ``coll``: a list of dicts
-    (name, description, cost, restrictions), read from ``collbench --list --json``.
+    """The algorithms this build of collbench runs for ``coll``: a list of ``{"name": ...}``, read
+    from ``collbench --list --json`` (what each is: :mod:`mpilab.model.algorithms`).
 
     ``native`` is not in the list; it is always accepted.
     """

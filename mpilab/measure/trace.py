@@ -15,7 +15,7 @@ from mpilab.core import paths
 from mpilab.core.errors import one_of, ParseError, ToolMissing, UsageError
 from mpilab.core.vocabulary import FLAVOURS
 from mpilab.measure import driver, launch, pingpong
-from mpilab.model import fits as models, schedules
+from mpilab.model import algorithms, fits as models, schedules
 from mpilab.model.timeline import POINT_TO_POINT, Timeline, largest_message, predict
 from mpilab.simulate.routes import platform_model
 
@@ -221,7 +221,7 @@ def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping
     Parameters
     ----------
     algorithm : str
-        One of :func:`mpilab.model.schedules.algorithms` that the traced program
+        One of :func:`mpilab.model.algorithms.with_schedule` that the traced program
         (``c_reference/trace/timeline.c``) has: gather_bcast, pairwise and binomial; ring and bruck
         in an instructor's checkout.
     nprocs, nbytes : int
@@ -245,7 +245,7 @@ def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping
         ``meta`` adds ``command``, ``rep_us`` (each repetition's slowest rank, from the
         program's output), ``flavour``, ``platform``, ``mapping``, ``algorithm``, ``bytes``.
     """
-    schedules.collective_of(algorithm)
+    algorithms.collective_of(algorithm)
     if flavour not in FLAVOURS:
         raise one_of("flavour", flavour, FLAVOURS)
     if platform is not None and flavour != "smpi":
@@ -259,7 +259,7 @@ def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping
         launcher = launch.get_launcher("smpi", platform=platform, cfg=["smpi/wtime:0"])
     else:
         launcher = launch.get_launcher(flavour)
-    args = ["--coll", schedules.collective_of(algorithm), "--algo", algorithm, "-b", str(int(nbytes)),
+    args = ["--coll", algorithms.collective_of(algorithm), "--algo", algorithm, "-b", str(int(nbytes)),
             "--reps", str(reps), "--warmup", str(warmup), "--root", str(root)]
     tmp = None
     if directory is None:

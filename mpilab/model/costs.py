@@ -102,9 +102,18 @@ class Cost(NamedTuple):
     exact: object = None
 
 
-def header_form(collective, name, exact=False):
+def header_form(collective, name, exact=False, e=None):
     """The cost as the C headers write it: ``α``, ``β``, ``·``, and, for allgather,
     ``N = p·n`` bytes gathered on each process (``c_reference/allgather/*.c``).
+
+    Parameters
+    ----------
+    collective, name : str
+        The table's entry (:func:`entry`), unless ``e`` is given.
+    exact : bool
+        The form for every p (:attr:`Cost.exact`) where there is one.
+    e : Cost, optional
+        Format this cost instead (e.g. a record's of :mod:`mpilab.model.algorithms`).
 
     Returns
     -------
@@ -112,7 +121,7 @@ def header_form(collective, name, exact=False):
         The cost, followed by what N (or n) is: for an allgather, N = p·n replaces n (the
         bytes gathered on each process, as the C headers count them).
     """
-    e = entry(collective, name)
+    e = entry(collective, name) if e is None else e
     expr = e.exact if exact and e.exact is not None else e.expr
     log2p = sympy.Symbol("log2(p)", positive=True)
     expr = expr.subs(sympy.log(p), log2p * sympy.log(2))
@@ -120,7 +129,7 @@ def header_form(collective, name, exact=False):
         expr = expr.subs(n, sympy.Symbol("N", positive=True) / p)
         what = "N = bytes gathered on each process (p blocks of n)"
     else:
-        what = "n = bytes of the buffer"
+        what = e.n
     parts = sympy.collect(sympy.expand(expr), [alpha, beta], evaluate=False)
     terms = []
     for sym, mark in ((alpha, "α"), (beta, "β")):

@@ -21,11 +21,12 @@ the α-β (Hockney) model:
   message pays its α in parallel with the others, then moves at its share of ``1/port_beta``
   bytes/µs (and never faster than ``1/β`` of its own route).
 
-Which schedules are here. The student's side of the kit has the schedules of the two reference
-algorithms (gather + broadcast and the pairwise exchange, whose C code students read). The
+Which schedules are here. This module has the schedules of the two reference algorithms of the
+student's side (:func:`gather_bcast` and :func:`pairwise`, whose C code students read). The
 schedules of the algorithms the labs ask students to write (ring and Bruck in lab 2, the binomial
-broadcast) are in the answer key (``mpilab_key.schedules``, :mod:`mpilab.core.key`) and join
-:func:`algorithms` in an instructor's checkout, where the key is installed.
+broadcast) are in the answer key (``mpilab_key.schedules``). Each is the ``schedule`` of its
+record in :mod:`mpilab.model.algorithms`, which finds a schedule by name
+(:func:`mpilab.model.algorithms.schedule`).
 
 SimGrid's SMPI follows the same rules on the kit's platforms (a transfer starts when both
 sides are posted; sends below the platform's eager limit release the sender at once and pay its
@@ -36,7 +37,7 @@ are right is a question of lab 4.
 
 Examples
 --------
->>> calls, messages = simulate(schedule("pairwise", 4, 1024), alpha=2.0, beta=0.001)
+>>> calls, messages = simulate(pairwise(4, 1024, 0), alpha=2.0, beta=0.001)
 >>> round(float(calls["end_us"].max()), 6)   # 2 steps: 2 + 1024 * 0.001, then 2 + 2048 * 0.001 us
 7.072
 """
@@ -50,8 +51,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from mpilab.core import key
-from mpilab.core.errors import UsageError, one_of
+from mpilab.core.errors import UsageError
 
 #: Tags of c_reference/include/labcoll_impl.h, so predicted and traced messages look alike.
 TAGS = {"allgather": 0x1AB0, "gather": 0x1AB1, "bcast": 0x1AB2, "fold": 0x1AB3}
@@ -116,7 +116,7 @@ class Program:
 # --- the schedules (each mirrors one C file) ---------------------------------------------------
 
 
-def _pairwise(p, n, root):
+def pairwise(p, n, root):
     """c_reference/allgather/pairwise.c: recursive doubling, extra ranks folded in and out."""
     q = 1
     while q * 2 <= p:
@@ -146,7 +146,7 @@ def _pairwise(p, n, root):
     return progs
 
 
-def _gather_bcast(p, n, root):
+def gather_bcast(p, n, root):
     """c_reference/allgather/gather_bcast.c: non-blocking gather to rank 0, then broadcast."""
     root = 0
     progs = [Program(r) for r in range(p)]
@@ -160,68 +160,6 @@ def _gather_bcast(p, n, root):
     return progs
 
 
-
-
-#: The schedules of the student's side: name -> (collective, schedule builder, source file).
-ALGORITHMS = {
-    "pairwise": ("allgather", _pairwise, "c_reference/allgather/pairwise.c"),
-    "gather_bcast": ("allgather", _gather_bcast, "c_reference/allgather/gather_bcast.c"),
-}
-#: Schedules that only the answer key has (algorithms the labs ask students to write).
-IN_THE_KEY = ("ring", "bruck", "binomial")
-
-
-def algorithms():
-    """Every schedule this installation has: :data:`ALGORITHMS`, and the answer key's when installed
-    (ring, Bruck and the binomial broadcast, in an instructor's checkout)."""
-    keyed = key.module("schedules")
-    return {**ALGORITHMS, **(keyed.ALGORITHMS if keyed else {})}
-
-
-def collective_of(algorithm):
-    """The collective an algorithm implements (``"allgather"`` or ``"bcast"``).
-
-    Raises
-    ------
-    UsageError
-        An algorithm without a schedule here; for ring, bruck and binomial without the answer key
-        the message says that their schedules are the instructor's.
-    """
-    known = algorithms()
-    if algorithm in known:
-        return known[algorithm][0]
-    if algorithm in IN_THE_KEY:
-        raise UsageError(f"no schedule of {algorithm!r} here: the schedules of {', '.join(IN_THE_KEY)} "
-                         f"(algorithms the labs ask you to write) are in the answer key, in an "
-                         f"instructor's checkout; here: {', '.join(known)}")
-    raise one_of("algorithm with a schedule", algorithm, known)
-
-
-def schedule(algorithm, nprocs, nbytes, root=0):
-    """The programs of every rank for one run of an algorithm.
-
-    Parameters
-    ----------
-    algorithm : str
-        A name of :func:`algorithms`.
-    nprocs : int
-    nbytes : int
-        Allgather: the bytes each rank contributes (its block). Bcast: the buffer.
-    root : int
-        Root of a broadcast (the allgathers' gather_bcast always uses rank 0).
-
-    Returns
-    -------
-    list of Program
-    """
-    collective_of(algorithm)
-    if int(nprocs) < 1:
-        raise UsageError(f"bad number of processes {nprocs!r}; valid: an integer >= 1")
-    if int(nbytes) < 0:
-        raise UsageError(f"bad size {nbytes!r}; valid: bytes >= 0")
-    if not 0 <= int(root) < int(nprocs):
-        raise UsageError(f"bad root {root!r}; valid: 0..{int(nprocs) - 1}")
-    return algorithms()[algorithm][1](int(nprocs), int(nbytes), int(root))
 
 
 # --- the event model -----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from matplotlib.patches import Patch
 
 from mpilab.core import units
 from mpilab.core.errors import UsageError
-from mpilab.model import schedules
+from mpilab.model import algorithms, schedules
 
 #: Colours of the calls in the drawings.
 CALL_COLOURS = {"Send": "tab:blue", "Recv": "tab:orange", "Sendrecv": "tab:purple",
@@ -91,7 +91,7 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
     Parameters
     ----------
     algorithm : str
-        One of :func:`mpilab.model.schedules.algorithms`: pairwise and gather_bcast; ring, bruck
+        One of :func:`mpilab.model.algorithms.with_schedule`: pairwise and gather_bcast; ring, bruck
         and binomial only where the answer key is installed (an instructor's checkout).
     nprocs : int
     nbytes : int
@@ -120,7 +120,7 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
     -------
     Timeline
     """
-    tl = simulate_programs(schedules.schedule(algorithm, nprocs, nbytes, root), alpha, beta,
+    tl = simulate_programs(algorithms.schedule(algorithm, nprocs, nbytes, root), alpha, beta,
                            ports=ports, eager_bytes=eager_bytes, start_us=start_us,
                            port_beta=port_beta, weight=weight, **platform)
     tl.meta.update(algorithm=algorithm, bytes=int(nbytes))
@@ -201,7 +201,7 @@ def check_consistency(tl, slack_us=0.05):
 
 def largest_message(algorithm, nprocs, nbytes, root=0):
     """Bytes of the largest message one run of the algorithm sends."""
-    progs = schedules.schedule(algorithm, nprocs, nbytes, root)
+    progs = algorithms.schedule(algorithm, nprocs, nbytes, root)
     return max([op.sbytes for prog in progs for op in prog.ops if op.dst is not None] + [0])
 
 
@@ -272,7 +272,8 @@ def plot_side_by_side(predicted, measured, title=None):
         meta = {**predicted.meta, **measured.meta}
         title = (f"{meta.get('algorithm', '')}, P = {p}, "
                  f"{units.format_bytes(meta.get('bytes', 0))}" +
-                 (" per rank" if schedules.algorithms().get(meta.get("algorithm"), ("",))[0] == "allgather"
+                 (" per rank" if meta.get("algorithm") in algorithms.with_schedule()
+                  and algorithms.collective_of(meta["algorithm"]) == "allgather"
                   else ""))
     fig.suptitle(title)
     return fig, axes

@@ -23,7 +23,7 @@ import pandas as pd
 from mpilab.core import results
 from mpilab.core.errors import ToolMissing
 from mpilab.measure import collbench, launch, sweep
-from mpilab.model import schedules, stats
+from mpilab.model import algorithms, stats
 from mpilab.simulate import routes
 from mpilab.studies import plots, reference
 
@@ -90,7 +90,7 @@ def native_note(nprocs, nbytes, platform=PLATFORM):
     # rank >= 65536 -> ring (alg 4); SimGrid's allgather__ring is the shifted direct exchange
     if not (32 <= nprocs < 64 and nbytes >= 65536):
         return None
-    ring = [(pr.rank, op.dst, op.sbytes) for pr in schedules.schedule("ring", nprocs, nbytes)
+    ring = [(pr.rank, op.dst, op.sbytes) for pr in algorithms.schedule("ring", nprocs, nbytes)
             for op in pr.ops if op.dst is not None]
     native = routes.pattern_messages("smpi-ring", nprocs, nbytes)
     cards = {}

@@ -10,14 +10,8 @@ int lab_bcast_binomial(void *buffer, int count, MPI_Datatype datatype, int root,
 #endif
 
 #define LAB_KEY_ROWS                                                                           \
-    {"bruck", LAB_FN(lab_allgather_bruck),                                                    \
-     "Bruck: ceil(log2 p) steps of MPI_Sendrecv to r-2^k, blocks rotated, final rotation",    \
-     "none (any p, any datatype, MPI_IN_PLACE); temporary buffer of p*n bytes"},             \
-    {"ring", LAB_FN(lab_allgather_ring),                                                      \
-     "ring: p-1 steps of MPI_Sendrecv with the neighbours, one block per step",               \
-     "none (any p, any datatype, MPI_IN_PLACE)"},
+    {"ring", LAB_FN(lab_allgather_ring)},                                                     \
+    {"bruck", LAB_FN(lab_allgather_bruck)},
 
 #define LAB_KEY_BCAST_ROWS                                                                     \
-    {"binomial", LAB_FN(lab_bcast_binomial),                                                  \
-     "binomial tree: ceil(log2 p) rounds, each rank receives the whole buffer once",           \
-     "none (any p, any root, any datatype, count 0)"},
+    {"binomial", LAB_FN(lab_bcast_binomial)},

@@ -1,15 +1,16 @@
 """The answer key's schedules: ring and Bruck (lab 2's C tasks) and the binomial broadcast.
 
-Each mirrors its C file call by call, as :mod:`mpilab.model.schedules` describes; that module
-adds them to :func:`mpilab.model.schedules.algorithms` when the key is installed, so the event
-model, ``mpilab timeline`` and the tests can draw and time them in an instructor's checkout.
+Each mirrors its C file call by call, as :mod:`mpilab.model.schedules` describes; the key's
+registry records (``mpilab_key.algorithms``) hand them to :mod:`mpilab.model.algorithms` when the
+key is installed, so the event model, ``mpilab timeline`` and the tests can draw and time them in
+an instructor's checkout.
 On the student's side they are answers: lab 2 asks for ring and Bruck, and a schedule gives
 away the order of their messages.
 """
 from mpilab.model.schedules import TAGS, Program
 
 
-def _ring(p, n, root):
+def ring(p, n, root):
     """solutions/c_reference/allgather/ring.c: p - 1 send-receives with the neighbours, one block each."""
     progs = [Program(r) for r in range(p)]
     for r, prog in enumerate(progs):
@@ -18,7 +19,7 @@ def _ring(p, n, root):
     return progs
 
 
-def _bruck(p, n, root):
+def bruck(p, n, root):
     """solutions/c_reference/allgather/bruck.c: ceil(log2 p) send-receives to r - d, doubling blocks."""
     progs = [Program(r) for r in range(p)]
     for r, prog in enumerate(progs):
@@ -30,8 +31,8 @@ def _bruck(p, n, root):
     return progs
 
 
-def _binomial(p, n, root):
-    """c_reference/bcast/binomial.c: receive from the parent, send to children farthest first."""
+def binomial(p, n, root):
+    """solutions/c_reference/bcast/binomial.c: receive from the parent, send to children farthest first."""
     progs = [Program(r) for r in range(p)]
     for r, prog in enumerate(progs):
         v = (r - root) % p
@@ -47,11 +48,3 @@ def _binomial(p, n, root):
                 prog.send((v + mask + root) % p, n, TAGS["bcast"])
             mask >>= 1
     return progs
-
-
-#: name -> (collective, schedule builder, source file), as :data:`mpilab.model.schedules.ALGORITHMS`.
-ALGORITHMS = {
-    "ring": ("allgather", _ring, "solutions/c_reference/allgather/ring.c"),
-    "bruck": ("allgather", _bruck, "solutions/c_reference/allgather/bruck.c"),
-    "binomial": ("bcast", _binomial, "c_reference/bcast/binomial.c"),
-}

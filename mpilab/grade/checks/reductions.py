@@ -19,6 +19,7 @@ from mpilab.core.errors import one_of
 from mpilab.grade import harness, runner
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Verdict
+from mpilab.model import algorithms
 
 #: The harness's kinds of case for a reduce-scatter or an allreduce, in the order it runs them.
 KINDS = ("int", "double", "prime-count", "in-place", "sub-communicator")
@@ -28,14 +29,15 @@ REDUCE_KINDS = KINDS + ("root",)
 #: input already is the result): runs at P = 1 leave them out, so an empty skeleton scores nothing.
 TRIVIAL_AT_ONE = ("in-place",)
 HARNESS = "check_reduce.c"
-#: What each of lab 3's skeletons implements: the function it defines, the harness's KIND
-#: (1 reduce-scatter, 2 allreduce, 3 reduce), and whether it must send its own messages (the
-#: lab asks for the reduce-scatter and Rabenseifner's allreduce from point-to-point messages: a
-#: call of one of the library's collectives fails the case; the two-level allreduce is made of
-#: the library's collectives).
-FUNCTIONS = {"reduce_scatter": ("student_reduce_scatter_block", 1, True),
-             "rabenseifner": ("student_allreduce_rabenseifner", 2, True),
-             "two_level": ("student_allreduce_two_level", 2, False)}
+#: The harness's KIND of each collective: its signature (reduce-scatter, allreduce, reduce).
+HARNESS_KINDS = {"reduce_scatter_block": 1, "allreduce": 2, "reduce": 3}
+#: What each of lab 3's skeletons implements (from :mod:`mpilab.model.algorithms`): the function
+#: it defines, the harness's KIND, and whether it must send its own messages (the lab asks for
+#: the reduce-scatter and Rabenseifner's allreduce from point-to-point messages: a call of one of
+#: the library's collectives fails the case; the two-level allreduce is made of the library's
+#: collectives).
+FUNCTIONS = {name: (a.skeleton, HARNESS_KINDS[a.collective], a.point_to_point)
+             for name, a in algorithms.skeletons(*HARNESS_KINDS).items()}
 
 
 def kinds_of(harness_kind):

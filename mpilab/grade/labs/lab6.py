@@ -4,11 +4,12 @@ from functools import partial
 from mpilab.grade.checks import ccode, costs, prediction, segments
 from mpilab.grade.labs import Cell, c_file_cell
 from mpilab.grade.runner import Run
+from mpilab.model import algorithms
 from mpilab.simulate import routes
 
-#: The five broadcasts students write: algorithm -> the C file handed in.
-C_FILES = {"linear": "linear.c", "chain": "chain.c", "pipeline": "pipeline.c", "binomial": "binomial.c",
-           "scatter_allgather": "scatter_allgather.c"}
+#: The five broadcasts students write: algorithm -> the C file handed in (their skeletons in the
+#: algorithm registry).
+C_FILES = {name: a.skeleton_file for name, a in algorithms.skeletons("bcast").items()}
 
 #: The runs of the visible correctness checks: real Open MPI at P = 2, 3, 5 and 13 ranks dealt
 #: over the two nodes of simulated THIN. Every kind of case (three datatypes, other roots, a

@@ -10,7 +10,7 @@ from mpilab.grade.checks.costs import CostVerdict
 from mpilab.grade.labs.lab3 import VISIBLE_RUNS
 from mpilab.grade.harness import BuildError
 from mpilab.grade.runner import Run, SMALL_CLUSTER
-from mpilab.model import costs
+from mpilab.model import algorithms, costs
 from mpilab.studies import repro
 
 #: Runs the notebook's check does not do: the other process counts up to 8 on Open MPI, and
@@ -70,7 +70,7 @@ class StudyPlotVerdict(plots.LatencyPlotVerdict):
         return [gate] + super().cases(answers, ctx) if gate.passed else [gate]
 
 
-_RABENSEIFNER = costs.entry("allreduce", "rabenseifner")
+_RABENSEIFNER = algorithms.entry("allreduce", "rabenseifner").cost
 
 RUBRIC = {
     "reduce_scatter_correct": reductions.ReductionVerdict("reduce_scatter.c", "reduce_scatter", RUNS),

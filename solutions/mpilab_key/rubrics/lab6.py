@@ -7,7 +7,7 @@ from mpilab.grade.checks.prediction import PredictionVerdict
 from mpilab.grade.labs.lab6 import (C_FILES, P_MAP, PREDICTED, SEGSIZES, SIZES_MAP, SWEEP_BYTES, SWEEP_P,
                                     SWEEP_PLATFORMS, VISIBLE_RUNS, k_simulated)
 from mpilab.grade.runner import Run
-from mpilab.model import costs
+from mpilab.model import algorithms, costs
 from mpilab.model.costs import alpha, beta, n, p
 
 #: Runs the notebook's check does not do: P = 4 and 7 on Open MPI, and 29 ranks of THIN dealt
@@ -16,17 +16,9 @@ HIDDEN_RUNS = (ccode.runs_at("openmpi", (4, 7), hidden=True)
                + (Run("smpi", 29, "orfeo-thin", "socket", hidden=True),))
 RUNS = VISIBLE_RUNS + HIDDEN_RUNS
 
-#: The costs of the students' broadcasts (one-port α-β model, see the notebook's part 2). The
-#: library's entries are the same schedules but for the chain: Open MPI's runs four chains, the
-#: lab's one.
-EXPECTED = {
-    "linear": costs.entry("bcast", "basic_linear"),
-    "chain": costs.Cost((p - 1) * (alpha + n * beta), costs.BUFFER, "lab 6: one chain of p - 1 hops"),
-    "pipeline": costs.entry("bcast", "pipeline"),
-    "binomial": costs.entry("bcast", "binomial"),
-    "scatter_allgather": costs.Cost(costs.entry("bcast", "scatter_allgather_ring").expr, costs.BUFFER,
-                                    "lab 6: binomial scatter, ring allgather", costs.POW2),
-}
+#: The costs of the students' broadcasts (one-port α-β model, see the notebook's part 2), from
+#: their records in the algorithm registry.
+EXPECTED = {name: algorithms.entry("bcast", name).cost for name in C_FILES}
 #: The number of segments that minimises the pipeline's (p - 2 + k)(α + (n/k)β): the derivative
 #: in k is α − (p − 2)nβ/k², zero at k* = √((p − 2)nβ/α).
 K_OPT = sympy.sqrt((p - 2) * n * beta / alpha)
