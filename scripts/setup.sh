@@ -83,6 +83,10 @@ setup_venv() {
 # kit works without it (the checks then only print which saved version they test), so a machine
 # without npm, or a build that fails, gets a message and no error.
 setup_labext() {
+    # JupyterLab's settings for the kit (mpilab/data/jupyterlab/overrides.json): no prompt about
+    # Jupyter's news feed and no update check, which reach the internet, in front of a lab
+    mkdir -p "$VENV/share/jupyter/lab/settings"
+    cp "$ROOT/mpilab/data/jupyterlab/overrides.json" "$VENV/share/jupyter/lab/settings/overrides.json"
     local built="$ROOT/build/labextension/mpilab-saved-check"
     local target="$VENV/share/jupyter/labextensions/mpilab-saved-check"
     local stamp="$VENV/.mpilab-labext" want

@@ -149,6 +149,9 @@ def run_lab0_cells(url, token, screenshot):
         report = cells.nth(3).locator(".jp-OutputArea-output")
         sync_api.expect(report).to_contain_text("openmpi", timeout=30_000)
         text = report.inner_text()
+        # the kit's JupyterLab settings (mpilab/data/jupyterlab/overrides.json): JupyterLab does
+        # not ask about its news feed in front of the lab (it did, in a toast, by this point)
+        assert not page.get_by_text("official Jupyter news").count(), "JupyterLab asks about its news feed"
     assert (ROOT / "test-output" / "browser" / screenshot).stat().st_size > 10_000
     return text
 
