@@ -169,6 +169,19 @@ def test_no_graded_cost_in_the_help_and_lists(tree, built_tree):
     assert not leaks, leaks
 
 
+def test_a_lab_task_asked_of_the_students_collbench_says_where_it_is(tree, built_tree):
+    """The student's collbench has no ring (lab 2's task): `mpilab sweep --algos ring` says so, and
+    what it has, instead of 'unknown algorithm'."""
+    dest, _ = tree
+    r = _student_python(dest, f"import os; os.environ['MPILAB_ROOT'] = {str(dest)!r}\n"
+                              "from mpilab.cli import main\n"
+                              "sys.exit(main(['sweep', '--algos', 'ring', '--nprocs', '2', '-o', os.devnull]))")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert ("mpilab: 'ring' is not in this build of collbench: lab2 asks you to write it (labs/lab2/ring.c), "
+            "and its reference is in the answer key") in r.stderr, r.stderr
+    assert "Here: gather_bcast, pairwise, native" in r.stderr
+
+
 # ---- the C solutions ---------------------------------------------------------------------------
 
 def _solution_c_files():

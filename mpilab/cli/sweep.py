@@ -14,7 +14,7 @@ from mpilab.core import results, units
 from mpilab.core.errors import one_of, UsageError
 from mpilab.core.vocabulary import COLLECTIVES, MAPPINGS
 from mpilab.measure import collbench, driver, launch, libalgs, sweep
-from mpilab.model import stats
+from mpilab.model import algorithms, stats
 
 
 #: SimGrid 3.32's collective selectors (``--cfg=smpi/coll-selector:NAME``).
@@ -56,6 +56,12 @@ def _algorithms(flavour, coll, text):
         if libalgs.is_library(coll, a):
             libalgs.settings(flavour, coll, a)  # raises "not available on <flavour> ..."
             continue
+        task = algorithms.registry().get((coll, a))
+        if task is not None and task.skeleton:
+            raise UsageError(f"{a!r} is not in this build of collbench: {task.lab} asks you to write it "
+                             f"(labs/{task.lab}/{task.skeleton_file}), and its reference is in the answer key; "
+                             f"time yours from the lab's notebook (mpilab.grade.runner). Here: {', '.join(kit)}"
+                             + (f"; the library's {a}: {libalgs.PREFIX}{a}" if libalgs.PREFIX + a in library else ""))
         if libalgs.PREFIX + a in libalgs.names(coll):
             libalgs.canonical(coll, a)  # raises "'x' is the kit's ...; the library's is 'lib:x'"
         sweep.validate_algorithms([a], kit + library)   # raises "unknown algorithm ...; valid: ..."
