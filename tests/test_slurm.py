@@ -479,10 +479,24 @@ def test_jupyter_on_a_compute_node_prints_the_tunnel(local_slurm, tmp_path):
         # arrives as through the tunnel (Host: 127.0.0.1:PORT).
         req = urllib.request.Request(f"http://{HOST}:{port}/api/status?token={token}",
                                      headers={"Host": f"127.0.0.1:{port}"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with _urlopen_when_listening(req) as resp:
             assert b"started" in resp.read()
     finally:
         subprocess.run(["scancel", job], check=False)
+
+
+def _urlopen_when_listening(req, seconds=60):
+    """``urlopen(req)``, retried while the connection is refused: Jupyter Server 2 prints its URL
+    before it listens (serverapp.py binds the port in an I/O-loop callback that runs only once the
+    loop starts), so a request right after the URL appears can find nothing there yet."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return urllib.request.urlopen(req, timeout=60)
+        except urllib.error.URLError as exc:
+            if not isinstance(exc.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _wait_for_jupyter(run_dir, seconds=120):
@@ -531,9 +545,9 @@ def test_jupyter_exchange_lists_the_released_lab_and_hides_formgrader(local_slur
         assert f"course hpc-test: assignments from {exchange}" in out
         port = (tmp_path / "run" / "tunnel.txt").read_text().split()[3].split(":")[0]
         def get(path):   # as through the tunnel (Host: 127.0.0.1:PORT)
-            return urllib.request.urlopen(urllib.request.Request(
+            return _urlopen_when_listening(urllib.request.Request(
                 f"http://{HOST}:{port}{path}?course_id=hpc-test&token={token}",
-                headers={"Host": f"127.0.0.1:{port}"}), timeout=60)
+                headers={"Host": f"127.0.0.1:{port}"}))
 
         with get("/assignments") as resp:
             listed = json.loads(resp.read())
