@@ -11,7 +11,6 @@ from mpilab.measure import collbench
 from mpilab.model import algorithms, costs
 
 
-
 def _where(r):
     """Which side holds the reference, and what the lab asks for."""
     if r["side"] == "kit":
@@ -44,6 +43,8 @@ def _cmd(args):
         raise one_of("collective", args.coll, algorithms.collectives())
     records, notes = [], []
     for coll in chosen:
+        # collbench runs kit algorithms of the allgather only (the others: native), so only that
+        # collective is worth a launch of collbench --list
         built, why = _built(args.flavour, coll) if coll == "allgather" else (set(), "")
         if why:
             notes.append(f"collbench ({args.flavour}) not available: {why}")

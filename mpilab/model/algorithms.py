@@ -96,6 +96,18 @@ class Algorithm:
 
 
 _ANY = "any communicator, any basic datatype"
+_LAB3 = "MPI_IN_PLACE, MPI_INT and MPI_DOUBLE, any communicator; a commutative op"
+_FOLDED = f"any p (pairs of ranks fold in and out), any count (blocks may be empty), {_LAB3}"
+_TWO_LEVELS = "two levels with their own α and β (inside a node, between nodes): no single α-β cost"
+
+
+def _task(collective, name, lab, description, restrictions, skeleton=None, skeleton_file=None, **more):
+    """A record whose reference is in the answer key and that ``lab`` asks students to write in
+    ``labs/<lab>/<name>.c``, defining ``student_<collective>_<name>`` unless said otherwise."""
+    return Algorithm(collective, name, description, restrictions, "key", lab=lab,
+                     skeleton=skeleton or f"student_{collective}_{name}",
+                     skeleton_file=skeleton_file or f"{name}.c", **more)
+
 
 #: The student's side of the registry (see the module's docstring).
 KIT = (
@@ -111,58 +123,44 @@ KIT = (
               f"none: any p (the ranks above the largest power of two fold in and out), MPI_IN_PLACE, {_ANY}",
               "kit", lab="lab2", function="lab_allgather_pairwise", source="c_reference/allgather/pairwise.c",
               schedule=schedules.pairwise),
-    Algorithm("allgather", "ring",
-              "ring: p - 1 steps of MPI_Sendrecv with the neighbours, one block per step",
-              f"none: any p, MPI_IN_PLACE, {_ANY}", "key", lab="lab2",
-              skeleton="student_allgather_ring", skeleton_file="ring.c", function="lab_allgather_ring"),
-    Algorithm("allgather", "bruck",
-              "Bruck: ceil(log2 p) steps of MPI_Sendrecv to rank - 2^k, blocks rotated at the end",
-              f"none: any p, MPI_IN_PLACE, {_ANY}; a temporary buffer of p blocks", "key", lab="lab2",
-              skeleton="student_allgather_bruck", skeleton_file="bruck.c", function="lab_allgather_bruck"),
-    Algorithm("bcast", "linear",
-              "the root sends the whole buffer to every other rank (MPI_Isend each, one MPI_Waitall)",
-              f"none: any p, any root, any count (also 0), {_ANY}", "key", lab="lab6",
-              skeleton="student_bcast_linear", skeleton_file="linear.c"),
-    Algorithm("bcast", "chain",
-              "one chain from the root: every rank receives the whole buffer from the previous one "
-              "and sends it to the next",
-              f"none: any p, any root, any count (also 0), {_ANY}", "key", lab="lab6",
-              skeleton="student_bcast_chain", skeleton_file="chain.c"),
-    Algorithm("bcast", "pipeline",
-              "the chain in segments: a rank forwards segment i while it receives segment i + 1",
-              f"none: any p, any root, any count (also 0), any segment size, {_ANY}", "key", lab="lab6",
-              skeleton="student_bcast_pipeline", skeleton_file="pipeline.c"),
-    Algorithm("bcast", "binomial",
-              "binomial tree: ceil(log2 p) rounds, every rank but the root receives the whole buffer once",
-              f"none: any p, any root, any count (also 0), {_ANY}", "key", lab="lab6",
-              skeleton="student_bcast_binomial", skeleton_file="binomial.c", function="lab_bcast_binomial"),
-    Algorithm("bcast", "scatter_allgather",
-              "van de Geijn: binomial scatter of p blocks, then a ring allgather of them",
-              f"none: any p, any root, any count (also 0 and count < p), {_ANY}", "key", lab="lab6",
-              skeleton="student_bcast_scatter_allgather", skeleton_file="scatter_allgather.c"),
-    Algorithm("reduce_scatter_block", "reduce_scatter",
-              "recursive halving: log2 p exchanges of half the remaining blocks, each reduced on arrival",
-              "any p (pairs of ranks fold in and out), any count (blocks may be empty), MPI_IN_PLACE, "
-              "MPI_INT and MPI_DOUBLE, any communicator; a commutative op", "key", lab="lab3",
-              skeleton="student_reduce_scatter_block", skeleton_file="reduce_scatter.c"),
-    Algorithm("allreduce", "rabenseifner",
-              "Rabenseifner: reduce-scatter by recursive halving, then allgather by recursive doubling",
-              "any p (pairs of ranks fold in and out), any count (blocks may be empty), MPI_IN_PLACE, "
-              "MPI_INT and MPI_DOUBLE, any communicator; a commutative op", "key", lab="lab3",
-              skeleton="student_allreduce_rabenseifner", skeleton_file="allreduce_rabenseifner.c"),
-    Algorithm("allreduce", "two_level",
-              "node-aware: reduce inside each node, allreduce among the node leaders, broadcast inside "
-              "each node (the library's collectives on two communicators)",
-              "any p, any count, MPI_IN_PLACE, MPI_INT and MPI_DOUBLE, any communicator; a commutative op",
-              "key", lab="lab3", skeleton="student_allreduce_two_level", skeleton_file="allreduce_two_level.c",
-              point_to_point=False,
-              cost_note="two levels with their own α and β (inside a node, between nodes): no single α-β cost"),
+    _task("allgather", "ring", "lab2",
+          "ring: p - 1 steps of MPI_Sendrecv with the neighbours, one block per step",
+          f"none: any p, MPI_IN_PLACE, {_ANY}", function="lab_allgather_ring"),
+    _task("allgather", "bruck", "lab2",
+          "Bruck: ceil(log2 p) steps of MPI_Sendrecv to rank - 2^k, blocks rotated at the end",
+          f"none: any p, MPI_IN_PLACE, {_ANY}; a temporary buffer of p blocks", function="lab_allgather_bruck"),
+    _task("bcast", "linear", "lab6",
+          "the root sends the whole buffer to every other rank (MPI_Isend each, one MPI_Waitall)",
+          f"none: any p, any root, any count (also 0), {_ANY}"),
+    _task("bcast", "chain", "lab6",
+          "one chain from the root: every rank receives the whole buffer from the previous one "
+          "and sends it to the next",
+          f"none: any p, any root, any count (also 0), {_ANY}"),
+    _task("bcast", "pipeline", "lab6",
+          "the chain in segments: a rank forwards segment i while it receives segment i + 1",
+          f"none: any p, any root, any count (also 0), any segment size, {_ANY}"),
+    _task("bcast", "binomial", "lab6",
+          "binomial tree: ceil(log2 p) rounds, every rank but the root receives the whole buffer once",
+          f"none: any p, any root, any count (also 0), {_ANY}", function="lab_bcast_binomial"),
+    _task("bcast", "scatter_allgather", "lab6",
+          "van de Geijn: binomial scatter of p blocks, then a ring allgather of them",
+          f"none: any p, any root, any count (also 0 and count < p), {_ANY}"),
+    _task("reduce_scatter_block", "reduce_scatter", "lab3",
+          "recursive halving: log2 p exchanges of half the remaining blocks, each reduced on arrival",
+          _FOLDED, skeleton="student_reduce_scatter_block"),
+    _task("allreduce", "rabenseifner", "lab3",
+          "Rabenseifner: reduce-scatter by recursive halving, then allgather by recursive doubling",
+          _FOLDED, skeleton_file="allreduce_rabenseifner.c"),
+    _task("allreduce", "two_level", "lab3",
+          "node-aware: reduce inside each node, allreduce among the node leaders, broadcast inside "
+          "each node (the library's collectives on two communicators)",
+          f"any p, any count, {_LAB3}", skeleton_file="allreduce_two_level.c",
+          point_to_point=False, cost_note=_TWO_LEVELS),
     Algorithm("reduce", "two_level",
               "node-aware: reduce inside each node to its leader, then among the leaders (lab 3's "
               "two-level allreduce with a reduce at the top; its reproduction study times it)",
               "any p, any root, any datatype, MPI_IN_PLACE at the root; a commutative op", "key", lab="lab3",
-              point_to_point=False,
-              cost_note="two levels with their own α and β (inside a node, between nodes): no single α-β cost"),
+              point_to_point=False, cost_note=_TWO_LEVELS),
 )
 
 _REGISTRY = None

@@ -272,8 +272,7 @@ def plot_side_by_side(predicted, measured, title=None):
         meta = {**predicted.meta, **measured.meta}
         title = (f"{meta.get('algorithm', '')}, P = {p}, "
                  f"{units.format_bytes(meta.get('bytes', 0))}" +
-                 (" per rank" if meta.get("algorithm") in algorithms.with_schedule()
-                  and algorithms.collective_of(meta["algorithm"]) == "allgather"
-                  else ""))
+                 (" per rank" if getattr(algorithms.with_schedule().get(meta.get("algorithm")),
+                                         "collective", None) == "allgather" else ""))
     fig.suptitle(title)
     return fig, axes
