@@ -136,3 +136,14 @@ def test_model_bad_arguments(tmp_path, args, message):
     _model_results(tmp_path / "r.csv")
     r = run("model", str(tmp_path / "r.csv"), *args)
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """`mpilab list | head -1`: the pipe closes after one line; mpilab stops quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "mpilab.cli", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()                 # as head does after its line
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, stderr
+    assert first.startswith(b"allgather:") and "Traceback" not in stderr, stderr

@@ -9,6 +9,7 @@ subcommand is a new module plus one line here.
 
 import argparse
 import importlib
+import os
 import sys
 
 from mpilab import __version__
@@ -81,3 +82,8 @@ def main(argv=None):
         print("mpilab: interrupted; rows of finished launches are kept, rerun to resume",
               file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``mpilab list | head``): stop quietly, and keep Python's exit-time
+        # flush of stdout from raising again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
