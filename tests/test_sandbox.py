@@ -3,6 +3,7 @@
 import concurrent.futures
 import hashlib
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -404,6 +405,14 @@ def test_a_platform_the_kit_generated_can_be_read_by_a_run(confined, tmp_path):
     assert not str(path).startswith(str(paths.PACKAGE_DIR)), "a shipped platform: pick a generated one"
     res = sandbox.run(["sh", "-c", f"head -c 5 {path}; echo x >> {path}"], cwd=tmp_path, timeout=60)
     assert res.stdout == "<?xml" and re.search("(Read-only file system|Permission denied)", res.stderr), res.stderr
+
+
+def test_the_sandbox_user_is_created_with_useradd(confined):
+    """As root the kit creates its own user: a fresh machine's useradd (Debian's shadow 4.13)
+    refuses a comment holding a colon, and the runs then fell back to the shared nobody."""
+    name, uid, _, note = sandbox.sandbox_user()
+    assert (name, note) == (sandbox.SANDBOX_USER, ""), note
+    assert uid != pwd.getpwnam("nobody").pw_uid
 
 
 def test_it_runs_as_the_sandbox_user_alone_and_without_privileges(confined, tmp_path):

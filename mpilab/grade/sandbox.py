@@ -69,7 +69,7 @@ def sandbox_user():
     except KeyError:
         proc = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
                                "--shell", "/usr/sbin/nologin", "--user-group", "--comment",
-                               "mpilab: runs untrusted student code", name],
+                               "mpilab sandbox, runs untrusted student code", name],
                               capture_output=True, text=True) if shutil.which("useradd") else None
         try:
             pw = pwd.getpwnam(name)   # made now, or by a grader running at the same time
