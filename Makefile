@@ -13,7 +13,10 @@ BENCH_ARGS ?=
 JOBS      ?= 2
 VARIANT   ?= student
 
-.PHONY: help setup build demo test test-images bench lab grade image student-release instructor-guide clean
+
+SHELL_SCRIPTS := scripts/*.sh .ci/run containers/image/*.sh containers/base/*.sh
+
+.PHONY: help setup build demo test lint test-images bench lab grade image student-release instructor-guide clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +36,11 @@ test: build ## run the test suite (real MPI, SMPI, SLURM, nbgrader, browser, the
 	echo "--- tests that time real runs against each other, alone:"; \
 	$(PY) -m pytest -rs -m "serial and not all_images" $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	exit $$rc
+
+lint: setup ## ruff (lint and format check) over the Python, shellcheck over the shell scripts
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	shellcheck $(SHELL_SCRIPTS)
 
 bench: build ## benchmark (not a test, ~15 min): the kit's allgathers vs MPI_Allgather and SimGrid, collbench vs OSU 7.4; BENCH_ARGS=--help
 	$(PY) bench/bench.py $(BENCH_ARGS)

@@ -55,24 +55,28 @@ def parsed(stdout, program=collbench):
     out = driver.parse(stdout, program=program.PROGRAM, columns=program.COLUMNS)
     return out.meta, out.table
 
+
 REAL_SIZES = "4K:1M"
-REAL_LIMIT = 1.15          # the kit's target against the library, real runs
-SIM_LIMIT = 1.10           # against SimGrid's same algorithm, simulated
-OSU_LIMIT = 0.05           # collbench and pingpong against OSU
+REAL_LIMIT = 1.15  # the kit's target against the library, real runs
+SIM_LIMIT = 1.10  # against SimGrid's same algorithm, simulated
+OSU_LIMIT = 0.05  # collbench and pingpong against OSU
 #: the kit's allgather -> SimGrid's implementation of the same schedule, and where it is one
-SIM_PAIRS = {"bruck": ("bruck", "any P"), "ring": ("NTSLR", "any P"),
-             "pairwise": ("rdb", "P a power of two")}
+SIM_PAIRS = {"bruck": ("bruck", "any P"), "ring": ("NTSLR", "any P"), "pairwise": ("rdb", "P a power of two")}
 SIM_PLATFORM = "orfeo-thin"
 SIM_NPROCS = (16, 48)
 SIM_SIZES = "1K:1M"
 OSU_TARBALL = "osu-micro-benchmarks-7.4.tar.gz"
-OSU_PROGRAMS = {"bcast": "c/mpi/collective/blocking/osu_bcast",
-                "reduce": "c/mpi/collective/blocking/osu_reduce",
-                "allgather": "c/mpi/collective/blocking/osu_allgather",
-                "latency": "c/mpi/pt2pt/standard/osu_latency"}
-MPICH_OVERSUBSCRIBED = ("MPICH 4.0 (ch4:ucx) busy-polls: 4 ranks on 2 cores took ~25 ms per "
-                        "allgather here, scheduler quanta rather than the algorithm; "
-                        "--mpich-oversubscribed runs it anyway")
+OSU_PROGRAMS = {
+    "bcast": "c/mpi/collective/blocking/osu_bcast",
+    "reduce": "c/mpi/collective/blocking/osu_reduce",
+    "allgather": "c/mpi/collective/blocking/osu_allgather",
+    "latency": "c/mpi/pt2pt/standard/osu_latency",
+}
+MPICH_OVERSUBSCRIBED = (
+    "MPICH 4.0 (ch4:ucx) busy-polls: 4 ranks on 2 cores took ~25 ms per "
+    "allgather here, scheduler quanta rather than the algorithm; "
+    "--mpich-oversubscribed runs it anyway"
+)
 
 
 def say(*a):
@@ -115,6 +119,7 @@ def save(outdir, name, text):
 
 # --- 1. real: the library's MPI_Allgather next to the kit's algorithms ---------------------
 
+
 def real_part(args, outdir):
     plan = []
     for flavour in ("openmpi", "mpich"):
@@ -134,12 +139,11 @@ def real_part(args, outdir):
         samples = {a: {} for a in order}
         library = ""
         for r in range(args.rounds):
-            turn = order[r % len(order):] + order[:r % len(order)]   # rotate the order
+            turn = order[r % len(order) :] + order[: r % len(order)]  # rotate the order
             for algo in turn:
                 done += 1
                 say(f"[{done}/{total}] {flavour} P={p} round {r + 1}: {algo}")
-                out = runner.run(exe, cb_args(algo, sizes=REAL_SIZES), p,
-                                 timeout=args.timeout)
+                out = runner.run(exe, cb_args(algo, sizes=REAL_SIZES), p, timeout=args.timeout)
                 save(outdir, f"real-{flavour}-p{p}-{algo}-r{r + 1}.csv", out.stdout)
                 meta, rows = parsed(out.stdout)
                 library = meta.get("library", library)
@@ -151,8 +155,10 @@ def real_part(args, outdir):
 
 
 def print_real(flavour, p, samples, algos, library, rounds):
-    print(f"\n## {flavour}, P = {p}: MPI_Allgather vs the kit (µs, median of {rounds} "
-          f"interleaved rounds of the slowest rank's median; ratio = kit / MPI_Allgather)")
+    print(
+        f"\n## {flavour}, P = {p}: MPI_Allgather vs the kit (µs, median of {rounds} "
+        f"interleaved rounds of the slowest rank's median; ratio = kit / MPI_Allgather)"
+    )
     print(f"# {library.split(' MPICH configure:')[0][:160]}")
     print(f"# conditions after the runs: {conditions([p])}")
     head = f"{'bytes':>8} {'MPI_Allgather':>13} {'spread':>6}"
@@ -170,25 +176,29 @@ def print_real(flavour, p, samples, algos, library, rounds):
             ratios[a] = m / nat
             line += f" {m:12.2f} {ratios[a]:6.2f}"
         best = min(ratios, key=ratios.get)
-        mark = "" if ratios[best] <= REAL_LIMIT else "  > %.2f" % REAL_LIMIT
+        mark = "" if ratios[best] <= REAL_LIMIT else f"  > {REAL_LIMIT:.2f}"
         print(line + f" {ratios[best]:6.2f} {best}{mark}")
         worst.append((ratios[best], nbytes, best))
     r, nbytes, a = max(worst)
     ok = sum(x <= REAL_LIMIT for x, _, _ in worst)
-    print(f"# best kit algorithm within {REAL_LIMIT}x of MPI_Allgather at {ok} of {len(worst)} "
-          f"sizes; the farthest: {a} at {units.format_bytes(nbytes)}, {r:.2f}x. "
-          "spread = (max - min) / "
-          f"median of MPI_Allgather's rounds")
+    print(
+        f"# best kit algorithm within {REAL_LIMIT}x of MPI_Allgather at {ok} of {len(worst)} "
+        f"sizes; the farthest: {a} at {units.format_bytes(nbytes)}, {r:.2f}x. "
+        "spread = (max - min) / "
+        f"median of MPI_Allgather's rounds"
+    )
 
 
 # --- 2. simulated: the kit's algorithm next to SimGrid's same algorithm --------------------
 
+
 def sim_part(args, outdir):
     exe = program(args.c_build, "smpi", "collbench")
-    print(f"\n## SMPI on {SIM_PLATFORM}: the kit vs SimGrid's same algorithm (simulated µs, "
-          f"slowest rank, one launch each: a simulation is deterministic)")
-    print(f"{'kit':>9} {'SimGrid':>8} {'P':>4} {'bytes':>8} {'kit µs':>10} {'SimGrid µs':>11} "
-          f"{'ratio':>6}")
+    print(
+        f"\n## SMPI on {SIM_PLATFORM}: the kit vs SimGrid's same algorithm (simulated µs, "
+        f"slowest rank, one launch each: a simulation is deterministic)"
+    )
+    print(f"{'kit':>9} {'SimGrid':>8} {'P':>4} {'bytes':>8} {'kit µs':>10} {'SimGrid µs':>11} {'ratio':>6}")
     worst = []
     for kit, (lib, where) in SIM_PAIRS.items():
         for p in SIM_NPROCS:
@@ -198,24 +208,27 @@ def sim_part(args, outdir):
             for side, algo, coll in (("kit", kit, None), ("SimGrid", "native", {"allgather": lib})):
                 runner = launch.get_launcher("smpi", platform=SIM_PLATFORM, coll=coll)
                 say(f"SMPI P={p}: {side} {kit if side == 'kit' else lib}")
-                out = runner.run(exe, cb_args(algo, sizes=SIM_SIZES, iters=5, warmup=1), p, timeout=args.timeout)
+                out = runner.run(
+                    exe, cb_args(algo, sizes=SIM_SIZES, iters=5, warmup=1), p, timeout=args.timeout
+                )
                 save(outdir, f"sim-p{p}-{side}-{kit if side == 'kit' else lib}.csv", out.stdout)
-                figures[side] = {r["bytes"]: r["maxrank_median_us"]
-                                 for r in parsed(out.stdout)[1]}
+                figures[side] = {r["bytes"]: r["maxrank_median_us"] for r in parsed(out.stdout)[1]}
             for nbytes in sorted(figures["kit"])[::2]:
                 k, s = figures["kit"][nbytes], figures["SimGrid"][nbytes]
                 mark = "" if k / s <= SIM_LIMIT else f"  > {SIM_LIMIT}"
                 size = units.format_bytes(nbytes)
-                print(f"{kit:>9} {lib:>8} {p:4d} {size:>8} {k:10.2f} {s:11.2f} "
-                      f"{k / s:6.3f}{mark}")
+                print(f"{kit:>9} {lib:>8} {p:4d} {size:>8} {k:10.2f} {s:11.2f} {k / s:6.3f}{mark}")
                 worst.append((k / s, kit, p, nbytes))
     r, kit, p, nbytes = max(worst)
-    print(f"# within {SIM_LIMIT}x at {sum(x[0] <= SIM_LIMIT for x in worst)} of {len(worst)} "
-          f"points; the farthest: {kit} at P = {p}, {units.format_bytes(nbytes)}: {r:.3f}x. "
-          "(gather_bcast has no SimGrid twin: SimGrid's GB calls MPI_Gather and MPI_Bcast.)")
+    print(
+        f"# within {SIM_LIMIT}x at {sum(x[0] <= SIM_LIMIT for x in worst)} of {len(worst)} "
+        f"points; the farthest: {kit} at P = {p}, {units.format_bytes(nbytes)}: {r:.3f}x. "
+        "(gather_bcast has no SimGrid twin: SimGrid's GB calls MPI_Gather and MPI_Bcast.)"
+    )
 
 
 # --- 3. OSU micro-benchmarks 7.4 against collbench and pingpong -----------------------------
+
 
 def osu_tarball():
     return paths.repo_root().parent / "shared" / "vendor" / OSU_TARBALL
@@ -230,8 +243,7 @@ def build_osu(flavour, builddir):
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
     say(f"building OSU 7.4 for {flavour} in {src} (about 20 s idle, a few minutes loaded)")
-    proc = subprocess.run(["tar", "-xzf", str(osu_tarball()), "-C", str(src)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(["tar", "-xzf", str(osu_tarball()), "-C", str(src)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise MpilabError(f"cannot unpack {osu_tarball()}: {proc.stderr.strip()}")
     cc = launch.COMPILERS[flavour]
@@ -239,8 +251,10 @@ def build_osu(flavour, builddir):
     for cmd in (["./configure", f"CC={cc}", f"CXX={cxx}"], ["make", "-j2"]):
         proc = subprocess.run(cmd, cwd=top, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise MpilabError(f"building OSU failed: {' '.join(cmd)} in {top}:\n"
-                              + "\n".join(proc.stderr.splitlines()[-15:]))
+            raise MpilabError(
+                f"building OSU failed: {' '.join(cmd)} in {top}:\n"
+                + "\n".join(proc.stderr.splitlines()[-15:])
+            )
     return top
 
 
@@ -248,18 +262,26 @@ def run_osu_pair(args, outdir, runner, top, name, lo, hi, p):
     """Interleaved runs of one OSU program and the kit's driver for it: two lists (OSU's, the
     kit's) of {bytes: avg_us}, one dict per run."""
     it, wu = args.osu_iters, args.osu_warmup
-    osu_argv = [str(top / OSU_PROGRAMS[name]), "-m",
-                f"{lo if name == 'latency' else max(lo, 1)}:{hi}", "-i", str(it), "-x", str(wu)]
+    osu_argv = [
+        str(top / OSU_PROGRAMS[name]),
+        "-m",
+        f"{lo if name == 'latency' else max(lo, 1)}:{hi}",
+        "-i",
+        str(it),
+        "-x",
+        str(wu),
+    ]
     if name == "latency":
         kit_exe = program(args.c_build, "openmpi", "pingpong")
-        kit_args = BenchOptions(sizes=f"{lo}:{hi}", iters=it, warmup=wu, iters_large=it,
-                                warmup_large=wu).argv(pingpong.PROGRAM)
+        kit_args = BenchOptions(
+            sizes=f"{lo}:{hi}", iters=it, warmup=wu, iters_large=it, warmup_large=wu
+        ).argv(pingpong.PROGRAM)
     else:
         kit_exe = program(args.c_build, "openmpi", "collbench")
         kit_args = cb_args(coll=name, sizes=(max(lo, 1), hi), iters=it, warmup=wu)
     osu_runs, kit_runs = [], []
     for r in range(args.osu_runs):
-        for side in (("osu", "kit") if r % 2 == 0 else ("kit", "osu")):
+        for side in ("osu", "kit") if r % 2 == 0 else ("kit", "osu"):
             say(f"OSU part: {name} run {r + 1}: {side}")
             if side == "osu":
                 out = runner.run(osu_argv[0], osu_argv[1:], p, timeout=args.timeout)
@@ -277,20 +299,26 @@ def osu_part(args, outdir):
     tarball = osu_tarball()
     print("\n## OSU micro-benchmarks 7.4 vs the kit's drivers (Open MPI, P = 2)")
     if not tarball.exists():
-        print(f"skipped: {tarball} is not there. The developers' machines and CI keep the "
-              "third-party sources in ../shared/vendor next to the repository; elsewhere get "
-              "OSU 7.4 from its site and run it by hand (mpilab import-osu reads its output).")
+        print(
+            f"skipped: {tarball} is not there. The developers' machines and CI keep the "
+            "third-party sources in ../shared/vendor next to the repository; elsewhere get "
+            "OSU 7.4 from its site and run it by hand (mpilab import-osu reads its output)."
+        )
         return None
     p = 2
     top = build_osu("openmpi", Path(__file__).resolve().parent / "build")
     runner = launch.get_launcher("openmpi")
     lo, hi = units.parse_size_range(args.osu_sizes)
-    print(f"# sizes {lo}..{hi} B, {args.osu_iters} iterations and {args.osu_warmup} warm-up at "
-          f"every size (OSU -i/-x), median of {args.osu_runs} interleaved runs of each side's "
-          "average latency")
+    print(
+        f"# sizes {lo}..{hi} B, {args.osu_iters} iterations and {args.osu_warmup} warm-up at "
+        f"every size (OSU -i/-x), median of {args.osu_runs} interleaved runs of each side's "
+        "average latency"
+    )
     print(f"# collbench/pingpong: {args.c_build}; OSU: {top}")
-    print(f"{'benchmark':>14} {'bytes':>8} {'OSU µs':>10} {'kit µs':>10} {'kit/OSU':>8} "
-          f"{'noise':>6} {'min ratio':>9}  verdict")
+    print(
+        f"{'benchmark':>14} {'bytes':>8} {'OSU µs':>10} {'kit µs':>10} {'kit/OSU':>8} "
+        f"{'noise':>6} {'min ratio':>9}  verdict"
+    )
     verdicts = []
     for name in OSU_PROGRAMS:
         osu_runs, kit_runs = run_osu_pair(args, outdir, runner, top, name, lo, hi, p)
@@ -309,17 +337,24 @@ def osu_part(args, outdir):
                 verdict = "DIFFERS"
             verdicts.append((verdict, abs(ratio - 1), name, nbytes, ratio))
             if nbytes in args.osu_show or nbytes == hi:
-                print(f"{'osu_' + name:>14} {units.format_bytes(nbytes):>8} {o:10.2f} {k:10.2f} "
-                      f"{ratio:8.3f} {noise:5.0f}% {min(k_all) / min(o_all):9.3f}  {verdict}")
+                print(
+                    f"{'osu_' + name:>14} {units.format_bytes(nbytes):>8} {o:10.2f} {k:10.2f} "
+                    f"{ratio:8.3f} {noise:5.0f}% {min(k_all) / min(o_all):9.3f}  {verdict}"
+                )
     count = {v: sum(x[0] == v for x in verdicts) for v in ("agrees", "noisy", "DIFFERS")}
     differs = sorted((x for x in verdicts if x[0] == "DIFFERS"), key=lambda x: -x[1])
-    print(f"# all {len(verdicts)} (benchmark, size) points: {count['agrees']} agree within "
-          f"±{OSU_LIMIT:.0%}; {count['noisy']} are outside it but their runs spread more than "
-          f"that (noise = (max - min) / median over the runs, the larger side): inconclusive; "
-          f"{count['DIFFERS']} differ beyond the noise"
-          + (f", the farthest: {differs[0][2]} at {units.format_bytes(differs[0][3])}, "
-             f"{differs[0][4]:.3f}" if differs else "")
-          + ". min ratio = the kit's fastest run / OSU's fastest run (noise only adds time)")
+    print(
+        f"# all {len(verdicts)} (benchmark, size) points: {count['agrees']} agree within "
+        f"±{OSU_LIMIT:.0%}; {count['noisy']} are outside it but their runs spread more than "
+        f"that (noise = (max - min) / median over the runs, the larger side): inconclusive; "
+        f"{count['DIFFERS']} differ beyond the noise"
+        + (
+            f", the farthest: {differs[0][2]} at {units.format_bytes(differs[0][3])}, {differs[0][4]:.3f}"
+            if differs
+            else ""
+        )
+        + ". min ratio = the kit's fastest run / OSU's fastest run (noise only adds time)"
+    )
     print(f"# conditions after the runs: {conditions([p])}")
     return verdicts
 
@@ -328,8 +363,10 @@ def osu_part(args, outdir):
 
 #: (label, platform per P): a jupiter-like cluster of 16-core nodes and THIN's nodes, with as
 #: many nodes as the ranks need at one rank per core (THIN itself has 10 nodes, 240 cores).
-SCALE_PLATFORMS = (("jupiter-like", {512: "jupiter-32x16", 1024: "jupiter-64x16"}),
-                   ("THIN-like", {512: "thin-like-22", 1024: "thin-like-43"}))
+SCALE_PLATFORMS = (
+    ("jupiter-like", {512: "jupiter-32x16", 1024: "jupiter-64x16"}),
+    ("THIN-like", {512: "thin-like-22", 1024: "thin-like-43"}),
+)
 SCALE_RUNS = (("allgather", "bruck"), ("allgather", "ring"), ("bcast", "native"))
 
 
@@ -372,8 +409,14 @@ def measured_run(cmd, timeout):
     env = dict(os.environ)
     env.update(cmd.env)
     t0 = time.monotonic()
-    proc = subprocess.Popen([str(a) for a in cmd.argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(a) for a in cmd.argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     box = {}
     th = threading.Thread(target=lambda: box.update(zip(("out", "err"), proc.communicate())))
     th.start()
@@ -388,58 +431,87 @@ def measured_run(cmd, timeout):
 
 def scale_part(args, outdir):
     exe = program(args.c_build, "smpi", "collbench")
-    print("\n## SMPI at scale: 1 MiB per rank, one timed iteration, wall time and peak memory "
-          "(PSS of smpirun and its children, sampled every second) per launch")
-    print("# allgather: the kit's algorithms; bcast native: SimGrid's copy of Open MPI's decision "
-          "(smpi/coll-selector:ompi). THIN has 10 nodes (240 cores): THIN-like here means THIN's "
-          "nodes and network with 22 or 43 nodes, one rank per core, not ranks stacked on cores")
+    print(
+        "\n## SMPI at scale: 1 MiB per rank, one timed iteration, wall time and peak memory "
+        "(PSS of smpirun and its children, sampled every second) per launch"
+    )
+    print(
+        "# allgather: the kit's algorithms; bcast native: SimGrid's copy of Open MPI's decision "
+        "(smpi/coll-selector:ompi). THIN has 10 nodes (240 cores): THIN-like here means THIN's "
+        "nodes and network with 22 or 43 nodes, one rank per core, not ranks stacked on cores"
+    )
     print(f"# conditions at the start: {conditions()}")
-    print(f"{'platform':>24} {'P':>5} {'collective':>10} {'algorithm':>9} {'wall s':>7} "
-          f"{'peak GiB':>8} {'simulated µs':>13}")
+    print(
+        f"{'platform':>24} {'P':>5} {'collective':>10} {'algorithm':>9} {'wall s':>7} "
+        f"{'peak GiB':>8} {'simulated µs':>13}"
+    )
     for label, by_p in SCALE_PLATFORMS:
         if label not in args.scale_platforms:
             continue
         for p, platform in by_p.items():
             for coll, algo in SCALE_RUNS:
-                runner = launch.get_launcher("smpi", platform=platform,
-                                             cfg=["smpi/coll-selector:ompi"])
-                cmd = runner.command(exe, cb_args(algo, coll, sizes=(1 << 20, 1 << 20), iters=1,
-                                                   warmup=0), p)
+                runner = launch.get_launcher("smpi", platform=platform, cfg=["smpi/coll-selector:ompi"])
+                cmd = runner.command(exe, cb_args(algo, coll, sizes=(1 << 20, 1 << 20), iters=1, warmup=0), p)
                 say(f"scale: {platform} P={p} {coll} {algo}")
                 rc, out, err, wall, peak = measured_run(cmd, args.scale_timeout)
                 runner._cleanup()
                 save(outdir, f"scale-{platform}-p{p}-{coll}-{algo}.csv", out + err)
                 timeout = args.scale_timeout
-                sim = (f"timeout {timeout:.0f} s" if wall >= timeout else f"failed, exit {rc}") if rc \
+                sim = (
+                    (f"timeout {timeout:.0f} s" if wall >= timeout else f"failed, exit {rc}")
+                    if rc
                     else f"{parsed(out)[1][0]['maxrank_median_us']:13.1f}"
-                print(f"{label + ' ' + platform:>24} {p:5d} {coll:>10} {algo:>9} {wall:7.0f} "
-                      f"{peak / 2**30:8.2f} {sim:>13}")
+                )
+                print(
+                    f"{label + ' ' + platform:>24} {p:5d} {coll:>10} {algo:>9} {wall:7.0f} "
+                    f"{peak / 2**30:8.2f} {sim:>13}"
+                )
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default="real,sim,osu",
-                    help="comma-separated parts to run: real, sim, osu (default), and scale "
-                         "(SMPI at P = 512 and 1,024: about an hour on 2 cores)")
+    ap.add_argument(
+        "--parts",
+        default="real,sim,osu",
+        help="comma-separated parts to run: real, sim, osu (default), and scale "
+        "(SMPI at P = 512 and 1,024: about an hour on 2 cores)",
+    )
     ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds of the real part")
-    ap.add_argument("--mpich-oversubscribed", action="store_true",
-                    help="also run MPICH at P = 4 on fewer cores")
-    ap.add_argument("--c-build", default=str(paths.c_reference_dir() / "build"),
-                    help="the c_reference build tree to time (default c_reference/build)")
-    ap.add_argument("--osu-runs", type=int, default=9,
-                    help="interleaved runs of each OSU program and the kit's driver (default 9)")
+    ap.add_argument(
+        "--mpich-oversubscribed", action="store_true", help="also run MPICH at P = 4 on fewer cores"
+    )
+    ap.add_argument(
+        "--c-build",
+        default=str(paths.c_reference_dir() / "build"),
+        help="the c_reference build tree to time (default c_reference/build)",
+    )
+    ap.add_argument(
+        "--osu-runs",
+        type=int,
+        default=9,
+        help="interleaved runs of each OSU program and the kit's driver (default 9)",
+    )
     ap.add_argument("--osu-sizes", default="1:1M")
     ap.add_argument("--osu-iters", type=int, default=200)
     ap.add_argument("--osu-warmup", type=int, default=20)
-    ap.add_argument("--scale-platforms", default=",".join(label for label, _ in SCALE_PLATFORMS),
-                    help="the scale part's platforms, comma-separated (default: all of "
-                         + ", ".join(label for label, _ in SCALE_PLATFORMS) + ")")
+    ap.add_argument(
+        "--scale-platforms",
+        default=",".join(label for label, _ in SCALE_PLATFORMS),
+        help="the scale part's platforms, comma-separated (default: all of "
+        + ", ".join(label for label, _ in SCALE_PLATFORMS)
+        + ")",
+    )
     ap.add_argument("--timeout", type=float, default=600, help="seconds per launch")
-    ap.add_argument("--scale-timeout", type=float, default=1800,
-                    help="seconds per launch of the scale part (default 1800: the ring's 1,023 "
-                         "steps at P = 1,024 on THIN-like took more than 600 s)")
-    ap.add_argument("-o", "--output", default=None,
-                    help="directory for the raw outputs (default results/bench/<date>)")
+    ap.add_argument(
+        "--scale-timeout",
+        type=float,
+        default=1800,
+        help="seconds per launch of the scale part (default 1800: the ring's 1,023 "
+        "steps at P = 1,024 on THIN-like took more than 600 s)",
+    )
+    ap.add_argument(
+        "-o", "--output", default=None, help="directory for the raw outputs (default results/bench/<date>)"
+    )
     args = ap.parse_args(argv)
     parts = [x for x in args.parts.split(",") if x]
     bad = [x for x in parts if x not in ("real", "sim", "osu", "scale")]
@@ -449,20 +521,22 @@ def main(argv=None):
     if unknown:
         ap.error(f"bad --scale-platforms {unknown} (valid: {', '.join(labels)})")
     if not args.timeout > 0 or not args.scale_timeout > 0:
-        ap.error(f"--timeout and --scale-timeout are seconds above 0, not {args.timeout:g} and "
-                 f"{args.scale_timeout:g}")
+        ap.error(
+            f"--timeout and --scale-timeout are seconds above 0, not {args.timeout:g} and "
+            f"{args.scale_timeout:g}"
+        )
     if bad or args.rounds < 1 or args.osu_runs < 1:
-        ap.error(f"bad --parts {bad} (valid: real, sim, osu, scale) or --rounds/--osu-runs "
-                 "below 1")
+        ap.error(f"bad --parts {bad} (valid: real, sim, osu, scale) or --rounds/--osu-runs below 1")
     args.osu_show = {4, 1024, 64 << 10, 256 << 10, 512 << 10}
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = Path(args.output or paths.repo_root() / "results" / "bench" / stamp)
     outdir.mkdir(parents=True, exist_ok=True)
-    print(f"# mpilab bench, {datetime.datetime.now().isoformat(timespec='seconds')}, "
-          f"{os.uname().nodename}")
+    print(f"# mpilab bench, {datetime.datetime.now().isoformat(timespec='seconds')}, {os.uname().nodename}")
     print(f"# c_reference build: {args.c_build}; raw outputs: {outdir}")
-    print(f"# conditions at the start: {conditions()}. Timings on a shared machine are noisy: "
-          "compare the columns of one table, measured side by side, not tables of other days.")
+    print(
+        f"# conditions at the start: {conditions()}. Timings on a shared machine are noisy: "
+        "compare the columns of one table, measured side by side, not tables of other days."
+    )
     try:
         if "real" in parts:
             real_part(args, outdir)

@@ -3,6 +3,7 @@
 Source notebooks live in ../solutions/<lab>/, student versions are released to ../labs/<lab>/;
 submissions go to submitted/<student>/<lab>/.
 """
+
 import os
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
@@ -10,7 +11,14 @@ c = get_config()  # noqa: F821 (provided by nbgrader)
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.source_directory = "../solutions"
 c.CourseDirectory.release_directory = "../labs"
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "check_student*", "test-output", "c_solutions"]
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "check_student*",
+    "test-output",
+    "c_solutions",
+]
 
 # MPI cells run sweeps and compile C: nbgrader's 30 s default would kill them. Each grading
 # check still has its own per-run limit (mpilab.grade.runner.RUN_TIMEOUT) well inside this one.
@@ -54,4 +62,4 @@ c.Autograde.exclude_overwriting = {
 # e.g. lab3_alice_b_attempt_2026-11-20-10-00-00_allreduce_two_level.c (student alice_b); the
 # collector (mpilab/grade/lms.py) anchors on the timestamp and reads it, so a later attempt wins.
 c.ZipCollectApp.collector_plugin = "mpilab.grade.lms.BlackboardCollector"
-c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".c", ".csv", ".txt"]   # notebooks, C files, results
+c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".c", ".csv", ".txt"]  # notebooks, C files, results

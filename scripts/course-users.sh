@@ -137,4 +137,4 @@ if [ -d "$student_kit/solutions" ]; then
     echo "course-users.sh: warning: $student_kit holds solutions/ and the answer key, readable by the students;" \
          "for a real course give them the student release (make student-release) with --student-kit" >&2
 fi
-echo "course '$course': exchange $exchange, instructor $instructor (course root $root), students:" $students
+echo "course '$course': exchange $exchange, instructor $instructor (course root $root), students: $students"

@@ -56,7 +56,7 @@ link_on_path() {
 
 find_go() {
     local cand
-    for cand in "${GO:-}" "$(command -v go || true)" /usr/local/go/bin/go $(ls -d /usr/lib/go*/bin/go 2>/dev/null | sort -rV); do
+    for cand in "${GO:-}" "$(command -v go || true)" /usr/local/go/bin/go /usr/lib/go*/bin/go; do
         if [ -n "$cand" ] && [ -x "$cand" ]; then echo "$cand"; return 0; fi
     done
     return 1
@@ -122,7 +122,8 @@ tar -C "$work" -xzf "$TARBALL"
 src="$work/apptainer-$VERSION"
 [ -f "$src/mconfig" ] || { say "$TARBALL does not hold apptainer-$VERSION/mconfig" >&2; exit 1; }
 say "building Apptainer $VERSION with $("$GO_BIN" version) (a few minutes)"
-export PATH="$(dirname "$GO_BIN"):$PATH"
+PATH="$(dirname "$GO_BIN"):$PATH"
+export PATH
 # Offline: modules from vendor/, no proxy, no toolchain download; a scratch build cache, because
 # Apptainer's Makefile runs `go clean -cache`.
 export GOPROXY=off GOFLAGS="-mod=vendor -buildvcs=false" GOTOOLCHAIN=local

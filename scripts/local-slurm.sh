@@ -186,14 +186,14 @@ start_accounting() {
             --auth-root-authentication-method=socket --skip-test-db >"$DIR/log/mariadb-install.log" 2>&1 \
             || { tail -n 20 "$DIR/log/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
     fi
-    local i
+    local _
     if ! running "$DIR/mariadbd.pid" mariadbd; then
         say "starting mariadbd (127.0.0.1:$DBPORT, data in $DIR/mysql)"
         setsid mariadbd --no-defaults --datadir="$DIR/mysql" --user=root --bind-address=127.0.0.1 \
             --port="$DBPORT" --socket="$DIR/mysql.sock" --pid-file="$DIR/mariadbd.pid" \
             --log-error="$DIR/log/mariadb.log" --innodb-buffer-pool-size=32M \
             </dev/null >/dev/null 2>&1 9>&- &
-        for i in $(seq 1 120); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.25; done
+        for _ in $(seq 1 120); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.25; done
         sql -e 'SELECT 1' >/dev/null 2>&1 || { tail -n 20 "$DIR/log/mariadb.log" >&2; die "mariadbd did not start"; }
     fi
     if [ ! -s "$DIR/mysql.password" ]; then
@@ -218,7 +218,7 @@ start_accounting() {
         say "starting slurmdbd"
         slurmdbd 9>&-
     fi
-    for i in $(seq 1 60); do
+    for _ in $(seq 1 60); do
         sacctmgr -n -P show cluster format=cluster >/dev/null 2>&1 && break
         sleep 0.5
     done
@@ -285,8 +285,8 @@ start() {
         say "starting slurmd"
         slurmd 9>&-
     fi
-    local i
-    for i in $(seq 1 60); do
+    local _
+    for _ in $(seq 1 60); do
         if sinfo -h -p "$PARTITION" -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then
             say "up: partition $PARTITION on $NODE, $CPUS CPUs, accounting: $ACCOUNTING (logs in $DIR/log)"
             return 0

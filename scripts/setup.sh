@@ -49,6 +49,7 @@ setup_system() {
     fi
     say "installing system packages: $missing"
     $sudo apt-get update -qq
+    # shellcheck disable=SC2086 # $missing is a list of package names
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
 }
 
@@ -68,7 +69,7 @@ setup_venv() {
     "$VENV/bin/python" -m pip install -q --upgrade pip
     # mpi4py is compiled against the default mpicc (Open MPI through Debian's alternatives).
     MPICC="$(command -v mpicc.openmpi || command -v mpicc || true)" \
-        "$VENV/bin/python" -m pip install -q -e "$ROOT[test,lab]"
+        "$VENV/bin/python" -m pip install -q -e "${ROOT}[test,lab]"
     # the answer key (costs, rubrics, hidden cases): only in an instructor's checkout
     if [ -f "$ROOT/solutions/pyproject.toml" ]; then
         say "installing the answer key (solutions/mpilab_key): this is an instructor's checkout"

@@ -6,6 +6,7 @@ values for every answer the graded cells hand in), and the graded test cells. Ea
 on every automatic cell, and nothing it does may reach the kit's files, the course, or the
 student graded after it.
 """
+
 import ast
 import json
 import re
@@ -16,7 +17,7 @@ from course import ROOT, released_notebook
 TECHNIQUES = {
     # replace every check of the kit, and the hand-in itself, by functions that say "passed",
     # and hand in a forged payload that claims a verdict
-    "monkeypatch": '''
+    "monkeypatch": """
 import sys
 import mpilab.grade.answers as _answers
 from IPython.display import display as _display
@@ -37,17 +38,17 @@ def _forged(grade_id, **answers):
 
 _answers.hand_in = _forged
 check = lambda grade_id, *values: _forged(grade_id, **{f"answer{i}": v for i, v in enumerate(values)})
-''',
+""",
     # redefine builtins the checks use
-    "builtins": '''
+    "builtins": """
 import builtins
 builtins.isinstance = lambda *args: True
 builtins.float = lambda *args: 1.0
 builtins.AssertionError = type("AssertionError", (Exception,), {})
 builtins.sorted = lambda *args, **kwargs: []
-''',
+""",
     # patch the libraries the checks use: comparisons always equal, axes always logarithmic
-    "libraries": '''
+    "libraries": """
 import sympy, numpy, pandas, math
 import matplotlib.axes
 sympy.simplify = lambda *args, **kwargs: 0
@@ -60,9 +61,9 @@ matplotlib.axes.Axes.get_xscale = lambda self: "log"
 matplotlib.axes.Axes.get_yscale = lambda self: "log"
 matplotlib.axes.Axes.get_xlabel = lambda self: "bytes (B)"
 matplotlib.axes.Axes.get_ylabel = lambda self: "latency (us)"
-''',
+""",
     # write into the kit (a passing judge), the course's gradebook, other students' files
-    "writes": '''
+    "writes": """
 import glob, os, mpilab
 _kit = os.path.dirname(mpilab.__file__)
 _course = os.environ.get("MPILAB_COURSE_ROOT", "../../..")
@@ -75,9 +76,9 @@ for _f in _targets:
         print("wrote", _f)
     except OSError as _e:
         print("refused", _f, _e.strerror)
-''',
+""",
     # print what a pass looks like, then kill and signal whatever can be reached
-    "kill": '''
+    "kill": """
 import os, signal
 print("mpilab grader: 15 of 15 points (every case passed)")
 for _pid in (os.getppid(), 1):
@@ -85,7 +86,7 @@ for _pid in (os.getppid(), 1):
         os.kill(_pid, signal.SIGKILL)
     except OSError as _e:
         print("refused", _pid, _e.strerror)
-''',
+""",
 }
 
 
@@ -94,7 +95,9 @@ for _pid in (os.getppid(), 1):
 C_TECHNIQUES = {
     # where the function's code goes: print a passing line for every kind of case any harness
     # runs, then end the program before the harness says anything
-    "c_forged": lambda src: _at_first_code(src, """
+    "c_forged": lambda src: _at_first_code(
+        src,
+        """
     int _rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &_rank);
     if (_rank == 0) {
@@ -105,16 +108,20 @@ C_TECHNIQUES = {
         fflush(stdout);
     }
     _exit(0);
-"""),
+""",
+    ),
     # stand in for the MPI_Allreduce a harness uses to learn whether any rank failed: "none did"
-    "c_interposed": lambda src: """#include <mpi.h>
+    "c_interposed": lambda src: (
+        """#include <mpi.h>
 int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
     (void)s; (void)t; (void)op; (void)comm;
     for (int i = 0; i < n; i++) ((int *)r)[i] = 1 << 30;
     return MPI_SUCCESS;
 }
-""" + src,
+"""
+        + src
+    ),
 }
 
 
@@ -175,8 +182,15 @@ def cheating_notebook(lab, technique):
         if cell["cell_type"] == "code" and first_code:
             first_code = False
             kept.append(cell)
-            kept.append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                         "source": (_dummies(answer_names(nb)) + code).splitlines(keepends=True)})
+            kept.append(
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "metadata": {},
+                    "outputs": [],
+                    "source": (_dummies(answer_names(nb)) + code).splitlines(keepends=True),
+                }
+            )
         elif is_test:
             kept.append(cell)
     nb["cells"] = kept
@@ -191,16 +205,28 @@ def tree_digest(*dirs):
     import hashlib
     import subprocess
 
-    git = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard",
-                          "--", *dirs], capture_output=True)
+    git = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *dirs],
+        capture_output=True,
+    )
     if git.returncode == 0:
         files = sorted({ROOT / f for f in git.stdout.decode().split("\0") if f})
     else:
-        files = sorted(p for d in dirs for p in (ROOT / d).rglob("*")
-                       if p.is_file() and not any(part in ("build", "__pycache__", ".ipynb_checkpoints", "egg-info")
-                                                  or part.endswith(".egg-info") for part in p.parts))
-    return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "missing"
-            for p in files}
+        files = sorted(
+            p
+            for d in dirs
+            for p in (ROOT / d).rglob("*")
+            if p.is_file()
+            and not any(
+                part in ("build", "__pycache__", ".ipynb_checkpoints", "egg-info")
+                or part.endswith(".egg-info")
+                for part in p.parts
+            )
+        )
+    return {
+        str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "missing"
+        for p in files
+    }
 
 
 def dumps(notebook):

@@ -17,6 +17,7 @@ from mpilab.core.vocabulary import COMPILERS, OPENMPI_PMIX_ENV
 for _key, _value in OPENMPI_PMIX_ENV.items():
     os.environ.setdefault(_key, _value)
 
+
 @pytest.fixture(scope="session")
 def built_flavour():
     """A function ``build(flavour) -> build dir`` that runs ``make -C c_reference FLAVOUR=...``
@@ -32,11 +33,16 @@ def built_flavour():
         with open(lock, "w") as f:
             # other test sessions may build at the same time
             fcntl.flock(f, fcntl.LOCK_EX)
-            proc = subprocess.run(["make", "-C", str(paths.c_reference_dir()), f"FLAVOUR={flavour}"],
-                                  capture_output=True, text=True, timeout=900)
+            proc = subprocess.run(
+                ["make", "-C", str(paths.c_reference_dir()), f"FLAVOUR={flavour}"],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
         if proc.returncode != 0:
-            pytest.fail(f"make -C c_reference FLAVOUR={flavour} failed:\n{proc.stdout[-3000:]}\n"
-                        f"{proc.stderr[-3000:]}")
+            pytest.fail(
+                f"make -C c_reference FLAVOUR={flavour} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
         done[flavour] = paths.build_dir(flavour)
         return done[flavour]
 
@@ -48,14 +54,22 @@ def local_slurm():
     """A running single-node SLURM (partition ``local``), started by the kit's script."""
     if not (shutil.which("slurmctld") or Path("/usr/sbin/slurmctld").exists()):
         pytest.skip("slurmctld is not installed (Debian: slurm-wlm munge)")
-    proc = subprocess.run([str(paths.repo_root() / "scripts" / "local-slurm.sh"), "start"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(paths.repo_root() / "scripts" / "local-slurm.sh"), "start"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # Idempotent: a second start changes nothing and succeeds.
-    again = subprocess.run([str(paths.repo_root() / "scripts" / "local-slurm.sh"), "start"],
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [str(paths.repo_root() / "scripts" / "local-slurm.sh"), "start"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0 and "starting" not in again.stdout, again.stdout + again.stderr
-    if shutil.which("slurmdbd") or Path("/usr/sbin/slurmdbd").exists():   # accounting, as in CI
+    if shutil.which("slurmdbd") or Path("/usr/sbin/slurmdbd").exists():  # accounting, as in CI
         assert "accounting: yes" in again.stdout, again.stdout
     return "local"
 
@@ -72,12 +86,26 @@ def results_csv(tmp_path):
 #: test class whole (tests/test_cheating.py: one class per lab). Collected first, these are
 #: handed out first, so that the workers end together instead of one of them starting a
 #: six-minute group when the other is nearly done.
-LONGEST_FIRST = ("test_containers.py", "test_cheating.py::TestLab2", "test_grade_lab2.py",
-                 "test_cheating.py::TestLab3", "test_grade_lab3.py", "test_grade_lab6.py",
-                 "test_cheating.py::TestLab0", "test_cheating.py::TestLab1", "test_cheating.py::TestLab4",
-                 "test_cheating.py::TestLab6", "test_cheating.py::TestLab5", "test_grade_lab0.py",
-                 "test_grade_lab1.py", "test_exchange.py", "test_grade_lab4.py", "test_grade_lab5.py",
-                 "test_browser.py", "test_autograde.py")
+LONGEST_FIRST = (
+    "test_containers.py",
+    "test_cheating.py::TestLab2",
+    "test_grade_lab2.py",
+    "test_cheating.py::TestLab3",
+    "test_grade_lab3.py",
+    "test_grade_lab6.py",
+    "test_cheating.py::TestLab0",
+    "test_cheating.py::TestLab1",
+    "test_cheating.py::TestLab4",
+    "test_cheating.py::TestLab6",
+    "test_cheating.py::TestLab5",
+    "test_grade_lab0.py",
+    "test_grade_lab1.py",
+    "test_exchange.py",
+    "test_grade_lab4.py",
+    "test_grade_lab5.py",
+    "test_browser.py",
+    "test_autograde.py",
+)
 
 
 def _group(item):
@@ -88,7 +116,7 @@ def _group(item):
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(_group(item), len(rank)))   # stable: file order otherwise
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: file order otherwise
 
 
 _SESSION_START = time.time()

@@ -36,9 +36,11 @@ def solved_notebook(lab, edit=None):
     Markdown answer cells stay as released (they are graded by hand).
     """
     release = released_notebook(lab)
-    source = {c["metadata"]["nbgrader"]["grade_id"]: c
-              for c in json.loads((ROOT / "solutions" / lab / f"{lab}.ipynb").read_text())["cells"]
-              if "nbgrader" in c["metadata"]}
+    source = {
+        c["metadata"]["nbgrader"]["grade_id"]: c
+        for c in json.loads((ROOT / "solutions" / lab / f"{lab}.ipynb").read_text())["cells"]
+        if "nbgrader" in c["metadata"]
+    }
     for cell in release["cells"]:
         meta = cell["metadata"].get("nbgrader", {})
         if meta.get("solution") and cell["cell_type"] == "code":
@@ -72,8 +74,7 @@ class Course:
             shutil.copy(src, d / name)
         return d
 
-    def submit_lms_zip(self, student, lab, notebook=None, files=None, date="2026-11-20-10-00-00",
-                       extra=None):
+    def submit_lms_zip(self, student, lab, notebook=None, files=None, date="2026-11-20-10-00-00", extra=None):
         """Add a submission to an LMS download: ``downloaded/<lab>/archive/<lab>-gradebook.zip``,
         with Blackboard's names (``<lab>_<student>_attempt_<date>_<file>``), for zip_collect.
 
@@ -101,18 +102,29 @@ class Course:
         is saved as ``test-output/<name>.txt`` (default ``grade_<lab>``); a non-zero exit fails.
         """
         from mpilab.grade.gradebook import score_table
-        env = dict(os.environ, COURSE=str(self.root), MPILAB_CELL_TIMEOUT=str(cell_timeout),
-                   MPILAB_RUN_TIMEOUT=str(run_timeout))
+
+        env = dict(
+            os.environ,
+            COURSE=str(self.root),
+            MPILAB_CELL_TIMEOUT=str(cell_timeout),
+            MPILAB_RUN_TIMEOUT=str(run_timeout),
+        )
         if student_timeout is not None:
             env["MPILAB_STUDENT_TIMEOUT"] = str(student_timeout)
         start = time.monotonic()
-        proc = subprocess.run([str(ROOT / "scripts" / "grade.sh"), lab], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [str(ROOT / "scripts" / "grade.sh"), lab],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         elapsed = time.monotonic() - start
         self.output = proc.stdout + proc.stderr
         (ROOT / "test-output").mkdir(exist_ok=True)
         (ROOT / "test-output" / f"{name or 'grade_' + lab}.txt").write_text(
-            self.output + f"\nelapsed {elapsed:.0f} s\n")
+            self.output + f"\nelapsed {elapsed:.0f} s\n"
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return score_table(self.root, lab), elapsed
 
@@ -134,8 +146,10 @@ class Course:
             return f"(no autograded notebook {path})"
         for cell in json.loads(path.read_text())["cells"]:
             if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
-                return "\n".join("".join(o.get("text", "")) or "\n".join(o.get("traceback", []))
-                                 for o in cell.get("outputs", []))
+                return "\n".join(
+                    "".join(o.get("text", "")) or "\n".join(o.get("traceback", []))
+                    for o in cell.get("outputs", [])
+                )
         return f"(no cell {grade_id!r})"
 
 
@@ -146,8 +160,11 @@ def assert_scores(table, expected, course=None, lab=None):
     """
     for student, want in expected.items():
         got = {k: float(table.loc[student, k]) for k in want}
-        why = "".join(f"\n--- {student}, {k}:\n{course.verdict(student, lab, k)}"
-                      for k in want if course and got[k] != want[k])
+        why = "".join(
+            f"\n--- {student}, {k}:\n{course.verdict(student, lab, k)}"
+            for k in want
+            if course and got[k] != want[k]
+        )
         assert got == want, f"{student}: {got} != {want}{why}"
 
 
@@ -206,5 +223,9 @@ def judged(lab, grade_id, points=1, workdir=".", **given):
     handed = cell.prepare(*values) if cell.prepare else values
     enc = {k: json.loads(json.dumps(answers.encode(v))) for k, v in zip(cell.names, handed)}
     rubric = importlib.import_module(f"mpilab_key.rubrics.{lab}")
-    return judge.judge_cell(rubric.RUBRIC[grade_id], grade_id, {"points": points, "answers": enc},
-                            judge.Context(lab, Path(workdir), Path(workdir)))
+    return judge.judge_cell(
+        rubric.RUBRIC[grade_id],
+        grade_id,
+        {"points": points, "answers": enc},
+        judge.Context(lab, Path(workdir), Path(workdir)),
+    )

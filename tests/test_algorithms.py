@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from mpilab.core import key, paths
+from mpilab.core.errors import UsageError
 from mpilab.grade import harness
 from mpilab.grade.checks import reductions
 from mpilab.grade.labs import lab6
 from mpilab.model import algorithms, costs
-from mpilab.core.errors import UsageError
 
 ROOT = paths.repo_root()
 RECORDS = list(algorithms.registry().values())
@@ -33,7 +33,13 @@ def _c_rows():
 def test_names_are_unique_and_sides_known():
     assert len({(a.collective, a.name) for a in RECORDS}) == len(RECORDS) == len(algorithms.KIT)
     assert {a.side for a in RECORDS} <= set(algorithms.SIDES)
-    assert {a.collective for a in RECORDS} == {"allgather", "bcast", "reduce_scatter_block", "allreduce", "reduce"}
+    assert {a.collective for a in RECORDS} == {
+        "allgather",
+        "bcast",
+        "reduce_scatter_block",
+        "allreduce",
+        "reduce",
+    }
 
 
 def test_the_c_registry_has_the_same_names_and_functions():
@@ -54,7 +60,7 @@ def test_each_record_is_whole(a):
     assert (a.cost is None) != (not a.cost_note), "a cost, or why there is none, not both"
     if a.cost is not None:
         assert a.cost.domain in costs.DOMAINS
-        costs.header_form(a.collective, a.name, e=a.cost)     # prints in the C headers' notation
+        costs.header_form(a.collective, a.name, e=a.cost)  # prints in the C headers' notation
 
 
 @pytest.mark.parametrize("a", [a for a in RECORDS if a.skeleton], ids=lambda a: f"{a.collective}-{a.name}")
@@ -68,9 +74,11 @@ def test_the_graders_read_the_registry():
     assert harness.STUDENT_FUNCTIONS == {"ring": "student_allgather_ring", "bruck": "student_allgather_bruck"}
     assert harness.BCAST_FUNCTIONS == {a.name: a.skeleton for a in algorithms.of("bcast")}
     assert lab6.C_FILES == {a.name: a.skeleton_file for a in algorithms.of("bcast")}
-    assert reductions.FUNCTIONS == {"reduce_scatter": ("student_reduce_scatter_block", 1, True),
-                                    "rabenseifner": ("student_allreduce_rabenseifner", 2, True),
-                                    "two_level": ("student_allreduce_two_level", 2, False)}
+    assert reductions.FUNCTIONS == {
+        "reduce_scatter": ("student_reduce_scatter_block", 1, True),
+        "rabenseifner": ("student_allreduce_rabenseifner", 2, True),
+        "two_level": ("student_allreduce_two_level", 2, False),
+    }
 
 
 def test_one_cost_per_algorithm():
@@ -78,7 +86,9 @@ def test_one_cost_per_algorithm():
     own object: one definition, read by `mpilab costs` and by the graders alike."""
     for a in algorithms.of("allgather"):
         assert costs.entry("allgather", a.name) is a.cost
-    from mpilab_key.rubrics import lab2 as rubric2, lab6 as rubric6    # the key's rubrics
+    from mpilab_key.rubrics import lab2 as rubric2  # the key's rubrics
+    from mpilab_key.rubrics import lab6 as rubric6
+
     assert rubric6.EXPECTED["chain"] is algorithms.entry("bcast", "chain").cost
     assert rubric2.RUBRIC["cost_ring"].expected == algorithms.entry("allgather", "ring").cost.expr
 
@@ -118,10 +128,9 @@ except UsageError as exc:
 from mpilab.cli import main
 main(["list", "--coll", "bcast"])
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "no schedule of 'ring' here: the schedules of ring, bruck, binomial" in proc.stdout
     assert proc.stdout.count("cost: not in this installation") == 5
     assert "you write it in labs/lab6/chain.c" in proc.stdout
-    assert key.installed()      # this process still has the key
+    assert key.installed()  # this process still has the key

@@ -26,19 +26,32 @@ from mpilab.grade.gradebook import score_table
 
 def _meta(gid, points=None):
     graded = points is not None
-    return {"nbgrader": {"grade": graded, "grade_id": gid, "locked": graded, "schema_version": 3,
-                         "solution": not graded, "task": False, **({"points": points} if graded else {})}}
+    return {
+        "nbgrader": {
+            "grade": graded,
+            "grade_id": gid,
+            "locked": graded,
+            "schema_version": 3,
+            "solution": not graded,
+            "task": False,
+            **({"points": points} if graded else {}),
+        }
+    }
 
 
 def _source():
-    cells = [new_code_cell("x = 1", metadata=_meta("a")),
-             new_code_cell('"""x is 1."""\nassert x == 1', metadata=_meta("t_a", 1)),
-             new_code_cell("y = 2", metadata=_meta("b")),
-             new_code_cell('"""y is 2."""\nassert y == 2', metadata=_meta("t_b", 1)),
-             new_code_cell("z = 3", metadata=_meta("c")),
-             new_code_cell('"""z is 3."""\nassert z == 3', metadata=_meta("t_c", 1))]
-    return new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                              "language": "python"}})
+    cells = [
+        new_code_cell("x = 1", metadata=_meta("a")),
+        new_code_cell('"""x is 1."""\nassert x == 1', metadata=_meta("t_a", 1)),
+        new_code_cell("y = 2", metadata=_meta("b")),
+        new_code_cell('"""y is 2."""\nassert y == 2', metadata=_meta("t_b", 1)),
+        new_code_cell("z = 3", metadata=_meta("c")),
+        new_code_cell('"""z is 3."""\nassert z == 3', metadata=_meta("t_c", 1)),
+    ]
+    return new_notebook(
+        cells=cells,
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
 
 
 #: A cell that looks at its limits: the network interfaces it sees, its address-space limit,
@@ -83,7 +96,9 @@ def _course(tmp):
     (tmp / "source" / "mini").mkdir(parents=True)
     course.mkdir()
     cfg = (ROOT / "grader" / "nbgrader_config.py").read_text()
-    cfg = cfg.replace('"../solutions"', repr(str(tmp / "source"))).replace('"../labs"', repr(str(tmp / "release")))
+    cfg = cfg.replace('"../solutions"', repr(str(tmp / "source"))).replace(
+        '"../labs"', repr(str(tmp / "release"))
+    )
     # the mini assignment has no rubric in the answer key: its checks run in the kernel, as an
     # instructor's own exercise would (the labs are judged by the trusted grader)
     (course / "nbgrader_config.py").write_text(cfg + '\nc.TrustedVerdicts.without_rubric = "outputs"\n')
@@ -97,14 +112,25 @@ def _submit(course, student, nb):
 
 
 def _nbgrader(course, env, *args):
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=course,
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _env(course, **settings):
-    return dict(os.environ, MPILAB_COURSE_ROOT=str(course), MPILAB_CELL_OUTPUT_CAP="100000",
-                MPILAB_KERNEL_MEMORY_MB="2048", PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-                **settings)
+    return dict(
+        os.environ,
+        MPILAB_COURSE_ROOT=str(course),
+        MPILAB_CELL_OUTPUT_CAP="100000",
+        MPILAB_KERNEL_MEMORY_MB="2048",
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        **settings,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +142,9 @@ def graded(tmp_path_factory):
         _submit(course, student, nb)
     env = _env(course, MPILAB_CELL_TIMEOUT="5")
     assert _nbgrader(course, env, "generate_assignment", "mini", "--create", "--force").returncode == 0
-    logs = {s: _nbgrader(course, env, "autograde", "mini", "--student", s, "--create", "--force") for s in ANSWERS}
+    logs = {
+        s: _nbgrader(course, env, "autograde", "mini", "--student", s, "--create", "--force") for s in ANSWERS
+    }
     return course, score_table(course, "mini"), logs
 
 
@@ -144,8 +172,10 @@ def test_a_dead_kernel_is_restarted(graded):
 
 def test_endless_printing_is_cut(graded):
     course, table, logs = graded
-    assert table.loc["prints_forever", ["t_a", "t_b", "t_c"]].tolist() == [1, 1, 1]   # interrupted, y was set
-    text = "".join("".join(o["text"]) for o in _outputs(course, "prints_forever", 2) if o["output_type"] == "stream")
+    assert table.loc["prints_forever", ["t_a", "t_b", "t_c"]].tolist() == [1, 1, 1]  # interrupted, y was set
+    text = "".join(
+        "".join(o["text"]) for o in _outputs(course, "prints_forever", 2) if o["output_type"] == "stream"
+    )
     assert len(text) < 100_000 + 1000
     assert "[output cut at 100000 characters; the rest was thrown away]" in text
     assert table.loc["right", ["t_a", "t_b", "t_c"]].tolist() == [1, 1, 1]
@@ -242,15 +272,23 @@ def attacked(tmp_path_factory):
         students["attacker"].cells.append(new_code_cell(f"MARK = {mark!r}\n" + src, metadata={"attack": gid}))
     for student, nb in students.items():
         _submit(course, student, nb)
-    env = _env(course, MPILAB_CELL_TIMEOUT="60", MPILAB_KERNEL_DISK_MB="64", MPILAB_KERNEL_TOTAL_MEMORY_MB="512",
-               MPILAB_KERNEL_PROCS="128", MPILAB_TEST_VICTIM=str(os.getpid()))
+    env = _env(
+        course,
+        MPILAB_CELL_TIMEOUT="60",
+        MPILAB_KERNEL_DISK_MB="64",
+        MPILAB_KERNEL_TOTAL_MEMORY_MB="512",
+        MPILAB_KERNEL_PROCS="128",
+        MPILAB_TEST_VICTIM=str(os.getpid()),
+    )
     kit = Path(mpilab.__file__).parent
     assert _nbgrader(course, env, "generate_assignment", "mini", "--create", "--force").returncode == 0
     hashes = {"kit": _hashes(kit)}
     logs, seconds = {}, {}
     for student in students:
         start = time.monotonic()
-        logs[student] = _nbgrader(course, env, "autograde", "mini", "--student", student, "--create", "--force")
+        logs[student] = _nbgrader(
+            course, env, "autograde", "mini", "--student", student, "--create", "--force"
+        )
         seconds[student] = time.monotonic() - start
         if student == "before":
             hashes["before"] = _hashes(course / "submitted" / "before", course / "autograded" / "before")
@@ -259,8 +297,12 @@ def attacked(tmp_path_factory):
 
 
 def _hashes(*roots):
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
-            for root in roots for p in sorted(Path(root).rglob("*")) if p.is_file()}
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for root in roots
+        for p in sorted(Path(root).rglob("*"))
+        if p.is_file()
+    }
 
 
 def _attack_output(course, gid):
@@ -274,7 +316,9 @@ def _attack_output(course, gid):
 @pytest.mark.slow
 def test_a_hostile_notebook_changes_nothing_outside_its_own_directory(attacked):
     course, mark, hashes, logs, seconds = attacked
-    assert all(log.returncode == 0 for log in logs.values()), {s: log.stderr[-2000:] for s, log in logs.items()}
+    assert all(log.returncode == 0 for log in logs.values()), {
+        s: log.stderr[-2000:] for s, log in logs.items()
+    }
     table = score_table(course, "mini")
     for student in ("before", "attacker", "zafter"):
         assert table.loc[student, ["t_a", "t_b", "t_c"]].tolist() == [1, 1, 1], student
@@ -293,8 +337,10 @@ def test_a_hostile_notebook_stops_at_its_disk_caps_and_leaves_nothing(attacked):
     assert not os.path.exists(f"/tmp/mpilab-attack-{mark}")
     text, _ = _attack_output(course, "cwd")
     assert text.startswith("cwd: No space left on device")
-    assert "[grader] this cell hit a limit: it filled its 64 MiB of disk (its own directory; " \
-           "MPILAB_KERNEL_DISK_MB)" in text
+    assert (
+        "[grader] this cell hit a limit: it filled its 64 MiB of disk (its own directory; "
+        "MPILAB_KERNEL_DISK_MB)" in text
+    )
     own = course / "autograded" / "attacker" / "mini"
     assert sum(p.stat().st_size for p in own.rglob("*") if p.is_file()) < 66 * 2**20
 
@@ -304,12 +350,17 @@ def test_a_fork_bomb_or_a_memory_hog_in_a_cell_costs_a_kernel_restart(attacked):
     course, *_ = attacked
     if "pids" in cgroups.parents():
         _, errors = _attack_output(course, "bomb")
-        assert errors and errors[0].endswith("this notebook hit a limit of the grader: it started more than 128 "
-                                             "processes/threads and was stopped (MPILAB_KERNEL_PROCS)")
+        assert errors and errors[0].endswith(
+            "this notebook hit a limit of the grader: it started more than 128 "
+            "processes/threads and was stopped (MPILAB_KERNEL_PROCS)"
+        )
     if "memory" in cgroups.parents():
         text, errors = _attack_output(course, "hog")
         assert "hog: holds" not in text
-        assert errors and "this notebook hit a limit of the grader: it used more than 512 MiB of memory" in errors[0]
+        assert (
+            errors
+            and "this notebook hit a limit of the grader: it used more than 512 MiB of memory" in errors[0]
+        )
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
 """Lab 6's study module (mpilab.studies.bcast) and its segment checks (mpilab.grade.checks.segments)."""
+
 import shutil
 from pathlib import Path
 
@@ -20,8 +21,7 @@ def _table(rows):
 
 
 def test_winners_takes_the_fastest_per_point_and_breaks_ties_by_name():
-    t = _table([("b", 4, 8, 1.0), ("a", 4, 8, 1.0), ("c", 4, 8, 3.0),
-                ("a", 4, 64, 5.0), ("c", 4, 64, 2.0)])
+    t = _table([("b", 4, 8, 1.0), ("a", 4, 8, 1.0), ("c", 4, 8, 3.0), ("a", 4, 64, 5.0), ("c", 4, 64, 2.0)])
     w = bcast.winners(t)
     assert list(w["algorithm"]) == ["a", "c"]
     assert list(w["maxrank_avg_us"]) == [1.0, 2.0]
@@ -33,13 +33,15 @@ def test_winners_names_a_missing_column():
 
 
 def test_plot_maps_draws_one_panel_per_map_and_one_cell_per_point():
-    m1 = _table([("a", 4, 8, 1), ("b", 4, 64, 1), ("a", 8, 8, 1), ("a", 8, 64, 1)])[["nprocs", "bytes", "algorithm"]]
+    m1 = _table([("a", 4, 8, 1), ("b", 4, 64, 1), ("a", 8, 8, 1), ("a", 8, 64, 1)])[
+        ["nprocs", "bytes", "algorithm"]
+    ]
     m2 = m1.assign(algorithm=["c", "c", "b", "a"])
     fig, axes = bcast.plot_maps({"one": m1, "two": m2})
     assert len(axes) == 2 and [ax.get_title() for ax in axes] == ["one", "two"]
     assert all(len(ax.patches) == 4 for ax in axes)
     colours = {tuple(pt.get_facecolor()) for pt in axes[1].patches}
-    assert len(colours) == 3          # c, b, a: one colour per algorithm
+    assert len(colours) == 3  # c, b, a: one colour per algorithm
     with pytest.raises(UsageError):
         bcast.plot_maps({})
 
@@ -47,7 +49,9 @@ def test_plot_maps_draws_one_panel_per_map_and_one_cell_per_point():
 def test_alpha_beta_is_the_mean_of_the_pairs_routes():
     got = routes.alpha_beta("orfeo-thin", (2, 3), mapping="node").set_index("nprocs")
     hosts = platforms.placement("orfeo-thin", 3, "node")
-    pairs = [routes.route_cost("orfeo-thin", hosts[a], hosts[b]) for a in range(3) for b in range(3) if a != b]
+    pairs = [
+        routes.route_cost("orfeo-thin", hosts[a], hosts[b]) for a in range(3) for b in range(3) if a != b
+    ]
     assert got.loc[3, "alpha_us"] == pytest.approx(np.mean([a for a, _ in pairs]))
     assert got.loc[3, "beta_us_per_byte"] == pytest.approx(np.mean([b for _, b in pairs]))
     two = platforms.placement("orfeo-thin", 2, "node")
@@ -61,8 +65,16 @@ def test_simulated_overlap_hides_the_broadcast_behind_the_kernel():
     """SimGrid moves messages on its own: a 1 MiB broadcast at P = 4 (a few hundred µs, shorter
     than 2 ms of computing) hides behind the kernel; the kernel's simulated time is its CPU time
     (which a loaded machine stretches by some tens of µs from call to call: hence the margins)."""
-    got = bcast.overlap("smpi", nprocs=(4,), collectives=("bcast",), sizes=(1 << 20,), compute_us=2000,
-                        progress=("none",), iters=5, warmup=1)
+    got = bcast.overlap(
+        "smpi",
+        nprocs=(4,),
+        collectives=("bcast",),
+        sizes=(1 << 20,),
+        compute_us=2000,
+        progress=("none",),
+        iters=5,
+        warmup=1,
+    )
     r = got.iloc[0]
     assert r["comm_us"] > 0 and r["comm_us"] < r["compute_us"]
     assert r["compute_us"] == pytest.approx(2000, rel=0.5)
@@ -77,15 +89,20 @@ def test_overlap_names_a_bad_collective():
 
 # ---- segment checks ------------------------------------------------------------------------------
 
-SWEEP = pd.DataFrame({"platform": ["thin"] * 3 + ["torus"] * 3, "nprocs": [8] * 6,
-                      "segsize": [1024, 4096, 16384] * 2,
-                      "maxrank_avg_us": [300.0, 100.0, 101.0, 500.0, 400.0, 200.0]})
+SWEEP = pd.DataFrame(
+    {
+        "platform": ["thin"] * 3 + ["torus"] * 3,
+        "nprocs": [8] * 6,
+        "segsize": [1024, 4096, 16384] * 2,
+        "maxrank_avg_us": [300.0, 100.0, 101.0, 500.0, 400.0, 200.0],
+    }
+)
 
 
 def test_best_segment_accepts_the_minimum_or_a_tie_and_names_a_wrong_one():
     best = pd.DataFrame({"platform": ["thin", "torus"], "nprocs": [8, 8], "segsize": [16384, 4096]})
     cases = segments.best_segment_cases(best, SWEEP, ("thin", "torus"), (8,))
-    assert [c.passed for c in cases] == [True, False]   # 101 is within 2 % of 100; 400 is not 200
+    assert [c.passed for c in cases] == [True, False]  # 101 is within 2 % of 100; 400 is not 200
     assert "4096 B takes 400.0 us in your sweep, 16384 B takes 200.0 us" in cases[1].message
     missing = segments.best_segment_cases(best, SWEEP, ("thin",), (8, 32))
     assert not missing[1].passed and "no row there" in missing[1].message
@@ -118,8 +135,9 @@ def test_rerun_credits_a_real_sweep_and_not_a_forged_one():
     read off a forged sweep earn nothing."""
     c_file = str(Path(__file__).parents[1] / "solutions" / "lab6" / "c_solutions" / "pipeline.c")
     segs = (4096, 65536)
-    real = runner.benchmark_bcast({"pipeline": c_file}, nprocs=(4,), sizes=(1 << 18,), segsizes=segs,
-                                  flavour="smpi", native=False).assign(platform="orfeo-thin")
+    real = runner.benchmark_bcast(
+        {"pipeline": c_file}, nprocs=(4,), sizes=(1 << 18,), segsizes=segs, flavour="smpi", native=False
+    ).assign(platform="orfeo-thin")
     ok = segments.rerun_case(c_file, real, "orfeo-thin", 4, 1 << 18, segs)
     assert ok.passed and ok.hidden
     forged = real.copy()

@@ -24,11 +24,20 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: The flags this sandbox needs: root (no sandbox), no GPU, and no background traffic to a
 #: closed network (Chromium would retry it at every start).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (scripts/packages.txt)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (scripts/packages.txt)"),
+]
 
 
 def _free_port():
@@ -83,9 +92,19 @@ def jupyter_lab(tmp_path):
     shutil.copytree(ROOT / "labs", labs)
     port, token = _free_port(), secrets.token_hex(16)
     jupyter = Path(sys.executable).with_name("jupyter")
-    env = dict(os.environ, PATH=f"{jupyter.parent}:{os.environ['PATH']}", JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"))
-    cmd = [str(jupyter), "lab", f"--notebook-dir={labs}", f"--port={port}", "--no-browser",
-           "--allow-root", "--ip=127.0.0.1", f"--IdentityProvider.token={token}"]
+    env = dict(
+        os.environ, PATH=f"{jupyter.parent}:{os.environ['PATH']}", JUPYTER_CONFIG_DIR=str(tmp_path / "cfg")
+    )
+    cmd = [
+        str(jupyter),
+        "lab",
+        f"--notebook-dir={labs}",
+        f"--port={port}",
+        "--no-browser",
+        "--allow-root",
+        "--ip=127.0.0.1",
+        f"--IdentityProvider.token={token}",
+    ]
     with serving(cmd, port, token, tmp_path / "jupyter.log", env=env) as url:
         yield url, token
 
@@ -122,7 +141,7 @@ def run_cell(sync_api, page, cell, seconds=120):
         dialog = page.locator(".jp-Dialog")
         if dialog.count():
             page.keyboard.press("Escape")
-        cell.locator(".jp-InputArea-editor").click()      # edit mode in that cell
+        cell.locator(".jp-InputArea-editor").click()  # edit mode in that cell
         page.keyboard.press("Shift+Enter")
         try:
             sync_api.expect(prompt).to_have_text(re.compile(r"\[[\d*]+\]"), timeout=10_000)
@@ -141,11 +160,12 @@ def run_lab0_cells(url, token, screenshot):
         # the lab's title is on the page, rendered from Markdown
         page.get_by_role("heading", name="Lab 0 — getting started").first.wait_for(timeout=60_000)
         cells = page.locator(".jp-Notebook .jp-Cell")
-        for i in (1, 3):                # the imports, then the doctor's report
+        for i in (1, 3):  # the imports, then the doctor's report
             cell = cells.nth(i)
             run_cell(sync_api, page, cell)
-            sync_api.expect(cell.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"),
-                                                                          timeout=120_000)
+            sync_api.expect(cell.locator(".jp-InputPrompt")).to_have_text(
+                re.compile(r"\[\d+\]"), timeout=120_000
+            )
         report = cells.nth(3).locator(".jp-OutputArea-output")
         sync_api.expect(report).to_contain_text("openmpi", timeout=30_000)
         text = report.inner_text()
@@ -175,8 +195,12 @@ def test_explorer_redraws_when_a_slider_moves(jupyter_lab, tmp_path):
     """The explorer panel in JupyterLab: drag the α slider, and the phase diagram changes."""
     import nbformat
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(EXPLORER_CELL)], metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(EXPLORER_CELL)],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+        },
+    )
     nbformat.write(nb, tmp_path / "labs" / "explorer.ipynb")
     with notebook_page(jupyter_lab, "explorer.ipynb", "explorer.png", height=1100) as (sync_api, page):
         cell = page.locator(".jp-Notebook .jp-Cell").first
@@ -184,7 +208,7 @@ def test_explorer_redraws_when_a_slider_moves(jupyter_lab, tmp_path):
         image = cell.locator(".widget-output img")
         image.wait_for(timeout=120_000)
         before = image.get_attribute("src")
-        label = cell.locator(".widget-readout").first     # the α slider's value
+        label = cell.locator(".widget-readout").first  # the α slider's value
         alpha_before = label.inner_text()
         handle = cell.locator(".widget-hslider .noUi-handle").first
         box = handle.bounding_box()
@@ -193,15 +217,18 @@ def test_explorer_redraws_when_a_slider_moves(jupyter_lab, tmp_path):
         page.mouse.move(box["x"] + 250, box["y"] + box["height"] / 2, steps=10)
         page.mouse.up()
         sync_api.expect(label).not_to_have_text(alpha_before, timeout=30_000)
-        page.wait_for_function("([sel, old]) => { const i = document.querySelector(sel); "
-                               "return i && i.getAttribute('src') !== old; }",
-                               arg=[".widget-output img", before], timeout=60_000)
+        page.wait_for_function(
+            "([sel, old]) => { const i = document.querySelector(sel); "
+            "return i && i.getAttribute('src') !== old; }",
+            arg=[".widget-output img", before],
+            timeout=60_000,
+        )
         page.get_by_text(KERNEL_IDLE).first.wait_for(timeout=120_000)
-        sync_api.expect(image).to_be_visible()          # the last drawing is there, no error
+        sync_api.expect(image).to_be_visible()  # the last drawing is there, no error
         after = image.get_attribute("src")
         alpha_after = label.inner_text()
         drawn = cell.locator(".widget-output").inner_text()
-        page.wait_for_timeout(1500)                     # let the PNG paint before the screenshot
+        page.wait_for_timeout(1500)  # let the PNG paint before the screenshot
     assert float(alpha_after) > float(alpha_before)
     assert "cannot draw" not in drawn
     assert before.startswith("data:image/png") and after.startswith("data:image/png") and after != before
@@ -221,16 +248,19 @@ def node_builds_extensions():
     return (major == 20 and minor >= 19) or (major == 22 and minor >= 12) or major > 22
 
 
-@pytest.mark.skipif(not node_builds_extensions(),
-                    reason="no npm, or Node.js older than 20.19: make setup cannot build the kit's JupyterLab extension")
+@pytest.mark.skipif(
+    not node_builds_extensions(),
+    reason="no npm, or Node.js older than 20.19: make setup cannot build the kit's JupyterLab extension",
+)
 def test_a_check_warns_when_the_c_file_has_unsaved_edits(jupyter_lab, tmp_path):
     """Lab 2 in JupyterLab: edit ring.c in the editor without saving and run the ring check. The
     check tests the file on disk; the kit's JupyterLab extension (labext/) says that the file has
     unsaved edits, and its button saves them. Screenshots: test-output/browser/unsaved-warning.png
     (the warning), unsaved-saved.png (after its button)."""
     extension = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "mpilab-saved-check"
-    assert (extension / "package.json").is_file(), \
+    assert (extension / "package.json").is_file(), (
         f"{extension} is missing although npm is installed: see what `scripts/setup.sh labext` prints"
+    )
     ring = tmp_path / "labs" / "lab2" / "ring.c"
     saved = ring.read_text()
     with notebook_page(jupyter_lab, "lab2/lab2.ipynb", "unsaved-saved.png") as (sync_api, page):
@@ -242,8 +272,9 @@ def test_a_check_warns_when_the_c_file_has_unsaved_edits(jupyter_lab, tmp_path):
         editor.click()
         page.keyboard.press("Control+End")
         page.keyboard.type("\n" + UNSAVED_EDIT + "\n")
-        sync_api.expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-dirty",
-                                     has_text="ring.c")).to_be_visible(timeout=10_000)
+        sync_api.expect(
+            page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-dirty", has_text="ring.c")
+        ).to_be_visible(timeout=10_000)
         notebook_tab.click()
         cells = page.locator(".jp-Notebook .jp-Cell")
         run_cell(sync_api, page, cells.filter(has_text="labs.checker").first)
@@ -253,13 +284,12 @@ def test_a_check_warns_when_the_c_file_has_unsaved_edits(jupyter_lab, tmp_path):
         toast = page.locator(".Toastify__toast:not([class*='exit'])", has_text="ring.c has unsaved edits")
         sync_api.expect(toast).to_be_visible(timeout=30_000)
         warning = toast.inner_text()
-        page.wait_for_timeout(1000)               # the toast slides in
+        page.wait_for_timeout(1000)  # the toast slides in
         page.screenshot(path=str(ROOT / "test-output" / "browser" / "unsaved-warning.png"))
         # the check itself ran on the saved skeleton, and says which version it tested
         page.get_by_text(KERNEL_IDLE).first.wait_for(timeout=240_000)
-        sync_api.expect(check.locator(".jp-OutputArea")).to_contain_text(
-            "as last saved", timeout=30_000)
-        assert ring.read_text() == saved          # nothing saved the edit behind the student's back
+        sync_api.expect(check.locator(".jp-OutputArea")).to_contain_text("as last saved", timeout=30_000)
+        assert ring.read_text() == saved  # nothing saved the edit behind the student's back
         toast.get_by_role("button", name="Save ring.c").click()
         deadline = time.monotonic() + 30
         while UNSAVED_EDIT not in ring.read_text() and time.monotonic() < deadline:

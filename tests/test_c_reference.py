@@ -13,18 +13,33 @@ import pytest
 from mpilab.core import paths
 from mpilab.model import algorithms
 
-OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-            "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+OMPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+}
 TIMEOUT = 600
-CSV_COLUMNS = ["bytes", "count", "iterations", "avg_us", "min_us", "max_us", "maxrank_avg_us",
-               "maxrank_median_us", "probe_us"]
+CSV_COLUMNS = [
+    "bytes",
+    "count",
+    "iterations",
+    "avg_us",
+    "min_us",
+    "max_us",
+    "maxrank_avg_us",
+    "maxrank_median_us",
+    "probe_us",
+]
 
 
 def registry_names():
     """Algorithm names from the registry (build/openmpi/registry.json, built without MPI)."""
-    proc = subprocess.run(["make", "-C", str(paths.c_reference_dir()), "FLAVOUR=openmpi",
-                           "build/openmpi/registry.json"], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        ["make", "-C", str(paths.c_reference_dir()), "FLAVOUR=openmpi", "build/openmpi/registry.json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads((paths.c_reference_dir() / "build/openmpi/registry.json").read_text())
     return [a["name"] for a in data["algorithms"]]
@@ -42,7 +57,8 @@ def smpi_platform(tmp_path_factory):
         '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
         '<platform version="4.1">\n'
         '  <cluster id="c" prefix="node-" suffix="" radical="0-47" speed="1Gf" bw="10Gbps"'
-        ' lat="1us" bb_bw="100Gbps" bb_lat="1us"/>\n</platform>\n')
+        ' lat="1us" bb_bw="100Gbps" bb_lat="1us"/>\n</platform>\n'
+    )
     (d / "hosts").write_text("".join(f"node-{i}\n" for i in range(48)))
     return d
 
@@ -57,9 +73,19 @@ def launch(flavour, build, program, args, nprocs, platform=None, timeout=TIMEOUT
     elif flavour == "mpich":
         argv = ["mpirun.mpich", "-np", str(nprocs), exe, *args]
     else:
-        argv = ["smpirun", "-np", str(nprocs), "-platform", str(platform / "cluster.xml"),
-                "-hostfile", str(platform / "hosts"), "--cfg=smpi/host-speed:1Gf",
-                "--log=root.thres:critical", exe, *args]
+        argv = [
+            "smpirun",
+            "-np",
+            str(nprocs),
+            "-platform",
+            str(platform / "cluster.xml"),
+            "-hostfile",
+            str(platform / "hosts"),
+            "--cfg=smpi/host-speed:1Gf",
+            "--log=root.thres:critical",
+            exe,
+            *args,
+        ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -67,7 +93,8 @@ def assert_sweep_passed(proc, algo, nprocs):
     lines = proc.stdout.splitlines()
     fails = [line for line in lines if line.startswith("FAIL")]
     assert proc.returncode == 0 and not fails, (
-        f"{algo} at P={nprocs}: rc {proc.returncode}\n" + "\n".join(fails[:20]) + proc.stderr[-2000:])
+        f"{algo} at P={nprocs}: rc {proc.returncode}\n" + "\n".join(fails[:20]) + proc.stderr[-2000:]
+    )
     summary = [line for line in lines if " passed, " in line]
     assert summary and summary[-1].split()[2] == "0", summary
     passed = int(summary[-1].split()[0])
@@ -98,8 +125,9 @@ def test_sweep_mpich(built_flavour, algo, nprocs):
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 5, 8, 13, 16, 31, 48])
 def test_sweep_smpi(built_flavour, smpi_platform, algo, nprocs):
     build = built_flavour("smpi")
-    proc = launch("smpi", build, "check_allgather", ["--algo", algo, "--quick"], nprocs,
-                  platform=smpi_platform)
+    proc = launch(
+        "smpi", build, "check_allgather", ["--algo", algo, "--quick"], nprocs, platform=smpi_platform
+    )
     assert_sweep_passed(proc, algo, nprocs)
 
 
@@ -121,9 +149,30 @@ def parse_csv(stdout):
 @pytest.mark.parametrize("algo", ALGOS)
 def test_collbench_csv(built_flavour, algo):
     build = built_flavour("openmpi")
-    proc = launch("openmpi", build, "collbench",
-                  ["--algo", algo, "-m", "32:16K", "--check", "--iters", "5", "--warmup", "1",
-                   "--iters-large", "3", "--warmup-large", "1", "--datatype", "int"], 3, timeout=300)
+    proc = launch(
+        "openmpi",
+        build,
+        "collbench",
+        [
+            "--algo",
+            algo,
+            "-m",
+            "32:16K",
+            "--check",
+            "--iters",
+            "5",
+            "--warmup",
+            "1",
+            "--iters-large",
+            "3",
+            "--warmup-large",
+            "1",
+            "--datatype",
+            "int",
+        ],
+        3,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     meta, rows = parse_csv(proc.stdout)
     assert proc.stdout.startswith("# collbench 1\n# library: ")
@@ -134,7 +183,7 @@ def test_collbench_csv(built_flavour, algo):
     assert list(rows[0].keys()) == CSV_COLUMNS
     assert [int(r["bytes"]) for r in rows] == [32 << i for i in range(10)]
     assert [int(r["count"]) for r in rows] == [(32 << i) // 4 for i in range(10)]
-    assert [int(r["iterations"]) for r in rows] == [5] * 9 + [3]   # 16 KiB is large
+    assert [int(r["iterations"]) for r in rows] == [5] * 9 + [3]  # 16 KiB is large
     for r in rows:
         lo, avg, hi = float(r["min_us"]), float(r["avg_us"]), float(r["max_us"])
         assert 0 < lo <= avg <= hi
@@ -144,16 +193,36 @@ def test_collbench_csv(built_flavour, algo):
 
 def test_collbench_probe_and_other_collectives(built_flavour):
     build = built_flavour("openmpi")
-    proc = launch("openmpi", build, "collbench", ["-m", "8:64", "--iters", "3", "--probe", "1K"],
-                  2, timeout=300)
+    proc = launch(
+        "openmpi", build, "collbench", ["-m", "8:64", "--iters", "3", "--probe", "1K"], 2, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     meta, rows = parse_csv(proc.stdout)
     assert meta["probe_bytes"] == "1024" and all(float(r["probe_us"]) > 0 for r in rows)
     for coll in ["bcast", "reduce", "allreduce"]:
         for dt in ["char", "double"]:
-            proc = launch("openmpi", build, "collbench",
-                          ["--coll", coll, "--root", "2", "--datatype", dt, "-m", "8:64K", "--check",
-                           "--iters", "3", "--iters-large", "2"], 3, timeout=300)
+            proc = launch(
+                "openmpi",
+                build,
+                "collbench",
+                [
+                    "--coll",
+                    coll,
+                    "--root",
+                    "2",
+                    "--datatype",
+                    dt,
+                    "-m",
+                    "8:64K",
+                    "--check",
+                    "--iters",
+                    "3",
+                    "--iters-large",
+                    "2",
+                ],
+                3,
+                timeout=300,
+            )
             assert proc.returncode == 0, (coll, dt, proc.stderr)
             meta, rows = parse_csv(proc.stdout)
             assert meta["collective"] == coll and meta["root"] == "2" and len(rows) == 14
@@ -168,8 +237,13 @@ def test_collbench_osu_format(built_flavour):
     assert lines[3] == f"{'# Size':<10}{'Avg Latency(us)':>20}"
     assert [line[:10].strip() for line in lines[4:7]] == ["1", "2", "4"]
     assert all(len(line) == 30 for line in lines[4:7])
-    proc = launch("openmpi", build, "collbench",
-                  ["--coll", "bcast", "--format", "osu", "--full", "-m", "2:2", "--iters", "3"], 2)
+    proc = launch(
+        "openmpi",
+        build,
+        "collbench",
+        ["--coll", "bcast", "--format", "osu", "--full", "-m", "2:2", "--iters", "3"],
+        2,
+    )
     lines = proc.stdout.split("\n")
     assert lines[1] == "# OSU MPI Broadcast Latency Test v7.3"
     assert lines[3].split("  ")[-1].strip() == "Iterations"
@@ -183,26 +257,35 @@ def test_collbench_list_json(built_flavour):
     assert data["collective"] == "allgather"
     names = [a["name"] for a in data["algorithms"]]
     assert names == ALGOS[:-1] and "native" not in names
-    assert names == [a.name for a in algorithms.compiled("allgather")]   # the one registry's order
+    assert names == [a.name for a in algorithms.compiled("allgather")]  # the one registry's order
     assert {"bruck", "gather_bcast", "pairwise", "ring"} <= set(names)
     for a in data["algorithms"]:
-        assert set(a) == {"name"}   # the rest of each record: mpilab.model.algorithms
+        assert set(a) == {"name"}  # the rest of each record: mpilab.model.algorithms
     assert json.loads((build / "registry.json").read_text()) == data
-    for coll in ["bcast", "reduce", "allreduce"]:   # native only: an empty list
+    for coll in ["bcast", "reduce", "allreduce"]:  # native only: an empty list
         proc = launch("openmpi", build, "collbench", ["--coll", coll, "--list", "--json"], 1)
         assert json.loads(proc.stdout) == {"collective": coll, "algorithms": []}
     helptext = launch("openmpi", build, "collbench", ["--help"], 1).stdout
     assert all(n in helptext for n in names)
-    assert "mpilab list" in helptext and "mpilab list" in launch("openmpi", build, "collbench", ["--list"], 1).stdout
+    assert (
+        "mpilab list" in helptext
+        and "mpilab list" in launch("openmpi", build, "collbench", ["--list"], 1).stdout
+    )
 
 
 BAD = [
-    (["--algo", "rign"], "collbench: unknown algorithm 'rign'; valid: gather_bcast, pairwise, ring, bruck, native"),
+    (
+        ["--algo", "rign"],
+        "collbench: unknown algorithm 'rign'; valid: gather_bcast, pairwise, ring, bruck, native",
+    ),
     (["--coll", "bcast", "--algo", "ring"], "collbench: unknown algorithm 'ring' for bcast; valid: native"),
     (["--coll", "gather"], "collbench: unknown collective 'gather'; valid: "),
     (["-m", "64:32"], "collbench: bad size range '64:32' for -m; MIN 64 is larger than MAX 32"),
     (["-m", "0:32"], "collbench: bad size range '0:32'"),
-    (["-m", "2:16", "--datatype", "double"], "collbench: size 2 bytes is not a multiple of the double datatype size (8 bytes)"),
+    (
+        ["-m", "2:16", "--datatype", "double"],
+        "collbench: size 2 bytes is not a multiple of the double datatype size (8 bytes)",
+    ),
     (["--datatype", "long"], "collbench: unknown datatype 'long'; valid: char, double, float, int"),
     (["--root", "7"], "collbench: bad root 7; valid: 0..1"),
     (["--format", "json"], "collbench: unknown format 'json'; valid: csv, osu"),
@@ -216,16 +299,22 @@ def test_collbench_bad_input(built_flavour, args, message):
     build = built_flavour("openmpi")
     proc = launch("openmpi", build, "collbench", args, 2, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.count(message) == 1, proc.stderr   # only rank 0 prints
+    assert proc.stderr.count(message) == 1, proc.stderr  # only rank 0 prints
     assert proc.stdout == ""
 
 
 @pytest.mark.parametrize("flavour", ["mpich", "smpi"])
 def test_collbench_other_flavours(built_flavour, smpi_platform, flavour):
     build = built_flavour(flavour)
-    proc = launch(flavour, build, "collbench",
-                  ["--algo", "pairwise", "-m", "1K:1M", "--check", "--iters", "3", "--iters-large", "2"],
-                  3, platform=smpi_platform, timeout=300)
+    proc = launch(
+        flavour,
+        build,
+        "collbench",
+        ["--algo", "pairwise", "-m", "1K:1M", "--check", "--iters", "3", "--iters-large", "2"],
+        3,
+        platform=smpi_platform,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     meta, rows = parse_csv(proc.stdout)
     assert meta["flavour"] == flavour and len(rows) == 11
@@ -237,8 +326,14 @@ def test_collbench_other_flavours(built_flavour, smpi_platform, flavour):
 def test_collbench_smpi_48_ranks_1mib(built_flavour, smpi_platform):
     """P=48 x 1 MiB fits in memory under SMPI (shared buffers) and reports simulated time."""
     build = built_flavour("smpi")
-    proc = launch("smpi", build, "collbench", ["--algo", "ring", "-m", "1M:1M", "--iters-large", "3",
-                                               "--warmup-large", "1"], 48, platform=smpi_platform)
+    proc = launch(
+        "smpi",
+        build,
+        "collbench",
+        ["--algo", "ring", "-m", "1M:1M", "--iters-large", "3", "--warmup-large", "1"],
+        48,
+        platform=smpi_platform,
+    )
     assert proc.returncode == 0, proc.stderr
     meta, rows = parse_csv(proc.stdout)
     # ring on a 10 Gbps cluster: 47 steps of 1 MiB is at least 47 * 8.4e-4 s of simulated time
@@ -246,15 +341,23 @@ def test_collbench_smpi_48_ranks_1mib(built_flavour, smpi_platform):
 
 
 def test_make_rejects_unknown_flavour():
-    proc = subprocess.run(["make", "-C", str(paths.c_reference_dir()), "FLAVOUR=lam"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["make", "-C", str(paths.c_reference_dir()), "FLAVOUR=lam"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "unknown FLAVOUR 'lam'; valid: openmpi mpich smpi" in proc.stderr
 
 
 def test_all_flavours_builds_each_present_compiler():
-    proc = subprocess.run(["make", "-C", str(paths.c_reference_dir()), "all-flavours"],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        ["make", "-C", str(paths.c_reference_dir()), "all-flavours"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr
     for flavour, cc in {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich", "smpi": "smpicc"}.items():
         if shutil.which(cc):
@@ -269,10 +372,23 @@ def broken_collbench(built_flavour, tmp_path_factory):
     build = built_flavour("openmpi")
     c = paths.c_reference_dir()
     exe = tmp_path_factory.mktemp("broken") / "collbench"
-    argv = ["mpicc.openmpi", "-O2", "-Wall", "-std=c11", f"-I{c / 'include'}", f"-I{c}",
-            '-DLAB_FLAVOUR="openmpi"', '-DLAB_TEST_ALGORITHMS="tests/broken_allgather.h"',
-            str(c / "collbench.c"), str(c / "registry.c"), str(c / "tests" / "broken_allgather.c"),
-            str(build / "liblabcoll.a"), "-o", str(exe), "-lm"]
+    argv = [
+        "mpicc.openmpi",
+        "-O2",
+        "-Wall",
+        "-std=c11",
+        f"-I{c / 'include'}",
+        f"-I{c}",
+        '-DLAB_FLAVOUR="openmpi"',
+        '-DLAB_TEST_ALGORITHMS="tests/broken_allgather.h"',
+        str(c / "collbench.c"),
+        str(c / "registry.c"),
+        str(c / "tests" / "broken_allgather.c"),
+        str(build / "liblabcoll.a"),
+        "-o",
+        str(exe),
+        "-lm",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     shipped = launch("openmpi", build, "collbench", ["--list"], 1).stdout
@@ -283,26 +399,42 @@ def broken_collbench(built_flavour, tmp_path_factory):
 def test_collbench_check_fails_naming_algorithm_size_rank_and_index(broken_collbench):
     """--check for real: the last of 3 ranks corrupts element 3, which exists from 2 bytes per
     process on (3 x 2 elements); 1 byte passes."""
-    proc = launch("openmpi", broken_collbench.parent, broken_collbench.name,
-                  ["--algo", "test_wrong_data", "-m", "1:16", "--check", "--iters", "2"], 3,
-                  timeout=120)
+    proc = launch(
+        "openmpi",
+        broken_collbench.parent,
+        broken_collbench.name,
+        ["--algo", "test_wrong_data", "-m", "1:16", "--check", "--iters", "2"],
+        3,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
-    msg = ("collbench: check failed: algorithm test_wrong_data, size 2 bytes, rank 2, "
-           "first wrong index 3: got 42 expected 8")   # element 3 = rank 1's element 1: 1*7+1
+    msg = (
+        "collbench: check failed: algorithm test_wrong_data, size 2 bytes, rank 2, "
+        "first wrong index 3: got 42 expected 8"
+    )  # element 3 = rank 1's element 1: 1*7+1
     assert proc.stderr.count(msg) == 1, proc.stderr
     rows = [ln for ln in proc.stdout.splitlines() if ln and ln[0].isdigit()]
-    assert [r.split(",")[0] for r in rows] == ["1"]          # 1 byte was measured, then it stopped
+    assert [r.split(",")[0] for r in rows] == ["1"]  # 1 byte was measured, then it stopped
 
 
 def test_collbench_rank_failing_alone_mid_loop_stops_every_rank(broken_collbench):
     """Rank 1's 5th call fails, the others' succeed: every rank must leave the timing loop
     together (before, rank 1 left alone and the others waited for it in the next barrier)."""
-    proc = launch("openmpi", broken_collbench.parent, broken_collbench.name,
-                  ["--algo", "test_fail_late", "-m", "4:8", "--iters", "10", "--warmup", "0"], 3,
-                  timeout=60)
+    proc = launch(
+        "openmpi",
+        broken_collbench.parent,
+        broken_collbench.name,
+        ["--algo", "test_fail_late", "-m", "4:8", "--iters", "10", "--warmup", "0"],
+        3,
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.count("collbench: algorithm test_fail_late failed at size 4 bytes on rank 1: "
-                             "MPI_ERR_OTHER") == 1, proc.stderr
+    assert (
+        proc.stderr.count(
+            "collbench: algorithm test_fail_late failed at size 4 bytes on rank 1: MPI_ERR_OTHER"
+        )
+        == 1
+    ), proc.stderr
 
 
 def test_collbench_list_other_collectives_says_native_only(built_flavour):
@@ -338,20 +470,35 @@ def test_provenance_header_is_includable_by_any_harness(tmp_path, smpi_platform,
     from mpilab.core import results
     from mpilab.core.vocabulary import COMPILERS
     from mpilab.measure import driver
+
     if shutil.which(COMPILERS[flavour]) is None:
         pytest.skip(f"{COMPILERS[flavour]} not installed")
     (tmp_path / "harness.c").write_text(PROVENANCE_PROGRAM)
-    build = subprocess.run([COMPILERS[flavour], "-std=c99", "-Wall", "-Wextra", "-Werror",
-                            f"-I{paths.c_reference_dir() / 'include'}", "harness.c", "-o", "harness"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    build = subprocess.run(
+        [
+            COMPILERS[flavour],
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{paths.c_reference_dir() / 'include'}",
+            "harness.c",
+            "-o",
+            "harness",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert build.returncode == 0, build.stderr
     proc = launch(flavour, tmp_path, "harness", [], 2, platform=smpi_platform)
     assert proc.returncode == 0, proc.stderr
-    out = driver.parse(proc.stdout, program="myharness",
-                       columns=("algorithm", "nprocs", "bytes", "maxrank_avg_us"))
+    out = driver.parse(
+        proc.stdout, program="myharness", columns=("algorithm", "nprocs", "bytes", "maxrank_avg_us")
+    )
     assert out.version == "3" and out.meta["flavour"] == flavour and out.meta["nprocs"] == "2"
     assert set(out.meta) == {"library", "flavour", "nprocs", "host", "date"}
-    (row,) = results.rows(out.meta, out.table, collective="allgather", launcher="mpirun",
-                          mapping="core")
+    (row,) = results.rows(out.meta, out.table, collective="allgather", launcher="mpirun", mapping="core")
     assert (row["algorithm"], row["nprocs"], row["bytes"], row["maxrank_avg_us"]) == ("ring", 2, 4, 1.5)
     assert row["library"] == out.meta["library"] and "\n" not in row["library"]

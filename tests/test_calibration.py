@@ -1,5 +1,6 @@
 """Calibration: the ping-pong fit (monotone one-way times), the overhead bound, the platform a
 calibration writes, and the collective-curve fit on a platform whose overhead is known."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,7 +9,8 @@ from mpilab import cli
 from mpilab.core import units
 from mpilab.core.errors import UsageError
 from mpilab.simulate import calibration, clusters, platforms, routes
-from mpilab.studies import calibration as study, reference
+from mpilab.studies import calibration as study
+from mpilab.studies import reference
 
 
 def test_pool_adjacent_violators():
@@ -26,8 +28,16 @@ def known_rows(noise=0.0):
     rows = []
     for m, (a, b) in KNOWN.items():
         for n in units.sizes_in_range(0, 1 << 20):
-            rows.append({"collective": "pingpong", "flavour": "openmpi", "platform": "mine",
-                         "mapping": m, "bytes": n, "avg_us": (a + b * n) * rng.normal(1, noise)})
+            rows.append(
+                {
+                    "collective": "pingpong",
+                    "flavour": "openmpi",
+                    "platform": "mine",
+                    "mapping": m,
+                    "bytes": n,
+                    "avg_us": (a + b * n) * rng.normal(1, noise),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -43,9 +53,13 @@ def test_fit_pingpong_recovers_a_known_cluster():
 
 
 def test_fit_pingpong_pools_a_non_monotone_table_by_segment_length():
-    table = pd.DataFrame([dict(mapping="core", segment=1, lower=0, upper=1 << 20, intercept=1.0, slope=1e-4),
-                          dict(mapping="socket", segment=1, lower=0, upper=1 << 20, intercept=4.0, slope=1e-4),
-                          dict(mapping="node", segment=1, lower=0, upper=1 << 16, intercept=2.0, slope=2e-4)])
+    table = pd.DataFrame(
+        [
+            dict(mapping="core", segment=1, lower=0, upper=1 << 20, intercept=1.0, slope=1e-4),
+            dict(mapping="socket", segment=1, lower=0, upper=1 << 20, intercept=4.0, slope=1e-4),
+            dict(mapping="node", segment=1, lower=0, upper=1 << 16, intercept=2.0, slope=2e-4),
+        ]
+    )
     fit = calibration.fit_pingpong(table).set_index("mapping")
     # weights 1/2^20 and 1/2^16: (4 + 16 * 2) / 17
     assert fit.loc["socket", "one_way_us"] == pytest.approx(36 / 17)
@@ -76,8 +90,11 @@ def test_calibrated_platform_reads_back_its_ping_pong(tmp_path):
     text = xml.read_text()
     assert "one_way_core = 0.45 us: fit: your ping-pong" in text
     hosts = {m: platforms.placement(xml, 26, m) for m in ("core", "socket", "node")}
-    pairs = {"core": (hosts["core"][0], hosts["core"][1]), "socket": (hosts["socket"][0], hosts["socket"][1]),
-             "node": (hosts["node"][0], hosts["node"][1])}
+    pairs = {
+        "core": (hosts["core"][0], hosts["core"][1]),
+        "socket": (hosts["socket"][0], hosts["socket"][1]),
+        "node": (hosts["node"][0], hosts["node"][1]),
+    }
     for m, (a, b) in KNOWN.items():
         assert routes.route_cost(xml, *pairs[m]) == pytest.approx((a, b), rel=1e-6)
     o = routes.overheads(xml)
@@ -110,11 +127,23 @@ def test_fit_to_curve_recovers_a_known_overhead(built_flavour, tmp_path):
     truth = calibration.with_overhead(params, 0.3, "known")
     xml = calibration.write_platform(truth, tmp_path / "truth.xml", prefix=prefix)
     sim = study.simulate_curve(xml, "bcast", "basic_linear", [8, 16, 24], 1024, mapping="socket")
-    curve = dict(collective="bcast", algorithm="basic_linear", bytes=1024, nprocs=[8, 16, 24],
-                 reference_us=list(sim["maxrank_avg_us"]))
-    fit = study.fit_to_curve(params, lambda p, o: calibration.with_overhead(p, o, "trial"),
-                             (0.0, calibration.overhead_bound(params)), curve, prefix=prefix,
-                             mapping="socket", workdir=tmp_path, xatol=1e-3)
+    curve = dict(
+        collective="bcast",
+        algorithm="basic_linear",
+        bytes=1024,
+        nprocs=[8, 16, 24],
+        reference_us=list(sim["maxrank_avg_us"]),
+    )
+    fit = study.fit_to_curve(
+        params,
+        lambda p, o: calibration.with_overhead(p, o, "trial"),
+        (0.0, calibration.overhead_bound(params)),
+        curve,
+        prefix=prefix,
+        mapping="socket",
+        workdir=tmp_path,
+        xatol=1e-3,
+    )
     assert fit["value"] == pytest.approx(0.3, abs=0.01) and not fit["at_bound"]
     assert (fit["table"]["ratio"] - 1).abs().max() < 0.02
 

@@ -6,6 +6,7 @@ kernel does, all that reaches the trusted grader is its payloads: the dummies th
 (None, empty tables, blank figures) and forged payloads that claim a pass. This test hands both
 to each rubric directly, with the cell's real answer names (a forger who read the notebook).
 """
+
 import importlib.util
 
 import matplotlib
@@ -20,9 +21,13 @@ from test_cheating import _automatic  # noqa: E402
 from mpilab.grade import answers, judge  # noqa: E402
 from mpilab.grade.labs import cells  # noqa: E402
 
-LABS = sorted(p.name for p in (ROOT / "solutions").glob("lab*") if (p / f"{p.name}.ipynb").exists()
-              and importlib.util.find_spec(f"mpilab_key.rubrics.{p.name}") is not None
-              and importlib.util.find_spec(f"mpilab.grade.labs.{p.name}") is not None)
+LABS = sorted(
+    p.name
+    for p in (ROOT / "solutions").glob("lab*")
+    if (p / f"{p.name}.ipynb").exists()
+    and importlib.util.find_spec(f"mpilab_key.rubrics.{p.name}") is not None
+    and importlib.util.find_spec(f"mpilab.grade.labs.{p.name}") is not None
+)
 
 
 def _dummy(name):
@@ -43,9 +48,12 @@ def _verdicts(lab, payload):
     for gid, cell in cells(lab).items():
         if gid not in rubric.RUBRIC:
             continue
-        out[gid] = judge.judge_cell(rubric.RUBRIC[gid], gid, {"points": points.get(gid, 1),
-                                                              "answers": payload(cell)},
-                                    judge.Context(lab, ROOT / "labs" / lab, ROOT / "labs" / lab)).score
+        out[gid] = judge.judge_cell(
+            rubric.RUBRIC[gid],
+            gid,
+            {"points": points.get(gid, 1), "answers": payload(cell)},
+            judge.Context(lab, ROOT / "labs" / lab, ROOT / "labs" / lab),
+        ).score
     return out
 
 

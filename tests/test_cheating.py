@@ -1,13 +1,15 @@
 """Issue 14's cheating suite: every technique scores 0 on every lab, end to end with scripts/grade.sh.
 
 Per lab, one course: a cheating submission per technique (tests/cheats.py; the C files are the
-untouched skeletons, but for the C techniques of the labs whose C a harness calls) and, graded after them, a victim: the solution as ``zz_solution`` for lab 2
+untouched skeletons, but for the C techniques of the labs whose C a harness calls) and, graded after them, a
+victim: the solution as ``zz_solution`` for lab 2
 (it keeps full marks), the untouched release as ``zz_untouched`` for the others (it keeps 0: what
 the issue saw was a release that scored after a cheat wrote into the kit). The cheats score 0 on
 every automatic cell, and the kit's files, the answer key, the course's config and the victim's
 submitted files are exactly as they were. Every lab's solution gets full marks in its own
 tests/test_grade_<lab>.py; executing each solution notebook again here would double the suite's time.
 """
+
 import importlib.util
 import shutil
 import subprocess
@@ -35,14 +37,23 @@ def _automatic(lab):
     import json
 
     nb = json.loads((ROOT / "solutions" / lab / f"{lab}.ipynb").read_text())
-    return {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"] for c in nb["cells"]
-            if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("grade")
-            and not c["metadata"]["nbgrader"].get("solution")}
+    return {
+        c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]["points"]
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        and c["metadata"].get("nbgrader", {}).get("grade")
+        and not c["metadata"]["nbgrader"].get("solution")
+    }
 
 
 def _pid_namespaces():
-    return shutil.which("unshare") and subprocess.run(
-        ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode == 0
+    return (
+        shutil.which("unshare")
+        and subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def test_every_lab_is_judged_by_the_trusted_grader():
@@ -80,7 +91,9 @@ def cheating_scores_nothing(tmp_path, lab):
     table, _ = course.grade(lab, cell_timeout=120 if lab == SOLVED_VICTIM else 60, name=f"cheating_{lab}")
     auto = _automatic(lab)
     for t in techniques:
-        got = {gid: float(table.loc[f"cheat_{t}", gid]) if f"cheat_{t}" in table.index else 0.0 for gid in auto}
+        got = {
+            gid: float(table.loc[f"cheat_{t}", gid]) if f"cheat_{t}" in table.index else 0.0 for gid in auto
+        }
         assert not any(got.values()), f"{t} scored on {lab}: {got}"
         if t in SAYS and (course.root / "feedback" / f"cheat_{t}").exists():
             assert SAYS[t] in course.feedback(f"cheat_{t}", lab), t

@@ -1,5 +1,6 @@
 """Cost table: lookups, domains, numeric evaluation, MAPE against data, the student-answer
 checker, and agreement with the C headers and the registry (which write costs with N = p*n)."""
+
 import json
 import math
 import re
@@ -9,14 +10,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import sympy
-from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application, parse_expr, standard_transformations)
+from sympy.parsing.sympy_parser import (
+    convert_xor,
+    implicit_multiplication_application,
+    parse_expr,
+    standard_transformations,
+)
 
 from mpilab.core import paths
+from mpilab.core.errors import UsageError
+from mpilab.core.vocabulary import COLLECTIVES
 from mpilab.measure import libalgs
 from mpilab.model import costs
 from mpilab_key.costs import compare_model
-from mpilab.core.errors import UsageError
-from mpilab.core.vocabulary import COLLECTIVES
 
 p, n, a, b = costs.p, costs.n, costs.alpha, costs.beta
 KIT = ("gather_bcast", "pairwise", "ring", "bruck")
@@ -53,11 +59,13 @@ def test_segmented_ring_is_the_ring_for_one_phase():
     """Open MPI runs the plain ring below p*s bytes: the two costs agree there, and above it
     each extra phase costs (p - 1) more alpha."""
     ring = costs.evaluate("allreduce", "ring", 8, 4096, 2.0, 1e-3)
-    assert costs.evaluate("allreduce", "segmented_ring", 8, 4096, 2.0, 1e-3, segment=8192) == \
-        pytest.approx(ring)
+    assert costs.evaluate("allreduce", "segmented_ring", 8, 4096, 2.0, 1e-3, segment=8192) == pytest.approx(
+        ring
+    )
     four = costs.evaluate("allreduce", "segmented_ring", 8, 4 * 8 * 1024, 2.0, 1e-3, segment=1024)
-    assert four - costs.evaluate("allreduce", "ring", 8, 4 * 8 * 1024, 2.0, 1e-3) == \
-        pytest.approx(3 * 7 * 2.0)
+    assert four - costs.evaluate("allreduce", "ring", 8, 4 * 8 * 1024, 2.0, 1e-3) == pytest.approx(
+        3 * 7 * 2.0
+    )
 
 
 @pytest.mark.parametrize("coll, name", costs.names())
@@ -69,8 +77,15 @@ def test_header_form_is_the_same_cost(coll, name):
     back = text.replace("·", "*").replace("α", "alpha").replace("β", "beta").replace("^", "**")
     back = back.replace("log2(p)", "log(p, 2)")
     N = sympy.Symbol("N", positive=True)
-    local = {**costs.SYMBOLS, "N": N, "Max": sympy.Max, "Min": sympy.Min,
-             "ceiling": sympy.ceiling, "floor": sympy.floor, "log": sympy.log}
+    local = {
+        **costs.SYMBOLS,
+        "N": N,
+        "Max": sympy.Max,
+        "Min": sympy.Min,
+        "ceiling": sympy.ceiling,
+        "floor": sympy.floor,
+        "log": sympy.log,
+    }
     expr = sympy.sympify(back, locals=local)
     if coll == "allgather":
         expr = expr.subs(N, p * n)
@@ -79,20 +94,27 @@ def test_header_form_is_the_same_cost(coll, name):
 
 def test_costs_cli(capsys):
     from mpilab import cli
+
     assert cli.main(["costs", "--coll", "allgather"]) == 0
     out = capsys.readouterr().out
     assert "allgather ring" in out and "(p - 1)·α + N·(p - 1)/p·β" in out
     assert "bcast binomial" not in out
     assert cli.main(["costs", "--coll", "allreduce"]) == 0
     assert "allreduce smp" in capsys.readouterr().out
-    assert cli.main(["costs", "--coll", "allgather", "--algo", "ring",
-                     "--check", "(p - 1)*alpha + (p - 1)*n*beta"]) == 0
+    assert (
+        cli.main(
+            ["costs", "--coll", "allgather", "--algo", "ring", "--check", "(p - 1)*alpha + (p - 1)*n*beta"]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.startswith("right: ")
     assert cli.main(["costs", "--coll", "allgather", "--algo", "ring", "--check", "p*alpha"]) == 1
     assert "differs at p = " in capsys.readouterr().out
-    for args, msg in ((["--coll", "gather"], "unknown collective 'gather'; valid: allgather"),
-                      (["--coll", "bcast", "--algo", "rign"], "unknown bcast algorithm 'rign'"),
-                      (["--check", "p"], "--check needs --coll and --algo")):
+    for args, msg in (
+        (["--coll", "gather"], "unknown collective 'gather'; valid: allgather"),
+        (["--coll", "bcast", "--algo", "rign"], "unknown bcast algorithm 'rign'"),
+        (["--check", "p"], "--check needs --coll and --algo"),
+    ):
         assert cli.main(["costs", *args]) == 2
         assert msg in capsys.readouterr().err, args
 
@@ -109,7 +131,7 @@ def test_evaluate_numbers():
     # bruck, p = 5: ceil(log2 5) = 3 rounds
     assert costs.evaluate("allgather", "bruck", 5, 0, 1.0, 0.0) == pytest.approx(3.0)
     # ceil(log2 p) and floor(log2 p) stay right at large powers of two
-    big = np.array([2.0 ** k for k in range(1, 31)])
+    big = np.array([2.0**k for k in range(1, 31)])
     assert np.array_equal(costs.evaluate("allgather", "bruck", big, 0, 1.0, 0.0), np.arange(1, 31))
     # Open MPI's chain has 4 chains: p <= 5 is linear, p = 16 is 4 sends + 3 more hops
     chain = costs.evaluate("bcast", "chain", np.arange(1, 18), 0, 1.0, 0.0)
@@ -129,8 +151,16 @@ def test_domains_in_evaluate():
     pow2 = ps[(ps & (ps - 1)) == 0]
     assert np.allclose(exact[pow2 - 1], np.log2(pow2) * 2.0 + (pow2 - 1) * 1.0)
     # Open MPI's recursive-doubling allreduce: floor(log2 p) + 2 steps when p is not 2^k
-    assert list(costs.evaluate("allreduce", "recursive_doubling", np.arange(2, 10), 0, 1.0, 0.0)) == \
-        [1, 3, 2, 4, 4, 4, 3, 5]
+    assert list(costs.evaluate("allreduce", "recursive_doubling", np.arange(2, 10), 0, 1.0, 0.0)) == [
+        1,
+        3,
+        2,
+        4,
+        4,
+        4,
+        3,
+        5,
+    ]
 
 
 def pairwise_schedule_time(pv, nv, al, be):
@@ -142,7 +172,7 @@ def pairwise_schedule_time(pv, nv, al, be):
         q *= 2
     e = pv - q
     t = [0.0] * pv
-    for r in range(q, pv):                            # fold: r -> r - q, one block
+    for r in range(q, pv):  # fold: r -> r - q, one block
         t[r - q] = t[r] = max(t[r], t[r - q]) + al + nv * be
     d = 1
     while d < q:
@@ -158,7 +188,7 @@ def pairwise_schedule_time(pv, nv, al, be):
             new[r] = start
         t = new
         d *= 2
-    for r in range(q, pv):                            # unfold: the whole result back
+    for r in range(q, pv):  # unfold: the whole result back
         t[r] = max(t[r], t[r - q]) + al + pv * nv * be
     return max(t)
 
@@ -171,8 +201,15 @@ def test_pairwise_exact_cost_is_the_schedule_of_pairwise_c(pv):
 
 
 def test_compare_model_mape():
-    df = pd.DataFrame({"collective": "allgather", "algorithm": "ring",
-                       "nprocs": [4, 8], "bytes": [1000, 1000], "avg_us": [3 * 3.0, 7 * 3.3]})
+    df = pd.DataFrame(
+        {
+            "collective": "allgather",
+            "algorithm": "ring",
+            "nprocs": [4, 8],
+            "bytes": [1000, 1000],
+            "avg_us": [3 * 3.0, 7 * 3.3],
+        }
+    )
     out = compare_model(df, 2.0, 1e-3)
     assert out.loc[0, "mape"] == pytest.approx((0 + 100 * (7 * 3.3 - 21) / (7 * 3.3)) / 2)
     fig, axes = costs.plot_model(out)
@@ -183,8 +220,15 @@ def test_compare_model_mape():
 
 
 def test_compare_model_leaves_out_points_outside_the_domain():
-    df = pd.DataFrame({"collective": "allgather", "algorithm": "recursive_doubling",
-                       "nprocs": [4, 6, 8], "bytes": [0, 0, 0], "avg_us": [2.0, 9.0, 3.0]})
+    df = pd.DataFrame(
+        {
+            "collective": "allgather",
+            "algorithm": "recursive_doubling",
+            "nprocs": [4, 6, 8],
+            "bytes": [0, 0, 0],
+            "avg_us": [2.0, 9.0, 3.0],
+        }
+    )
     out = compare_model(df, 1.0, 0.0)
     assert out.loc[0, "points"] == 2 and out.loc[0, "mape"] == 0
 
@@ -196,8 +240,11 @@ def test_check_equivalent_forms():
 
 
 def test_pairwise_answer_for_powers_of_two_is_accepted():
-    for answer in ("log(p,2)*alpha + (p-1)*n*beta", "log2(p)*alpha + (p-1)*n*beta",
-                   sympy.ceiling(sympy.log(p, 2)) * a + (p - 1) * n * b):
+    for answer in (
+        "log(p,2)*alpha + (p-1)*n*beta",
+        "log2(p)*alpha + (p-1)*n*beta",
+        sympy.ceiling(sympy.log(p, 2)) * a + (p - 1) * n * b,
+    ):
         assert costs.check_expression(answer, "allgather", "pairwise").equal, answer
     r = costs.check_expression("(p-1)*(alpha + n*beta)", "allgather", "pairwise")
     assert not r.equal
@@ -223,10 +270,18 @@ def test_check_rejects_unknown_symbols_and_code():
 
 # --- the C headers and the registry state the same costs ----------------------------------------
 
-N = sympy.Symbol("N", positive=True)   # the headers' n: bytes gathered on each process = p*n
-_HEADER_NAMES = {"p": p, "n": N, "alpha": a, "beta": b, "log2": lambda x: sympy.log(x, 2),
-                 "ceil": sympy.ceiling, "floor": sympy.floor, "min": sympy.Min,
-                 **{k: sympy.Symbol(k) for k in ("q", "e", "L", "f")}}
+N = sympy.Symbol("N", positive=True)  # the headers' n: bytes gathered on each process = p*n
+_HEADER_NAMES = {
+    "p": p,
+    "n": N,
+    "alpha": a,
+    "beta": b,
+    "log2": lambda x: sympy.log(x, 2),
+    "ceil": sympy.ceiling,
+    "floor": sympy.floor,
+    "min": sympy.Min,
+    **{k: sympy.Symbol(k) for k in ("q", "e", "L", "f")},
+}
 _TRANSFORMS = standard_transformations + (implicit_multiplication_application, convert_xor)
 
 
@@ -243,7 +298,7 @@ def cost_block(path):
     for line in Path(path).read_text().splitlines():
         body = line.lstrip(" /*").rstrip()
         if body.startswith("Cost:"):
-            inside, body = True, body[len("Cost:"):]
+            inside, body = True, body[len("Cost:") :]
         elif inside and re.match(r"[A-Z][a-z]+:", body):
             break
         if inside:

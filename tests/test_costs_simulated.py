@@ -36,6 +36,7 @@ What does not, and why:
 * bcast binary_tree: Open MPI only (SimGrid has no port of it; its SMP_binary is an SMP-aware tree).
 * reduce rabenseifner: SMPI 3.32's ``rab`` aborts on the char data collbench reduces.
 """
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -46,7 +47,7 @@ from mpilab.simulate import platform_xml
 
 ALPHA, BETA = 10.0, 1e-3
 NPROCS = (2, 3, 4, 5, 8, 12, 16)
-SIZES = (8, 65536)                 # collbench doubles: 8 B .. 64 KiB, 14 sizes
+SIZES = (8, 65536)  # collbench doubles: 8 B .. 64 KiB, 14 sizes
 TOL = 0.01
 ITERS = dict(iters=2, warmup=1, iters_large=2, warmup_large=1)
 
@@ -86,7 +87,8 @@ def test_kit_allgather_is_its_cost(simulate, algo, ports):
         worst = int(np.argmax(np.abs(err)))
         assert abs(err[worst]) <= TOL, (
             f"{algo} p={p} n={df['bytes'].iloc[worst]}: simulated "
-            f"{df['maxrank_avg_us'].iloc[worst]:.3f} us, cost {err[worst]:+.2%} off")
+            f"{df['maxrank_avg_us'].iloc[worst]:.3f} us, cost {err[worst]:+.2%} off"
+        )
 
 
 def test_pairwise_non_power_of_two_is_not_the_textbook_cost(simulate):
@@ -98,7 +100,7 @@ def test_pairwise_non_power_of_two_is_not_the_textbook_cost(simulate):
 
 @pytest.mark.parametrize("p", [2, 5, 8, 16])
 def test_gather_bcast_root_serialisation(simulate, p):
-    n = np.array([8 * 2 ** k for k in range(14)], dtype=float)
+    n = np.array([8 * 2**k for k in range(14)], dtype=float)
     single = simulate("allgather", "gather_bcast", p, "single")["maxrank_avg_us"].to_numpy()
     # single port: the table's β term exactly, α once per phase (latencies overlap)
     assert np.allclose(single, 2 * ALPHA + (p * p - 1) * n * BETA, rtol=0.03)
@@ -132,7 +134,8 @@ def test_library_algorithm_is_its_cost(simulate, coll, algo, nprocs, sizes):
         worst = int(np.argmax(np.abs(err)))
         assert abs(err[worst]) <= TOL, (
             f"{coll} {algo} p={p} n={df['bytes'].iloc[worst]}: simulated "
-            f"{df['maxrank_avg_us'].iloc[worst]:.3f} us, cost {err[worst]:+.2%} off")
+            f"{df['maxrank_avg_us'].iloc[worst]:.3f} us, cost {err[worst]:+.2%} off"
+        )
 
 
 def test_root_based_library_algorithms_overlap_their_latencies(simulate):

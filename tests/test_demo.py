@@ -49,13 +49,22 @@ def test_a_real_point_whose_launches_disagree_is_flagged():
     interval, [lowest, highest], is flagged; a simulated point (one launch) is never flagged."""
     rows = []
     for flavour, platform, reps in (("openmpi", "local", 5), ("smpi", "orfeo-thin", 1)):
-        for algo, times in (("ring", [160, 170, 1918, 165, 1500]),
-                            ("pairwise", [167, 160, 170, 165, 168])):
+        for algo, times in (("ring", [160, 170, 1918, 165, 1500]), ("pairwise", [167, 160, 170, 165, 168])):
             for r in range(reps):
-                rows.append(dict(collective="allgather", algorithm=algo, flavour=flavour,
-                                 platform=platform, mapping="core", nprocs=2, bytes=1 << 20,
-                                 repetition=r, maxrank_avg_us=float(times[r]),
-                                 avg_us=float(times[r])))
+                rows.append(
+                    dict(
+                        collective="allgather",
+                        algorithm=algo,
+                        flavour=flavour,
+                        platform=platform,
+                        mapping="core",
+                        nprocs=2,
+                        bytes=1 << 20,
+                        repetition=r,
+                        maxrank_avg_us=float(times[r]),
+                        avg_us=float(times[r]),
+                    )
+                )
     pts = demo.point_statistics(pd.DataFrame(rows)).set_index(["flavour", "algorithm"])
     assert pts.loc[("openmpi", "ring"), "median_us"] == 170
     ring = pts.loc[("openmpi", "ring")]
@@ -63,7 +72,14 @@ def test_a_real_point_whose_launches_disagree_is_flagged():
     assert bool(pts.loc[("openmpi", "ring"), "flagged"])
     assert not pts.loc[("openmpi", "pairwise"), "flagged"]
     assert not pts.loc[("smpi", "ring"), "flagged"]
-    out = dict(table=demo.speedup_table(pd.DataFrame(rows)), points=pts.reset_index(),
-               bytes=1 << 20, skipped=[], results="r.csv", pngs=[], wall_s=0.0)
+    out = dict(
+        table=demo.speedup_table(pd.DataFrame(rows)),
+        points=pts.reset_index(),
+        bytes=1 << 20,
+        skipped=[],
+        results="r.csv",
+        pngs=[],
+        wall_s=0.0,
+    )
     text = demo.format_summary(out)
     assert "170.00 [160, 1918] !" in text and "167.00 [160, 170]" in text and "(1 flagged)" in text

@@ -20,7 +20,7 @@ def _requirements():
         reqs += extra
     out = {}
     for r in reqs:
-        if ";" in r:       # environment markers (tomli on old Pythons) do not concern conda
+        if ";" in r:  # environment markers (tomli on old Pythons) do not concern conda
             continue
         name, spec = re.match(r"^([A-Za-z0-9_.-]+)\s*(.*)$", r).groups()
         out[name.lower()] = spec.replace(" ", "")
@@ -32,7 +32,7 @@ def _conda():
     for line in (ROOT / "environment.yml").read_text().splitlines():
         m = re.match(r"^\s+-\s+([A-Za-z0-9_.-]+)\s*([<>=!][^#\s]*)?", line)
         if m:
-            out[m.group(1).lower()] = (m.group(2) or "")
+            out[m.group(1).lower()] = m.group(2) or ""
     return out
 
 

@@ -24,7 +24,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from course import released_notebook, strip_fences
 from test_browser import CHROMIUM, _free_port, chromium_page, serving
 
@@ -37,15 +36,21 @@ COST_CELLS = {"cost_gather_bcast": 1.0, "cost_pairwise": 1.0, "cost_ring": 1.0, 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="creates Unix users: needs root"),
-    pytest.mark.skipif(shutil.which("useradd") is None or shutil.which("runuser") is None,
-                       reason="needs useradd and runuser"),
+    pytest.mark.skipif(
+        shutil.which("useradd") is None or shutil.which("runuser") is None, reason="needs useradd and runuser"
+    ),
 ]
 
 
 def as_user(user, *cmd, stdin=None, timeout=900, check=True):
     """Run ``cmd`` as ``user`` in that user's home; return the completed process."""
-    proc = subprocess.run([str(ROOT / "scripts" / "as-user.sh"), user, *cmd], input=stdin,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "as-user.sh"), user, *cmd],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check:
         assert proc.returncode == 0, f"{user}: {' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
@@ -63,8 +68,17 @@ def course():
     exchange = Path(tempfile.mkdtemp(prefix="mpilab-exchange-")) / "exchange"
     exchange.parent.chmod(0o755)
     script = [str(ROOT / "scripts" / "course-users.sh")]
-    args = ["--course", COURSE, "--exchange", str(exchange), "--instructor", TEACHER, "--students", f"{S1},{S2}"]
-    subprocess.run(script + ["remove", *args], capture_output=True, timeout=120)   # leftovers of a killed run
+    args = [
+        "--course",
+        COURSE,
+        "--exchange",
+        str(exchange),
+        "--instructor",
+        TEACHER,
+        "--students",
+        f"{S1},{S2}",
+    ]
+    subprocess.run(script + ["remove", *args], capture_output=True, timeout=120)  # leftovers of a killed run
     setup = subprocess.run(script + ["setup", *args], capture_output=True, text=True, timeout=300)
     assert setup.returncode == 0, setup.stderr
     try:
@@ -77,7 +91,7 @@ def course():
 def test_setup_follows_nbgrader_and_hides_the_instructors_tools(course):
     assert os.stat(course["exchange"]).st_mode & 0o7777 == 0o1777
     for s in (S1, S2):
-        assert os.stat(home(s)).st_mode & 0o777 == 0o700        # students cannot read each other's work
+        assert os.stat(home(s)).st_mode & 0o777 == 0o700  # students cannot read each other's work
         listed = as_user(s, "jupyter", "server", "extension", "list")
         listing = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)
         # the student's own config dir turns them off
@@ -99,9 +113,11 @@ def _text(page):
 
 def _paste_costs(notebook):
     """The fetched notebook with the source's ``costs`` answer pasted in, as a student would."""
-    source = {c["metadata"]["nbgrader"]["grade_id"]: c
-              for c in json.loads((ROOT / "solutions" / "lab2" / "lab2.ipynb").read_text())["cells"]
-              if "nbgrader" in c["metadata"]}
+    source = {
+        c["metadata"]["nbgrader"]["grade_id"]: c
+        for c in json.loads((ROOT / "solutions" / "lab2" / "lab2.ipynb").read_text())["cells"]
+        if "nbgrader" in c["metadata"]
+    }
     for cell in notebook["cells"]:
         if cell["metadata"].get("nbgrader", {}).get("grade_id") == "costs":
             cell["source"] = strip_fences("".join(source["costs"]["source"]))
@@ -113,8 +129,16 @@ def _paste_costs(notebook):
 def student_lab(course, tmp_path):
     """JupyterLab run by student 2 in their home: yields (base URL, token)."""
     port, token = _free_port(), secrets.token_hex(16)
-    cmd = [str(ROOT / "scripts" / "as-user.sh"), S2, "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
-           f"--port={port}", f"--IdentityProvider.token={token}"]
+    cmd = [
+        str(ROOT / "scripts" / "as-user.sh"),
+        S2,
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+    ]
     with serving(cmd, port, token, tmp_path / "jupyter.log", seconds=240) as url:
         yield url, token
 
@@ -140,8 +164,13 @@ def test_release_fetch_submit_grade_feedback(course, student_lab):
     grade_sh = str(ROOT / "scripts" / "grade.sh")
 
     # the instructor releases lab 2 into the exchange
-    as_user(TEACHER, "sh", "-c", f"cd {root} && nbgrader generate_assignment lab2 --create --force "
-                                 "--log-level=WARN && nbgrader release_assignment lab2 --force")
+    as_user(
+        TEACHER,
+        "sh",
+        "-c",
+        f"cd {root} && nbgrader generate_assignment lab2 --create --force "
+        "--log-level=WARN && nbgrader release_assignment lab2 --force",
+    )
     assert (course["exchange"] / COURSE / "outbound" / "lab2" / "lab2.ipynb").is_file()
 
     # student 1, on the command line: fetch, answer the costs, submit
@@ -170,13 +199,23 @@ def test_release_fetch_submit_grade_feedback(course, student_lab):
     # the instructor collects and grades with the kit's grading
     as_user(TEACHER, "sh", "-c", f"cd {root} && nbgrader collect lab2")
     # as root (the sandbox's namespaces need it), as `sudo env COURSE=... scripts/grade.sh lab2`
-    graded = subprocess.run([grade_sh, "lab2"], env=dict(os.environ, COURSE=str(root), MPILAB_CELL_TIMEOUT="300"),
-                            capture_output=True, text=True, timeout=3000)
+    graded = subprocess.run(
+        [grade_sh, "lab2"],
+        env=dict(os.environ, COURSE=str(root), MPILAB_CELL_TIMEOUT="300"),
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
     assert graded.returncode == 0, graded.stderr[-3000:]
     teacher = (os.stat(home(TEACHER)).st_uid, os.stat(home(TEACHER)).st_gid)
-    for written in (root / "gradebook.db", root / "autograded" / S1 / "lab2" / "lab2.ipynb",
-                    root / "feedback" / S2 / "lab2" / "lab2.html"):
-        assert (os.stat(written).st_uid, os.stat(written).st_gid) == teacher, f"{written} is not the instructor's"
+    for written in (
+        root / "gradebook.db",
+        root / "autograded" / S1 / "lab2" / "lab2.ipynb",
+        root / "feedback" / S2 / "lab2" / "lab2.html",
+    ):
+        assert (os.stat(written).st_uid, os.stat(written).st_gid) == teacher, (
+            f"{written} is not the instructor's"
+        )
     (ROOT / "test-output").mkdir(exist_ok=True)
     (ROOT / "test-output" / "exchange-grade.txt").write_text(graded.stdout + graded.stderr)
     from mpilab.grade.gradebook import score_table
@@ -208,5 +247,7 @@ def test_release_fetch_submit_grade_feedback(course, student_lab):
         body = " ".join(page.locator("body").inner_text().split())
     # the untouched lab: nothing earned, and the feedback says which case failed and why
     assert re.search(r"lab2 \(Score: 0\.0 / \d+\.0\)", body), body[:1000]
-    assert "mpilab grader: 0 of 3 points" in body and "ring.c is the skeleton as released" in body, body[:3000]
+    assert "mpilab grader: 0 of 3 points" in body and "ring.c is the skeleton as released" in body, body[
+        :3000
+    ]
     print(f"end to end: {time.monotonic() - start:.0f} s")

@@ -1,5 +1,6 @@
 """The phase-diagram explorer's model (mpilab.studies.explorer); the panel itself is tested in
 the browser (tests/test_browser.py)."""
+
 import numpy as np
 import pytest
 
@@ -7,8 +8,10 @@ from mpilab.core.errors import UsageError
 from mpilab.simulate import platforms
 from mpilab.studies import explorer
 
-BCASTS = {"binomial": "ceiling(log(p, 2)) * (alpha + n * beta)",
-          "scatter_allgather": "(ceiling(log(p, 2)) + p - 1) * alpha + 2 * (p - 1) / p * n * beta"}
+BCASTS = {
+    "binomial": "ceiling(log(p, 2)) * (alpha + n * beta)",
+    "scatter_allgather": "(ceiling(log(p, 2)) + p - 1) * alpha + 2 * (p - 1) / p * n * beta",
+}
 
 
 def crossover(params, nprocs=64):
@@ -26,7 +29,7 @@ def test_binomial_wins_small_messages_scatter_allgather_large():
     p = dict(explorer.presets()["THIN"], cores=128, eager=1 << 22)
     want = 63 * p["alpha"] / ((6 - 2 * 63 / 64) * p["beta"])
     got = crossover(p)
-    assert want <= got < 2 * want       # the grid's sizes are powers of two and halves
+    assert want <= got < 2 * want  # the grid's sizes are powers of two and halves
 
 
 def test_the_crossover_follows_alpha_and_the_shared_port():
@@ -51,10 +54,13 @@ def test_presets_come_from_the_platforms_and_seed_004():
     assert set(pr) == {"THIN", "jupiter", "Bunyip-like (seed 004)"}
     assert pr["THIN"]["cores"] == 24 and pr["jupiter"]["cores"] == 16
     assert pr["Bunyip-like (seed 004)"]["alpha"] == 204.0 and pr["Bunyip-like (seed 004)"]["beta"] == 0.125
-    assert np.isclose(pr["jupiter"]["alpha"], 1.3)         # seed 001's interconnect
+    assert np.isclose(pr["jupiter"]["alpha"], 1.3)  # seed 001's interconnect
     for preset, name in (("THIN", "orfeo-thin"), ("jupiter", "jupiter-32x16")):
         p = {k: v.value for k, v in platforms.cluster_params(name)[0].items()}
         # a message between two nodes: its whole one-way time, overheads included
         assert pr[preset]["alpha"] == pytest.approx(p["one_way_node"]), preset
         assert pr[preset]["beta"] == pytest.approx(p["beta_node"]), preset
-        assert pr[preset]["eager"] == p["eager_bytes"] and pr[preset]["cores"] == p["sockets"] * p["cores_per_socket"]
+        assert (
+            pr[preset]["eager"] == p["eager_bytes"]
+            and pr[preset]["cores"] == p["sockets"] * p["cores_per_socket"]
+        )

@@ -1,12 +1,13 @@
 """Forced library algorithms run for real, are checked correct, and carry verified evidence."""
+
 import importlib.util
 import shutil
 
 import pytest
 
-from mpilab.measure import forcing, launch, libalgs
 from mpilab.core.errors import UsageError
 from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS
+from mpilab.measure import forcing, launch, libalgs
 
 
 def _algs(flavour, colls=COLLECTIVES):
@@ -15,9 +16,13 @@ def _algs(flavour, colls=COLLECTIVES):
 
 # --- the verification logic on captured output ------------------------------------------
 
+
 def test_default_is_never_forced():
     for fl in FLAVOURS:
-        assert forcing.verify(fl, "bcast", "default", "Switch to algorithm flattree for collective bcast")[0] == "no"
+        assert (
+            forcing.verify(fl, "bcast", "default", "Switch to algorithm flattree for collective bcast")[0]
+            == "no"
+        )
 
 
 def test_smpi_switch_line():
@@ -28,8 +33,10 @@ def test_smpi_switch_line():
 
 
 def test_openmpi_without_dynamic_rules_is_not_forced():
-    err = ("[vm:1] coll_tuned_bcast_algorithm=chain (environment)\n"
-           "[vm:1] coll:base:comm_select: selecting       tuned, priority  30, Enabled\n")
+    err = (
+        "[vm:1] coll_tuned_bcast_algorithm=chain (environment)\n"
+        "[vm:1] coll:base:comm_select: selecting       tuned, priority  30, Enabled\n"
+    )
     forced, ev = forcing.verify("openmpi", "bcast", "chain", err)
     assert forced == "no" and "use_dynamic_rules=None" in ev
     err = "[vm:1] coll_tuned_use_dynamic_rules=true (environment)\n" + err
@@ -39,43 +46,67 @@ def test_openmpi_without_dynamic_rules_is_not_forced():
 
 
 def _rows(flavour, coll, name, nprocs, sizes, datatype="int"):
-    return [dict(collective=coll, algorithm=name, nprocs=nprocs, bytes=b, datatype=datatype,
-                 forced="yes", evidence="launch evidence") for b in sizes]
+    return [
+        dict(
+            collective=coll,
+            algorithm=name,
+            nprocs=nprocs,
+            bytes=b,
+            datatype=datatype,
+            forced="yes",
+            evidence="launch evidence",
+        )
+        for b in sizes
+    ]
 
 
 def test_scatter_allgather_falls_back_below_one_element_per_rank():
     """Open MPI 4.1 bcast scatter_allgather runs basic_linear when count < P: 4 and 8 bytes of
     int at P = 4 (1 and 2 elements) are not the forced algorithm, 16 bytes (4 elements) is."""
-    rows = [forcing.label_fallback(r, "openmpi", "bcast", "scatter_allgather")
-            for r in _rows("openmpi", "bcast", "scatter_allgather", 4, (4, 8, 16, 1024))]
+    rows = [
+        forcing.label_fallback(r, "openmpi", "bcast", "scatter_allgather")
+        for r in _rows("openmpi", "bcast", "scatter_allgather", 4, (4, 8, 16, 1024))
+    ]
     assert [r["forced"] for r in rows] == ["fallback", "fallback", "yes", "yes"]
     assert "runs basic_linear instead of scatter_allgather" in rows[0]["evidence"]
     assert "count < P" in rows[0]["evidence"] and "launch evidence" in rows[0]["evidence"]
     assert "coll_base_bcast.c" in rows[0]["evidence"]
     # the same bytes in char are 4 and 8 elements: only 2 B (count 2 < 4) falls back
-    rows = [forcing.label_fallback(r, "openmpi", "bcast", "scatter_allgather")
-            for r in _rows("openmpi", "bcast", "scatter_allgather", 4, (2, 4), datatype="char")]
+    rows = [
+        forcing.label_fallback(r, "openmpi", "bcast", "scatter_allgather")
+        for r in _rows("openmpi", "bcast", "scatter_allgather", 4, (2, 4), datatype="char")
+    ]
     assert [r["forced"] for r in rows] == ["fallback", "yes"]
 
 
-@pytest.mark.parametrize("flavour,coll,name,nprocs,nbytes,ts,runs", [
-    ("openmpi", "bcast", "split_binary_tree", 4, 4, 4, "chain (fanout 1)"),     # 1 int: no halves
-    ("openmpi", "bcast", "split_binary_tree", 4, 8, 4, None),
-    ("openmpi", "bcast", "scatter_allgather_ring", 48, 32, 1, "basic_linear"),
-    ("openmpi", "bcast", "scatter_allgather_ring", 48, 64, 1, None),
-    ("openmpi", "reduce", "rabenseifner", 6, 12, 4, "basic_linear"),            # 3 < pof2(6) = 4
-    ("openmpi", "reduce", "rabenseifner", 6, 16, 4, None),
-    ("openmpi", "allreduce", "ring", 3, 8, 4, "recursive_doubling"),
-    ("openmpi", "allreduce", "rabenseifner", 3, 4, 4, "basic_linear"),
-    ("openmpi", "allreduce", "segmented_ring", 3, 1 << 20, 1, "ring"),          # segsize 0
-    ("openmpi", "allgather", "recursive_doubling", 6, 1024, 1, "lib:bruck"),
-    ("openmpi", "allgather", "recursive_doubling", 8, 1024, 1, None),
-    ("openmpi", "allgather", "neighbor", 5, 1024, 1, "lib:ring"),
-    ("smpi", "allreduce", "ring", 7, 16, 4, "default"),
-    ("smpi", "allgather", "neighbor", 7, 8, 1,
-     "SimGrid's allgather ring (each rank's block sent straight to every other rank, not lib:ring)"),
-    ("mpich", "bcast", "scatter_allgather", 4, 1, 1, None),   # MPICH scatters empty blocks
-])
+@pytest.mark.parametrize(
+    "flavour,coll,name,nprocs,nbytes,ts,runs",
+    [
+        ("openmpi", "bcast", "split_binary_tree", 4, 4, 4, "chain (fanout 1)"),  # 1 int: no halves
+        ("openmpi", "bcast", "split_binary_tree", 4, 8, 4, None),
+        ("openmpi", "bcast", "scatter_allgather_ring", 48, 32, 1, "basic_linear"),
+        ("openmpi", "bcast", "scatter_allgather_ring", 48, 64, 1, None),
+        ("openmpi", "reduce", "rabenseifner", 6, 12, 4, "basic_linear"),  # 3 < pof2(6) = 4
+        ("openmpi", "reduce", "rabenseifner", 6, 16, 4, None),
+        ("openmpi", "allreduce", "ring", 3, 8, 4, "recursive_doubling"),
+        ("openmpi", "allreduce", "rabenseifner", 3, 4, 4, "basic_linear"),
+        ("openmpi", "allreduce", "segmented_ring", 3, 1 << 20, 1, "ring"),  # segsize 0
+        ("openmpi", "allgather", "recursive_doubling", 6, 1024, 1, "lib:bruck"),
+        ("openmpi", "allgather", "recursive_doubling", 8, 1024, 1, None),
+        ("openmpi", "allgather", "neighbor", 5, 1024, 1, "lib:ring"),
+        ("smpi", "allreduce", "ring", 7, 16, 4, "default"),
+        (
+            "smpi",
+            "allgather",
+            "neighbor",
+            7,
+            8,
+            1,
+            "SimGrid's allgather ring (each rank's block sent straight to every other rank, not lib:ring)",
+        ),
+        ("mpich", "bcast", "scatter_allgather", 4, 1, 1, None),  # MPICH scatters empty blocks
+    ],
+)
 def test_fallback_rules(flavour, coll, name, nprocs, nbytes, ts, runs):
     rule, got = forcing.fallback(flavour, coll, name, nbytes // ts, nprocs, ts)
     assert got == runs
@@ -84,8 +115,11 @@ def test_fallback_rules(flavour, coll, name, nprocs, nbytes, ts, runs):
 
 def test_segmented_ring_segments_with_the_kits_segment_size():
     """libalgs gives Open MPI 8 KiB segments: below p x 8 KiB it is still the plain ring."""
-    seg = int(libalgs.settings("openmpi", "allreduce", "segmented_ring").mca[
-        "coll_tuned_allreduce_algorithm_segmentsize"])
+    seg = int(
+        libalgs.settings("openmpi", "allreduce", "segmented_ring").mca[
+            "coll_tuned_allreduce_algorithm_segmentsize"
+        ]
+    )
     assert seg == 8192
     assert forcing.fallback("openmpi", "allreduce", "segmented_ring", 16384, 3, 1, seg)[1] == "ring"
     assert forcing.fallback("openmpi", "allreduce", "segmented_ring", 1 << 20, 3, 1, seg) == (None, None)
@@ -99,11 +133,13 @@ def test_default_and_unverified_rows_are_left_alone():
 
 # --- real runs ----------------------------------------------------------------------------
 
+
 def _expected(flavour, row, name):
     """yes, or fallback where forcing.FALLBACKS names another algorithm for this row."""
     ts = forcing.TYPE_SIZES[row["datatype"]]
     rule, _ = forcing.fallback(flavour, row["collective"], name, row["bytes"] // ts, row["nprocs"], ts)
     return "fallback" if rule else "yes"
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("coll,name", _algs("openmpi"))
@@ -112,8 +148,18 @@ def test_openmpi_forced_runs_and_checks(built_flavour, coll, name):
     nprocs = 2 if name == "two_proc" else (4 if coll in ("bcast", "reduce") else 3)
     if name == "neighbor":
         nprocs = 4  # Open MPI's neighbour exchange needs an even P
-    rows = forcing.measure(launch.get_launcher("openmpi"), coll, name, nprocs, sizes="4:4K",
-                           check=True, iters=5, warmup=1, datatype="int", timeout=90)
+    rows = forcing.measure(
+        launch.get_launcher("openmpi"),
+        coll,
+        name,
+        nprocs,
+        sizes="4:4K",
+        check=True,
+        iters=5,
+        warmup=1,
+        datatype="int",
+        timeout=90,
+    )
     assert rows and all(r["requested"] == name for r in rows)
     for r in rows:
         want = "no" if name == "default" else _expected("openmpi", r, name)
@@ -125,10 +171,24 @@ def test_openmpi_scatter_allgather_rows_per_size(built_flavour):
     """A real forced launch labels each size on its own: at P = 4, 4 and 8 bytes of int are
     Open MPI's basic_linear (count < P), 16 bytes and up are the forced scatter_allgather."""
     built_flavour("openmpi")
-    rows = forcing.measure(launch.get_launcher("openmpi"), "bcast", "scatter_allgather", 4,
-                           sizes="4:32", check=True, iters=3, warmup=1, datatype="int", timeout=90)
-    assert [(r["bytes"], r["forced"]) for r in rows] == [(4, "fallback"), (8, "fallback"),
-                                                         (16, "yes"), (32, "yes")]
+    rows = forcing.measure(
+        launch.get_launcher("openmpi"),
+        "bcast",
+        "scatter_allgather",
+        4,
+        sizes="4:32",
+        check=True,
+        iters=3,
+        warmup=1,
+        datatype="int",
+        timeout=90,
+    )
+    assert [(r["bytes"], r["forced"]) for r in rows] == [
+        (4, "fallback"),
+        (8, "fallback"),
+        (16, "yes"),
+        (32, "yes"),
+    ]
     assert "coll_tuned_bcast_algorithm=scatter_allgather" in rows[0]["evidence"]
     assert "runs basic_linear instead" in rows[0]["evidence"]
     assert "instead" not in rows[2]["evidence"]
@@ -147,8 +207,18 @@ def test_mpich_forced_runs_and_checks(built_flavour, coll, name):
     built_flavour("mpich")
     nprocs = 2 if name == "recursive_doubling" and coll == "allgather" else 3
     # MPICH's reduce_scatter_gather needs count >= P: start at 16 bytes (4 ints)
-    rows = forcing.measure(launch.get_launcher("mpich"), coll, name, nprocs, sizes="16:1K",
-                           check=True, iters=5, warmup=1, datatype="int", timeout=90)
+    rows = forcing.measure(
+        launch.get_launcher("mpich"),
+        coll,
+        name,
+        nprocs,
+        sizes="16:1K",
+        check=True,
+        iters=5,
+        warmup=1,
+        datatype="int",
+        timeout=90,
+    )
     assert {r["forced"] for r in rows} == ({"no"} if name == "default" else {"yes"})
 
 
@@ -156,8 +226,16 @@ def test_mpich_forced_runs_and_checks(built_flavour, coll, name):
 def test_mpich_inapplicable_fails_loudly(built_flavour):
     built_flavour("mpich")
     with pytest.raises(UsageError, match="refused allgather algorithm 'recursive_doubling' at P=3"):
-        forcing.measure(launch.get_launcher("mpich"), "allgather", "recursive_doubling", 3,
-                        sizes="4:64", check=True, iters=2, warmup=0)
+        forcing.measure(
+            launch.get_launcher("mpich"),
+            "allgather",
+            "recursive_doubling",
+            3,
+            sizes="4:64",
+            check=True,
+            iters=2,
+            warmup=0,
+        )
 
 
 def test_not_available_is_clear():
@@ -169,7 +247,9 @@ _has_platforms = importlib.util.find_spec("mpilab.simulate.platforms") is not No
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_platforms, reason="mpilab.simulate.platforms (orfeo-thin) not in this checkout yet")
+@pytest.mark.skipif(
+    not _has_platforms, reason="mpilab.simulate.platforms (orfeo-thin) not in this checkout yet"
+)
 @pytest.mark.parametrize("coll,name", _algs("smpi"))
 def test_smpi_forced_runs_and_checks(built_flavour, coll, name):
     built_flavour("smpi")
@@ -179,8 +259,9 @@ def test_smpi_forced_runs_and_checks(built_flavour, coll, name):
         nprocs = 8
     L = launch.get_launcher("smpi", platform="orfeo-thin")
     sizes = "4:16K"
-    rows = forcing.measure(L, coll, name, nprocs, sizes=sizes, check=True, iters=3, warmup=1,
-                           datatype="int", timeout=600)
+    rows = forcing.measure(
+        L, coll, name, nprocs, sizes=sizes, check=True, iters=3, warmup=1, datatype="int", timeout=600
+    )
     for r in rows:
         want = "no" if name == "default" else _expected("smpi", r, name)
         assert r["forced"] == want, (r["bytes"], r["evidence"])
@@ -196,10 +277,31 @@ def test_sweep_forces_library_algorithms(built_flavour, tmp_path):
 
     built_flavour("openmpi")
     out = tmp_path / "r.csv"
-    cmd = [sys.executable, "-m", "mpilab.cli", "sweep", "--coll", "bcast", "--algos",
-           "default,basic_linear,chain,pipeline", "--flavour", "openmpi", "--nprocs", "2,3",
-           "-m", "2:1K", "--iters", "5", "--repetitions", "2", "--shuffle", "--check", "-q",
-           "-o", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mpilab.cli",
+        "sweep",
+        "--coll",
+        "bcast",
+        "--algos",
+        "default,basic_linear,chain,pipeline",
+        "--flavour",
+        "openmpi",
+        "--nprocs",
+        "2,3",
+        "-m",
+        "2:1K",
+        "--iters",
+        "5",
+        "--repetitions",
+        "2",
+        "--shuffle",
+        "--check",
+        "-q",
+        "-o",
+        str(out),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     df = pd.read_csv(out)
@@ -216,9 +318,27 @@ def test_sweep_names_unavailable_library_algorithm(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "mpilab.cli", "sweep", "--coll", "bcast", "--algos",
-                        "default,chain", "--flavour", "smpi", "--nprocs", "2", "-o",
-                        str(tmp_path / "r.csv")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mpilab.cli",
+            "sweep",
+            "--coll",
+            "bcast",
+            "--algos",
+            "default,chain",
+            "--flavour",
+            "smpi",
+            "--nprocs",
+            "2",
+            "-o",
+            str(tmp_path / "r.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2
     assert "'chain' is not available on smpi (available on: openmpi)" in r.stderr
     assert not (tmp_path / "r.csv").exists()
@@ -246,11 +366,14 @@ def test_run_removes_the_smpi_hostfile_directory(built_flavour):
 
 def test_segment_size_and_chain_fanout_can_be_given_to_open_mpi():
     s = libalgs.settings("openmpi", "bcast", "pipeline", segsize=0)
-    assert s.env["OMPI_MCA_coll_tuned_bcast_algorithm_segmentsize"] == "0"      # not the table's 8192
+    assert s.env["OMPI_MCA_coll_tuned_bcast_algorithm_segmentsize"] == "0"  # not the table's 8192
     s = libalgs.settings("openmpi", "bcast", "chain", segsize=1024, chain_fanout=1)
-    assert s.mca == {"coll_tuned_use_dynamic_rules": "1", "coll_tuned_bcast_algorithm": "2",
-                     "coll_tuned_bcast_algorithm_segmentsize": "1024",
-                     "coll_tuned_bcast_algorithm_chain_fanout": "1"}
+    assert s.mca == {
+        "coll_tuned_use_dynamic_rules": "1",
+        "coll_tuned_bcast_algorithm": "2",
+        "coll_tuned_bcast_algorithm_segmentsize": "1024",
+        "coll_tuned_bcast_algorithm_chain_fanout": "1",
+    }
     with pytest.raises(UsageError, match="segsize 128 only applies to an algorithm forced on openmpi"):
         libalgs.settings("smpi", "bcast", "pipeline", segsize=128)
     with pytest.raises(UsageError, match="chain_fanout 2 only applies"):

@@ -12,9 +12,9 @@ import shutil
 import subprocess
 
 import pytest
+from course import ROOT, Course, assert_scores, mutant, released_notebook, solved_notebook
 
 from mpilab.grade import sandbox
-from course import ROOT, Course, assert_scores, mutant, released_notebook, solved_notebook
 
 SOL = ROOT / "solutions" / "lab0"
 #: Autograded points per cell (the two written answers are graded by hand: 0 here).
@@ -34,19 +34,25 @@ EXPECTED = {
 
 def _edit_fit(gid, src):
     if gid == "fit_answer":
-        return src.replace("bandwidth_GBps = 1e-3 / beta_us_per_byte", "bandwidth_GBps = 1 / beta_us_per_byte")
+        return src.replace(
+            "bandwidth_GBps = 1e-3 / beta_us_per_byte", "bandwidth_GBps = 1 / beta_us_per_byte"
+        )
     return src
 
 
 def _edit_px(gid, src):
     if gid == "px_answer":
-        return src.replace('recv = np.empty(3 * comm.Get_size(), dtype="i")', 'recv = np.empty(12, dtype="i")')
+        return src.replace(
+            'recv = np.empty(3 * comm.Get_size(), dtype="i")', 'recv = np.empty(12, dtype="i")'
+        )
     return src
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
-                    reason="needs Open MPI and SimGrid SMPI")
+@pytest.mark.skipif(
+    shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
+    reason="needs Open MPI and SimGrid SMPI",
+)
 def test_grade_lab0(tmp_path, built_flavour):
     built_flavour("openmpi")
     built_flavour("smpi")
@@ -61,13 +67,17 @@ def test_grade_lab0(tmp_path, built_flavour):
     assert_scores(table, EXPECTED, course, "lab0")
     assert {status for _, status in course.autograde_runs("lab0").values()} == {"ok"}
     feedback = html.unescape(course.feedback("wrong", "lab0"))
-    assert "SMPI on orfeo-thin, P = 8, mapping node, each rank's simulated core: a rank printed host '?' " \
+    assert (
+        "SMPI on orfeo-thin, P = 8, mapping node, each rank's simulated core: a rank printed host '?' "
         "— did you call MPI_Get_processor_name?" in feedback
+    )
     assert "hidden: Open MPI, P = 6, each rank's host: a rank printed host '?'" in feedback
     assert "divide by 1000 for GB/s" in feedback
     px = html.unescape(course.feedback("px_fixed_size", "lab0"))
-    assert "hidden: Open MPI, P = 5, every rank's recv: rank 0: your cell raised ValueError: message: cannot " \
+    assert (
+        "hidden: Open MPI, P = 5, every rank's recv: rank 0: your cell raised ValueError: message: cannot "
         "infer count, number of entries 12 is not a multiple of required number of blocks 5" in px
+    )
     untouched = html.unescape(course.feedback("untouched", "lab0"))
     assert "hello_correct" in untouched
     assert "your cell raised NotImplementedError" in untouched
@@ -83,14 +93,22 @@ def _stalls(marker):
     """The released lab 0 with a cell added at the top (students may add cells): it starts a
     process that leaves its session, then sleeps in a way each cell's time limit would allow."""
     nb = released_notebook("lab0")
-    nb["cells"].insert(1, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-                           "source": "import pathlib, subprocess, time\n"
-                                     "subprocess.Popen(['sleep', '86399'], start_new_session=True)\n"
-                                     "try:\n"
-                                     f"    pathlib.Path({str(marker)!r}).touch()\n"
-                                     "except OSError:   # a confined kernel writes only its own folder\n"
-                                     "    pass\n"
-                                     "time.sleep(280)\n"})
+    nb["cells"].insert(
+        1,
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "metadata": {},
+            "outputs": [],
+            "source": "import pathlib, subprocess, time\n"
+            "subprocess.Popen(['sleep', '86399'], start_new_session=True)\n"
+            "try:\n"
+            f"    pathlib.Path({str(marker)!r}).touch()\n"
+            "except OSError:   # a confined kernel writes only its own folder\n"
+            "    pass\n"
+            "time.sleep(280)\n",
+        },
+    )
     return nb
 
 
@@ -101,15 +119,21 @@ def test_a_student_past_the_wall_limit_is_stopped_and_the_batch_goes_on(tmp_path
     course = Course(tmp_path)
     for student in ("stalls_a", "stalls_b"):
         course.submit(student, "lab0", _stalls(tmp_path / f"{student}.started"), {"hello.c": SOL / "hello.c"})
-    table, elapsed = course.grade("lab0", cell_timeout=300, student_timeout=WALL_LIMIT, name="grade_lab0_wall_limit")
+    table, elapsed = course.grade(
+        "lab0", cell_timeout=300, student_timeout=WALL_LIMIT, name="grade_lab0_wall_limit"
+    )
     runs = course.autograde_runs("lab0")
-    assert {s: status for s, (_, status) in runs.items()} == dict.fromkeys(("stalls_a", "stalls_b"),
-                                                                          f"killed at the {WALL_LIMIT} s limit")
+    assert {s: status for s, (_, status) in runs.items()} == dict.fromkeys(
+        ("stalls_a", "stalls_b"), f"killed at the {WALL_LIMIT} s limit"
+    )
     assert f"autograde of stalls_a stopped at the {WALL_LIMIT} s limit" in course.output
     rows = [line for line in course.output.splitlines() if line.startswith("stalls_")]
     assert len(rows) == 2 and all(line.endswith(f"killed at the {WALL_LIMIT} s limit") for line in rows), rows
-    assert all(table.loc[s, k] == 0 for s in table.index for k in FULL)   # whatever nbgrader saved
-    if shutil.which("unshare") and subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode == 0:
+    assert all(table.loc[s, k] == 0 for s in table.index for k in FULL)  # whatever nbgrader saved
+    if (
+        shutil.which("unshare")
+        and subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"]).returncode == 0
+    ):
         # a confined kernel writes only its own folder, which is not copied back when its student
         # is stopped: the marker is then out of sight, and the stopped status above is the test
         if not sandbox.isolation()[0]:

@@ -13,8 +13,15 @@ import pytest
 from course import assert_scores, grade_three
 
 #: Autograded points per cell (the written answers are graded by hand: 0 here).
-FULL = {"plot_bcast": 1, "plot_reduce": 1, "fits_check": 3, "ranking_check": 2,
-        "size_choice": 0, "discussion": 0, "p2p_discussion": 0}
+FULL = {
+    "plot_bcast": 1,
+    "plot_reduce": 1,
+    "fits_check": 3,
+    "ranking_check": 2,
+    "size_choice": 0,
+    "discussion": 0,
+    "p2p_discussion": 0,
+}
 EXPECTED = {
     "solution": FULL,
     "untouched": dict.fromkeys(FULL, 0),
@@ -37,17 +44,18 @@ def _wrong(gid, src):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("smpirun") is None or shutil.which("mpirun.openmpi") is None,
-                    reason="SimGrid and Open MPI are needed")
+@pytest.mark.skipif(
+    shutil.which("smpirun") is None or shutil.which("mpirun.openmpi") is None,
+    reason="SimGrid and Open MPI are needed",
+)
 def test_grade_three_submissions(tmp_path, built_flavour):
     built_flavour("smpi")
     built_flavour("openmpi")
-    course, table, elapsed = grade_three(tmp_path, "lab1", "wrong_fits_ranking", _wrong,
-                                         ["lab1_results.csv"])
+    course, table, elapsed = grade_three(tmp_path, "lab1", "wrong_fits_ranking", _wrong, ["lab1_results.csv"])
     assert_scores(table, EXPECTED, course, "lab1")
     assert {status for _, status in course.autograde_runs("lab1").values()} == {"ok"}
     feedback = course.feedback("wrong_fits_ranking", "lab1")
-    assert "your segments give R²" in feedback          # the failed fit is named
+    assert "your segments give R²" in feedback  # the failed fit is named
     assert "reduce: the ranking: your ranking is" in feedback
     untouched = course.feedback("untouched", "lab1")
     assert "no answer named" in untouched or "is not defined" in untouched

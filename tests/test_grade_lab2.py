@@ -12,9 +12,20 @@ DATA = ROOT / "tests" / "data" / "grading"
 SOL = ROOT / "solutions" / "lab2"
 
 #: Autograded points per cell of lab 2 (schedules and discussion are graded by hand: 0 here).
-FULL = {"cost_gather_bcast": 1, "cost_pairwise": 1, "cost_ring": 1, "cost_bruck": 2, "ring_correct": 3,
-        "bruck_correct": 3, "plot_check": 2, "plot_p_check": 2, "prediction_check": 1, "schedules": 0,
-        "reflection": 0, "discussion": 0}
+FULL = {
+    "cost_gather_bcast": 1,
+    "cost_pairwise": 1,
+    "cost_ring": 1,
+    "cost_bruck": 2,
+    "ring_correct": 3,
+    "bruck_correct": 3,
+    "plot_check": 2,
+    "plot_p_check": 2,
+    "prediction_check": 1,
+    "schedules": 0,
+    "reflection": 0,
+    "discussion": 0,
+}
 ZERO = dict.fromkeys(FULL, 0)
 #: Per kind of case of a C check: Open MPI P = 1 (4 kinds: in-place is trivial at P = 1),
 #: P = 2..8 (7 x 5 kinds), 3 simulated runs (3 x 5 kinds); a code right only at P = 1 keeps
@@ -29,11 +40,23 @@ EXPECTED = {
     # a ring that deadlocks and a Bruck that crashes: each right only at P = 1; with neither
     # right the benchmark times nothing ("fix the correctness checks first"), so the plots and
     # the prediction made from it score nothing either
-    "broken_c": {**FULL, "ring_correct": ONLY_P1, "bruck_correct": ONLY_P1, "plot_check": 0, "plot_p_check": 0,
-                 "prediction_check": 0},
+    "broken_c": {
+        **FULL,
+        "ring_correct": ONLY_P1,
+        "bruck_correct": ONLY_P1,
+        "plot_check": 0,
+        "plot_p_check": 0,
+        "prediction_check": 0,
+    },
     # the costs never exist, so neither does the prediction made from them
-    "loops_forever": {**FULL, "cost_gather_bcast": 0, "cost_pairwise": 0, "cost_ring": 0, "cost_bruck": 0,
-                      "prediction_check": 0},
+    "loops_forever": {
+        **FULL,
+        "cost_gather_bcast": 0,
+        "cost_pairwise": 0,
+        "cost_ring": 0,
+        "cost_bruck": 0,
+        "prediction_check": 0,
+    },
     # its kernel is restarted after the plot cell's time limit: the cells below lack its variables
     "ignores_sigint": {**FULL, "plot_check": 0, "plot_p_check": 0, "prediction_check": 0},
 }
@@ -42,12 +65,16 @@ EXPECTED = {
 def _edit_answers(gid, src):
     """A ring cost with a wrong β term, and a plot without log axes or Bruck's line."""
     if gid == "costs":
-        return src.replace("cost_ring = (p - 1) * alpha + (p - 1) * n * beta", "cost_ring = (p - 1) * alpha + p * n * beta")
+        return src.replace(
+            "cost_ring = (p - 1) * alpha + (p - 1) * n * beta", "cost_ring = (p - 1) * alpha + p * n * beta"
+        )
     if gid != "plot":
         return src
     src = src.replace('ax.set_xscale("log")\n', "").replace('ax.set_yscale("log")\n', "")
-    return src.replace("for name, sub in at4.groupby(\"algorithm\"):\n",
-                       "for name, sub in at4.groupby(\"algorithm\"):\n    if name == \"bruck\":\n        continue\n")
+    return src.replace(
+        'for name, sub in at4.groupby("algorithm"):\n',
+        'for name, sub in at4.groupby("algorithm"):\n    if name == "bruck":\n        continue\n',
+    )
 
 
 def _edit_loop(gid, src):
@@ -79,20 +106,29 @@ def test_grade_six_submissions(tmp_path):
     assert_scores(table, EXPECTED, course, "lab2")
     assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert (course.root / "grades-lab2.csv").exists()
-    assert table.loc["solution", "max"] == 16 + 7   # 16 autograded, 7 by hand
+    assert table.loc["solution", "max"] == 16 + 7  # 16 autograded, 7 by hand
     dead = course.feedback("broken_c", "lab2")
-    assert "Open MPI, P = 2, int: count=1: no result after 3 s — a deadlock? check the order of sends and " \
-        "receives" in dead and "Open MPI, P = 2, char, double, in-place, sub-communicator: not run: the int " \
-        "case hung" in dead
+    assert (
+        "Open MPI, P = 2, int: count=1: no result after 3 s — a deadlock? check the order of sends and "
+        "receives"
+        in dead
+        and "Open MPI, P = 2, char, double, in-place, sub-communicator: not run: the int case hung" in dead
+    )
     # schedule-level feedback (mpilab.grade.diagnose): the wait-for cycle and both timing diagrams
-    assert "deadlock: rank 0 waits for 5, 5 waits for 4, 4 waits for 3, 3 waits for 2, 2 waits for 1, " \
+    assert (
+        "deadlock: rank 0 waits for 5, 5 waits for 4, 4 waits for 3, 3 waits for 2, 2 waits for 1, "
         "1 waits for 0, all in MPI_Recv" in dead
+    )
     assert 'class="mpilab-diagnosis"' in dead and 'alt="Timing diagrams: the reference ring above' in dead
     assert "mpilab-diagnosis" not in course.feedback("solution", "lab2")
     segfault = dead
     assert "Open MPI, P = 2, int: rank 1 crashed: signal 11 (SIGSEGV)" in segfault
     assert "the run stopped before your function returned: a rank crashed: signal 11 (SIGSEGV)" in segfault
     wrong = course.feedback("wrong_answers", "lab2")
-    assert "its β term: bytes on the critical path: the β coefficient differs at p = 1, n = 1 bytes: " \
-        "yours is 1, expected 0" in wrong and "0.5 of 1 points" in wrong
+    assert (
+        "its β term: bytes on the critical path: the β coefficient differs at p = 1, n = 1 bytes: "
+        "yours is 1, expected 0"
+        in wrong
+        and "0.5 of 1 points" in wrong
+    )
     assert "KernelRestarted" in course.feedback("ignores_sigint", "lab2")

@@ -21,9 +21,16 @@ SOL = ROOT / "solutions" / "lab3"
 FILES = ("reduce_scatter.c", "allreduce_rabenseifner.c", "allreduce_two_level.c")
 
 #: Autograded points per cell of lab 3 (the written answers are graded by hand: 0 here).
-FULL = {"reduce_scatter_correct": 3, "rabenseifner_correct": 3, "cost_rabenseifner": 2,
-        "two_level_correct": 3, "study_plot_check": 2,
-        "nonpof2": 0, "study_discussion": 0, "noise_discussion": 0}
+FULL = {
+    "reduce_scatter_correct": 3,
+    "rabenseifner_correct": 3,
+    "cost_rabenseifner": 2,
+    "two_level_correct": 3,
+    "study_plot_check": 2,
+    "nonpof2": 0,
+    "study_discussion": 0,
+    "noise_discussion": 0,
+}
 ZERO = dict.fromkeys(FULL, 0)
 EXPECTED = {
     "solution": FULL,
@@ -42,23 +49,33 @@ EXPECTED = {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
-                    reason="Open MPI or SimGrid SMPI not installed")
+@pytest.mark.skipif(
+    shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
+    reason="Open MPI or SimGrid SMPI not installed",
+)
 def test_grade_four_submissions(tmp_path, monkeypatch):
     monkeypatch.setenv("MPILAB_LAB3_GRID", "quick")
     course = Course(tmp_path)
     solved = {f: SOL / "c_solutions" / f for f in FILES}
     course.submit("solution", "lab3", solved_notebook("lab3"), solved)
     course.submit("untouched", "lab3", released_notebook("lab3"), {f: SOL / f for f in FILES})
-    course.submit_lms_zip("wrong_reduce_scatter", "lab3", solved_notebook("lab3"),
-                          {**solved, "reduce_scatter.c": wrong_block(tmp_path / "wrong_reduce_scatter.c")})
-    course.submit("two_level_deadlock", "lab3", solved_notebook("lab3"),
-                  {**solved, "allreduce_two_level.c": DATA / "allreduce_two_level_deadlock.c"})
+    course.submit_lms_zip(
+        "wrong_reduce_scatter",
+        "lab3",
+        solved_notebook("lab3"),
+        {**solved, "reduce_scatter.c": wrong_block(tmp_path / "wrong_reduce_scatter.c")},
+    )
+    course.submit(
+        "two_level_deadlock",
+        "lab3",
+        solved_notebook("lab3"),
+        {**solved, "allreduce_two_level.c": DATA / "allreduce_two_level_deadlock.c"},
+    )
     table, elapsed = course.grade("lab3", cell_timeout=600, run_timeout=20)
     assert_scores(table, EXPECTED, course, "lab3")
     collected = course.root / "submitted" / "wrong_reduce_scatter" / "lab3"
     assert sorted(p.name for p in collected.iterdir()) == sorted(["lab3.ipynb", "timestamp.txt", *FILES])
-    assert table.loc["solution", "max"] == 13 + 8   # 13 autograded, 8 by hand
+    assert table.loc["solution", "max"] == 13 + 8  # 13 autograded, 8 by hand
     wrong = html.unescape(course.feedback("wrong_reduce_scatter", "lab3"))
     assert "Open MPI, P = 3, int: count=1: rank 1: recvbuf[0] is" in wrong
     # halves of 3 and 2 ranks: the sub-communicator fails too; 39 failed cases: past 12 lines, a count

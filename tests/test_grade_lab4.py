@@ -12,21 +12,31 @@ import pytest
 from course import ROOT, Course, assert_scores, released_notebook, solved_notebook
 
 #: Autograded points per cell of lab 4 (the questions in text are graded by hand: 0 here).
-FULL = {"linear_bcast_check": 2, "rank0_check": 1, "model_check": 2, "errors_check": 1,
-        "calibrate_check": 2, "real_run_answer": 0, "overlap_answer": 0, "errors_answer": 0,
-        "calibration_answer": 0}
+FULL = {
+    "linear_bcast_check": 2,
+    "rank0_check": 1,
+    "model_check": 2,
+    "errors_check": 1,
+    "calibrate_check": 2,
+    "real_run_answer": 0,
+    "overlap_answer": 0,
+    "errors_answer": 0,
+    "calibration_answer": 0,
+}
 EXPECTED = {
     "solution": FULL,
     "untouched": dict.fromkeys(FULL, 0),
-    "wrong": {**FULL,
-              # 11 schedule cases (5 visible, 6 hidden) + the cost's α and β terms: the root that
-              # skips rank p - 1 is right only where it is rank p - 1 itself (hidden roots p - 1 at
-              # p = 4, 7, 13), and the cost is right: 5 of 13, 2 x 5 / 13 = 0.77
-              "linear_bcast_check": 0.77,
-              # 4 visible and 5 hidden SMPI runs; only gather_bcast at P = 6 with 4095 B per rank
-              # sends messages between 4000 B and the platform's limit of 4096 B (eager on THIN,
-              # rendezvous with 4000): 8 of 9, 2 x 8 / 9 = 1.78
-              "model_check": 1.78},
+    "wrong": {
+        **FULL,
+        # 11 schedule cases (5 visible, 6 hidden) + the cost's α and β terms: the root that
+        # skips rank p - 1 is right only where it is rank p - 1 itself (hidden roots p - 1 at
+        # p = 4, 7, 13), and the cost is right: 5 of 13, 2 x 5 / 13 = 0.77
+        "linear_bcast_check": 0.77,
+        # 4 visible and 5 hidden SMPI runs; only gather_bcast at P = 6 with 4095 B per rank
+        # sends messages between 4000 B and the platform's limit of 4096 B (eager on THIN,
+        # rendezvous with 4000): 8 of 9, 2 x 8 / 9 = 1.78
+        "model_check": 1.78,
+    },
 }
 
 
@@ -41,8 +51,10 @@ def _edit_wrong(gid, src):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
-                    reason="needs Open MPI and SimGrid SMPI")
+@pytest.mark.skipif(
+    shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
+    reason="needs Open MPI and SimGrid SMPI",
+)
 def test_grade_lab4(tmp_path, built_flavour):
     built_flavour("openmpi")
     built_flavour("smpi")

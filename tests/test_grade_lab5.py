@@ -14,8 +14,15 @@ import shutil
 import pytest
 from course import assert_scores, grade_three
 
-FULL = {"decision_table": 3, "regret_check": 2, "rules_check": 2, "corr_check": 2,
-        "regret_discussion": 0, "rules_discussion": 0, "load_discussion": 0}
+FULL = {
+    "decision_table": 3,
+    "regret_check": 2,
+    "rules_check": 2,
+    "corr_check": 2,
+    "regret_discussion": 0,
+    "rules_discussion": 0,
+    "load_discussion": 0,
+}
 EXPECTED = {
     "solution": FULL,
     "untouched": dict.fromkeys(FULL, 0),
@@ -28,7 +35,8 @@ EXPECTED = {
     "wrong_metric": {**FULL, "decision_table": 2.14, "corr_check": 1.2},
 }
 MEASUREMENTS = ["lab5_results.csv", "lab5_real.csv"] + [
-    f"lab5_load_{n}.csv" for n in ("quiet", "cpu", "memory", "one_cpu")]
+    f"lab5_load_{n}.csv" for n in ("quiet", "cpu", "memory", "one_cpu")
+]
 
 
 def _wrong(gid, src):
@@ -42,8 +50,10 @@ def _wrong(gid, src):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("smpirun") is None or shutil.which("mpirun.openmpi") is None,
-                    reason="SimGrid and Open MPI are needed")
+@pytest.mark.skipif(
+    shutil.which("smpirun") is None or shutil.which("mpirun.openmpi") is None,
+    reason="SimGrid and Open MPI are needed",
+)
 def test_grade_three_submissions(tmp_path, built_flavour):
     built_flavour("smpi")
     built_flavour("openmpi")
@@ -51,5 +61,7 @@ def test_grade_three_submissions(tmp_path, built_flavour):
     assert_scores(table, EXPECTED, course, "lab5")
     assert {status for _, status in course.autograde_runs("lab5").values()} == {"ok"}
     feedback = course.feedback("wrong_metric", "lab5")
-    assert re.search(r"P = \d+: the fastest algorithm at every size: \d+ B: \w+ \(fastest: \w+", feedback)  # a failed P named
+    assert re.search(
+        r"P = \d+: the fastest algorithm at every size: \d+ B: \w+ \(fastest: \w+", feedback
+    )  # a failed P named
     assert "basic_linear: Pearson" in feedback and "r at every size: 2 B: r = " in feedback

@@ -20,8 +20,10 @@ from mpilab.grade.runner import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 SOL = ROOT / "solutions" / "lab0"
-needs_mpi = pytest.mark.skipif(shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
-                               reason="needs Open MPI and SimGrid SMPI")
+needs_mpi = pytest.mark.skipif(
+    shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
+    reason="needs Open MPI and SimGrid SMPI",
+)
 SMPI8 = Run("smpi", 8, "orfeo-thin", "node")
 RUNS = (Run("openmpi", 1), Run("openmpi", 2), SMPI8)
 
@@ -37,23 +39,43 @@ def test_hello_solution_passes_and_skeleton_fails_every_case():
     cases = hello.hello_cases(ROOT / "labs" / "lab0" / "hello.c", RUNS)
     assert len(cases) == 6 and not any(c.passed for c in cases)
     assert _failed(cases)["Open MPI, P = 1, one line per rank with its rank and the size"].startswith(
-        "the ranks printed were [-1]")
+        "the ranks printed were [-1]"
+    )
 
 
 @needs_mpi
-@pytest.mark.parametrize("old,new,name,message", [
-    ('printf("hello', 'if (rank != 1) printf("hello', "Open MPI, P = 2, one line per rank with its rank and the size",
-     r"1 lines .* expected 2"),
-    ("MPI_Comm_size(MPI_COMM_WORLD, &size);", "size = 4;",
-     "Open MPI, P = 1, one line per rank with its rank and the size", r"the sizes printed were \[4\]"),
-    ("MPI_Get_processor_name(host, &len);", 'host[0] = \'x\'; host[1] = 0;',
-     "SMPI on orfeo-thin, P = 8, mapping node, each rank's simulated core",
-     r"rank 0 says it ran on 'x', but it was placed on 'thin00-s0-c00'"),
-    ("MPI_Finalize();", "if (rank == 1) *(volatile int *)0 = 1;\n    MPI_Finalize();",
-     "Open MPI, P = 2, each rank's host", r"rank 1 crashed: signal 11 \(SIGSEGV\)"),
-])
+@pytest.mark.parametrize(
+    "old,new,name,message",
+    [
+        (
+            'printf("hello',
+            'if (rank != 1) printf("hello',
+            "Open MPI, P = 2, one line per rank with its rank and the size",
+            r"1 lines .* expected 2",
+        ),
+        (
+            "MPI_Comm_size(MPI_COMM_WORLD, &size);",
+            "size = 4;",
+            "Open MPI, P = 1, one line per rank with its rank and the size",
+            r"the sizes printed were \[4\]",
+        ),
+        (
+            "MPI_Get_processor_name(host, &len);",
+            "host[0] = 'x'; host[1] = 0;",
+            "SMPI on orfeo-thin, P = 8, mapping node, each rank's simulated core",
+            r"rank 0 says it ran on 'x', but it was placed on 'thin00-s0-c00'",
+        ),
+        (
+            "MPI_Finalize();",
+            "if (rank == 1) *(volatile int *)0 = 1;\n    MPI_Finalize();",
+            "Open MPI, P = 2, each rank's host",
+            r"rank 1 crashed: signal 11 \(SIGSEGV\)",
+        ),
+    ],
+)
 def test_hello_mistakes_fail_their_cases_by_name(tmp_path, old, new, name, message):
     import re
+
     text = (SOL / "c_solutions" / "hello.c").read_text()
     assert text.count(old) == 1
     (tmp_path / "hello.c").write_text(text.replace(old, new))
@@ -70,11 +92,12 @@ def test_hello_missing_or_broken_file_fails_with_the_weight_of_every_case(tmp_pa
 def test_run_c_runs_hello_for_real_and_simulated(tmp_path):
     shutil.copy(SOL / "c_solutions" / "hello.c", tmp_path / "hello.c")
     out = runner.run_c(tmp_path / "hello.c", "openmpi", nprocs=4)
-    assert sorted(line.split(" on ")[0] for line in out.splitlines()) == \
-        [f"hello from rank {r} of 4" for r in range(4)]
+    assert sorted(line.split(" on ")[0] for line in out.splitlines()) == [
+        f"hello from rank {r} of 4" for r in range(4)
+    ]
     out = runner.run_c(tmp_path / "hello.c", "smpi", nprocs=8, mapping="node", platform="orfeo-thin")
     assert "hello from rank 1 of 8 on thin01-s0-c00" in out.splitlines()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["hello.c"]   # built and run elsewhere
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hello.c"]  # built and run elsewhere
 
 
 @needs_mpi
@@ -87,7 +110,9 @@ def test_run_c_stops_a_hung_hello_and_keeps_it_in_a_scratch_dir(tmp_path):
     (tmp_path / "secret.txt").write_text("hidden tests\n")
     out = runner.run_c(tmp_path / "hello.c", "openmpi", nprocs=2)
     assert "hello from rank 1 of 2" in out and "secret" not in out
-    (tmp_path / "hello.c").write_text(text.replace("MPI_Finalize();", "if (rank == 1) for (;;);\n    MPI_Finalize();"))
+    (tmp_path / "hello.c").write_text(
+        text.replace("MPI_Finalize();", "if (rank == 1) for (;;);\n    MPI_Finalize();")
+    )
     with pytest.raises(LaunchError, match=r"hello.c on openmpi, P = 2: timed out after 3 s — a deadlock\?"):
         runner.run_c(tmp_path / "hello.c", "openmpi", nprocs=2, timeout=3)
     (tmp_path / "hello.c").write_text(text.replace("MPI_Finalize();", "MPI_Finalize() oops;"))
@@ -105,8 +130,10 @@ def _pingpong(alpha=1.5, beta=4e-4):
 
 def _fit(alpha_us, beta_us_per_byte, bandwidth_GBps, pp):
     from mpilab_key.rubrics import lab0 as rubric
-    return rubric.fit_cases(dict(alpha_us=alpha_us, beta_us_per_byte=beta_us_per_byte,
-                                 bandwidth_GBps=bandwidth_GBps, pp=pp), None)
+
+    return rubric.fit_cases(
+        dict(alpha_us=alpha_us, beta_us_per_byte=beta_us_per_byte, bandwidth_GBps=bandwidth_GBps, pp=pp), None
+    )
 
 
 def test_pingpong_fit_recomputed_in_the_key_names_each_mistake():
@@ -117,19 +144,25 @@ def test_pingpong_fit_recomputed_in_the_key_names_each_mistake():
     a0, b0 = np.polyfit(pp["bytes"][1:], pp["avg_us"][1:], 1)[::-1]
     assert _failed(_fit(a0, b0, 1e-3 / b0, pp)) == {}
     failed = _failed(_fit(2.0, b, 1e-3 / b, pp))
-    assert list(failed) == ["alpha_us is the fit's intercept (µs)"] and "intercept 1.5" in failed[
-        "alpha_us is the fit's intercept (µs)"]
-    assert list(_failed(_fit(a, b * 1.1, 1e-3 / (b * 1.1), pp))) == ["beta_us_per_byte is the fit's slope (µs per byte)"]
-    failed = _failed(_fit(a, b, 1 / b, pp))          # MB/s handed in as GB/s
-    assert list(failed) == ["bandwidth_GBps is 1/β in GB/s"] and "divide by 1000 for GB/s" in failed[
-        "bandwidth_GBps is 1/β in GB/s"]
+    assert (
+        list(failed) == ["alpha_us is the fit's intercept (µs)"]
+        and "intercept 1.5" in failed["alpha_us is the fit's intercept (µs)"]
+    )
+    assert list(_failed(_fit(a, b * 1.1, 1e-3 / (b * 1.1), pp))) == [
+        "beta_us_per_byte is the fit's slope (µs per byte)"
+    ]
+    failed = _failed(_fit(a, b, 1 / b, pp))  # MB/s handed in as GB/s
+    assert (
+        list(failed) == ["bandwidth_GBps is 1/β in GB/s"]
+        and "divide by 1000 for GB/s" in failed["bandwidth_GBps is 1/β in GB/s"]
+    )
     assert "is not a number" in _failed(_fit(None, b, 1e-3 / b, pp))["alpha_us is the fit's intercept (µs)"]
     assert list(_failed(_fit(a, b, 1e-3 / b, pp.iloc[:2]))) == ["pp is your ping-pong's table"]
 
 
 def test_pingpong_visible_checks_only_look_at_the_form():
     pp = _pingpong()
-    assert all(c.passed for c in lab0.fit_form_cases(9.0, 1e-3, 7.0, pp))    # wrong values, right form
+    assert all(c.passed for c in lab0.fit_form_cases(9.0, 1e-3, 7.0, pp))  # wrong values, right form
     assert [c.passed for c in lab0.fit_form_cases(None, -1.0, 7.0, "pp")] == [False, False, True, False]
 
 
@@ -142,8 +175,10 @@ def test_the_grader_runs_the_px_cell_itself_on_other_rank_counts():
     runs = [Run("openmpi", 2), Run("openmpi", 5, hidden=True)]
     assert _failed(pxcell.px_cases(PX, runs)) == {}
     fixed = _failed(pxcell.px_cases(PX.replace("3 * comm.Get_size()", "6"), runs))
-    assert list(fixed) == ["Open MPI, P = 5, every rank's recv"] and "your cell raised ValueError" in \
-        fixed["Open MPI, P = 5, every rank's recv"]
+    assert (
+        list(fixed) == ["Open MPI, P = 5, every rank's recv"]
+        and "your cell raised ValueError" in fixed["Open MPI, P = 5, every rank's recv"]
+    )
     # numbers copied from the notebook's printout instead of communicating: wrong with fresh sends
     copied = "%%px\nrecv = np.array([0, 1, 2, 100, 101, 102], dtype='i')\n"
     assert not any(c.passed for c in pxcell.px_cases(copied, runs))
@@ -161,8 +196,10 @@ def test_a_slow_start_is_tried_again_and_a_hung_cell_is_not():
     # second a killed run is given to end (the whole launch takes about 1.7 s here, idle)
     many = Run("openmpi", 16)
     slow = _failed(pxcell.px_cases(PX, [many], timeout=0.05))
-    assert "of 16 ranks started within 0.15 s, twice: the grading machine was too busy" \
+    assert (
+        "of 16 ranks started within 0.15 s, twice: the grading machine was too busy"
         in slow[many.label + ", every rank's recv"]
+    )
     run = Run("openmpi", 2)
     hung = "%%px\nrecv = np.empty(6, dtype='i')\nif rank == 0:\n    comm.Recv(recv, source=1)\n"
     start = time.monotonic()
@@ -178,9 +215,14 @@ def test_engines_allgather_checked_on_real_mpi_engines():
     rc = cluster.start_and_connect_sync()
     try:
         view = rc[:]
-        view.execute("from mpi4py import MPI\nimport numpy as np\ncomm = MPI.COMM_WORLD\n"
-                     "send = np.arange(3, dtype='i') + 100 * comm.Get_rank()", block=True)
-        with pytest.raises(UsageError, match="could not read 'send', 'recv' from the engines.*run the %%px cells"):
+        view.execute(
+            "from mpi4py import MPI\nimport numpy as np\ncomm = MPI.COMM_WORLD\n"
+            "send = np.arange(3, dtype='i') + 100 * comm.Get_rank()",
+            block=True,
+        )
+        with pytest.raises(
+            UsageError, match="could not read 'send', 'recv' from the engines.*run the %%px cells"
+        ):
             engines.pull(rc, "send", "recv")
         view.execute("recv = np.zeros(9, dtype='i')\ncomm.Gather(send, recv, root=0)", block=True)
         failed = _failed(pxcell.engine_cases(engines.pull(rc, "send", "recv")))

@@ -21,7 +21,7 @@ from course import mutant
 from mpilab.grade import harness, runner, sandbox, sealed
 from mpilab.grade.checks import reductions
 from mpilab.grade.labs import lab3
-from mpilab.grade.runner import Run, SMALL_CLUSTER
+from mpilab.grade.runner import SMALL_CLUSTER, Run
 from mpilab.simulate import platform_xml, platforms
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +36,12 @@ SMALL = Run("smpi", 5, SMALL_CLUSTER, "core")
 def wrong_block(dest):
     """The solution's reduce-scatter copying the block of its *virtual* rank (the one it has
     after the fold) instead of its real rank: right for powers of two only."""
-    return mutant(SOL / "reduce_scatter.c", "acc + (MPI_Aint)rank * recvcount * extent + true_lb",
-                  "acc + (MPI_Aint)(vrank >= 0 ? vrank : rank) * recvcount * extent + true_lb", dest)
+    return mutant(
+        SOL / "reduce_scatter.c",
+        "acc + (MPI_Aint)rank * recvcount * extent + true_lb",
+        "acc + (MPI_Aint)(vrank >= 0 ? vrank : rank) * recvcount * extent + true_lb",
+        dest,
+    )
 
 
 def _by_name(cases):
@@ -48,38 +52,59 @@ def _by_name(cases):
 @needs_smpi
 def test_wrong_block_fails_case_by_case_naming_rank_and_element(tmp_path):
     wrong = wrong_block(tmp_path / "reduce_scatter.c")
-    cases = _by_name(reductions.reduction_cases(wrong, "reduce_scatter", [Run("openmpi", 2), Run("openmpi", 3), SMALL]))
+    cases = _by_name(
+        reductions.reduction_cases(wrong, "reduce_scatter", [Run("openmpi", 2), Run("openmpi", 3), SMALL])
+    )
     # P = 2 is a power of two: every kind passes
     assert all(cases[f"Open MPI, P = 2, {k}"].passed for k in reductions.KINDS)
     # at P = 3 rank 1 stands for ranks 0 and 1; its halves (2 and 1 ranks) are powers of two
     bad = cases["Open MPI, P = 3, in-place"]
     assert not bad.passed and bad.message.startswith("count=1: rank 1: recvbuf[0] is ")
-    assert "(element 0 of block 1, summed over all ranks) (3 of the 3 cases of this kind failed)" in bad.message
+    assert (
+        "(element 0 of block 1, summed over all ranks) (3 of the 3 cases of this kind failed)" in bad.message
+    )
     assert cases["Open MPI, P = 3, sub-communicator"].passed
     # the same bug under SMPI, 5 ranks on 3 nodes x 3 cores
     assert not cases["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].passed
-    assert cases["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith("count=1: rank 1: recvbuf[0]")
+    assert cases["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith(
+        "count=1: rank 1: recvbuf[0]"
+    )
 
 
 @needs_openmpi
 @needs_smpi
 def test_crash_and_deadlock_on_both_backends():
-    segv = _by_name(reductions.reduction_cases(DATA / "allreduce_rabenseifner_segfault.c", "rabenseifner",
-                                               [Run("openmpi", 1, kinds=("int",)), Run("openmpi", 2, kinds=("int",)),
-                                                Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",))]))
-    assert segv["Open MPI, P = 1, int"].passed    # one rank never reaches the bad write
+    segv = _by_name(
+        reductions.reduction_cases(
+            DATA / "allreduce_rabenseifner_segfault.c",
+            "rabenseifner",
+            [
+                Run("openmpi", 1, kinds=("int",)),
+                Run("openmpi", 2, kinds=("int",)),
+                Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",)),
+            ],
+        )
+    )
+    assert segv["Open MPI, P = 1, int"].passed  # one rank never reaches the bad write
     assert segv["Open MPI, P = 2, int"].message == "rank 1 crashed: signal 11 (SIGSEGV)"
     assert segv["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith(
-        "a rank crashed: signal 11 (SIGSEGV) (the simulator runs every rank in one process")
-    dead = reductions.reduction_cases(DATA / "allreduce_two_level_deadlock.c", "two_level",
-                                      [Run("openmpi", 2), Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",))],
-                                      timeout=9)
+        "a rank crashed: signal 11 (SIGSEGV) (the simulator runs every rank in one process"
+    )
+    dead = reductions.reduction_cases(
+        DATA / "allreduce_two_level_deadlock.c",
+        "two_level",
+        [Run("openmpi", 2), Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",))],
+        timeout=9,
+    )
     dead = _by_name(dead)
-    assert dead["Open MPI, P = 2, int"].message == \
-        "count=1: no result after 3 s — a deadlock? check the order of sends and receives"
+    assert (
+        dead["Open MPI, P = 2, int"].message
+        == "count=1: no result after 3 s — a deadlock? check the order of sends and receives"
+    )
     assert dead["Open MPI, P = 2, double"].message == "not run: the int case hung"
     assert dead["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith(
-        "the simulator found every rank waiting for a message nobody sends")
+        "the simulator found every rank waiting for a message nobody sends"
+    )
 
 
 @needs_openmpi
@@ -88,19 +113,28 @@ def test_a_library_collective_in_place_of_the_algorithm_fails_every_case(tmp_pat
     messages: a file that calls the library's collective is right in every element and still
     fails, naming the call; the two-level allreduce may (must) use the library's collectives."""
     wrapper = tmp_path / "allreduce_rabenseifner.c"
-    wrapper.write_text("#include <mpi.h>\nint student_allreduce_rabenseifner(const void *s, void *r, int c,\n"
-                       "    MPI_Datatype t, MPI_Op o, MPI_Comm comm) { return MPI_Allreduce(s, r, c, t, o, comm); }\n")
+    wrapper.write_text(
+        "#include <mpi.h>\nint student_allreduce_rabenseifner(const void *s, void *r, int c,\n"
+        "    MPI_Datatype t, MPI_Op o, MPI_Comm comm) { return MPI_Allreduce(s, r, c, t, o, comm); }\n"
+    )
     cases = reductions.reduction_cases(wrapper, "rabenseifner", [Run("openmpi", 2)])
     assert len(cases) == len(reductions.KINDS) and not any(c.passed for c in cases)
-    assert cases[0].message.startswith("count=1: rank 0: the function calls MPI_Allreduce; build it from "
-                                       "point-to-point messages")
+    assert cases[0].message.startswith(
+        "count=1: rank 0: the function calls MPI_Allreduce; build it from point-to-point messages"
+    )
     scatter = tmp_path / "reduce_scatter.c"
-    scatter.write_text("#include <mpi.h>\nint student_reduce_scatter_block(const void *s, void *r, int c,\n"
-                       "    MPI_Datatype t, MPI_Op o, MPI_Comm comm) {\n"
-                       "    MPI_Request q; int rc = MPI_Ireduce_scatter_block(s, r, c, t, o, comm, &q);\n"
-                       "    return rc ? rc : MPI_Wait(&q, MPI_STATUS_IGNORE); }\n")
-    cases = reductions.reduction_cases(scatter, "reduce_scatter", [Run("openmpi", 3, kinds=("int", "double"))])
-    assert [c.passed for c in cases] == [False, False] and "calls MPI_Ireduce_scatter_block" in cases[0].message
+    scatter.write_text(
+        "#include <mpi.h>\nint student_reduce_scatter_block(const void *s, void *r, int c,\n"
+        "    MPI_Datatype t, MPI_Op o, MPI_Comm comm) {\n"
+        "    MPI_Request q; int rc = MPI_Ireduce_scatter_block(s, r, c, t, o, comm, &q);\n"
+        "    return rc ? rc : MPI_Wait(&q, MPI_STATUS_IGNORE); }\n"
+    )
+    cases = reductions.reduction_cases(
+        scatter, "reduce_scatter", [Run("openmpi", 3, kinds=("int", "double"))]
+    )
+    assert [c.passed for c in cases] == [False, False] and "calls MPI_Ireduce_scatter_block" in cases[
+        0
+    ].message
     two = tmp_path / "allreduce_two_level.c"
     two.write_text(wrapper.read_text().replace("rabenseifner", "two_level"))
     assert all(c.passed for c in reductions.reduction_cases(two, "two_level", [Run("openmpi", 2)]))
@@ -108,13 +142,18 @@ def test_a_library_collective_in_place_of_the_algorithm_fails_every_case(tmp_pat
 
 @needs_openmpi
 def test_skeleton_compile_error_missing_file_and_bad_name(tmp_path):
-    cases = reductions.reduction_cases(ROOT / "labs" / "lab3" / "allreduce_rabenseifner.c", "rabenseifner",
-                                       reductions.runs_at("openmpi", (1,)))
+    cases = reductions.reduction_cases(
+        ROOT / "labs" / "lab3" / "allreduce_rabenseifner.c",
+        "rabenseifner",
+        reductions.runs_at("openmpi", (1,)),
+    )
     # P = 1 leaves out MPI_IN_PLACE (right there without any code): the skeleton passes nothing
     assert [c.name for c in cases] == [f"Open MPI, P = 1, {k}" for k in reductions.KINDS if k != "in-place"]
     assert not any(c.passed for c in cases)
     # the expected value comes from the rank's private seed: any integer in -63..63
-    assert re.match(r"count=1: rank 0: recvbuf\[0\] is 1048577 \(never written\), expected -?\d+ ", cases[0].message)
+    assert re.match(
+        r"count=1: rank 0: recvbuf\[0\] is 1048577 \(never written\), expected -?\d+ ", cases[0].message
+    )
     bad = tmp_path / "reduce_scatter.c"
     bad.write_text("int student_reduce_scatter_block( {\n")
     runs = [Run("openmpi", 1), Run("openmpi", 2)]
@@ -123,8 +162,9 @@ def test_skeleton_compile_error_missing_file_and_bad_name(tmp_path):
     assert "reduce_scatter.c does not compile for openmpi" in cases[0].message
     cases = reductions.reduction_cases(tmp_path / "nothere.c", "two_level", runs)
     assert "nothere.c not found" in cases[0].message
-    with pytest.raises(ValueError, match="unknown lab 3 algorithm 'ring'; valid: rabenseifner, "
-                                         "reduce_scatter, two_level"):
+    with pytest.raises(
+        ValueError, match="unknown lab 3 algorithm 'ring'; valid: rabenseifner, reduce_scatter, two_level"
+    ):
         reductions.reduction_cases("x.c", "ring", runs)
 
 
@@ -187,8 +227,10 @@ def test_key_two_level_reduce_every_root():
     through the harness as a reduce: roots 0, p/2 and p-1, in place, every kind, on Open MPI and
     on simulated nodes, with SMPI's default collectives and with Open MPI's selector."""
     runs = reductions.runs_at("openmpi", (1, 3, 6), kinds=reductions.REDUCE_KINDS) + (
-        Run("smpi", 7, SMALL_CLUSTER, "node"), Run("smpi", 8, SMALL_CLUSTER, "core"),
-        Run("smpi", 37, "jupiter-32x16", "node"))
+        Run("smpi", 7, SMALL_CLUSTER, "node"),
+        Run("smpi", 8, SMALL_CLUSTER, "core"),
+        Run("smpi", 37, "jupiter-32x16", "node"),
+    )
     cases = reductions.harness_cases(KEY_REDUCE, "lab_reduce_two_level", 3, runs)
     assert [c.line() for c in cases if not c.passed] == []
     assert {c.name.rsplit(", ", 1)[1] for c in cases} == set(reductions.REDUCE_KINDS)
@@ -196,8 +238,13 @@ def test_key_two_level_reduce_every_root():
     work = reductions.build(KEY_REDUCE, "lab_reduce_two_level", 3, ["smpi"])
     try:
         run = Run("smpi", 7, SMALL_CLUSTER, "node")
-        argv = runner.argv(work, "check_reduce_smpi", ["--kinds", ",".join(reductions.REDUCE_KINDS)], run,
-                           cfg=["smpi/coll-selector:ompi"])
+        argv = runner.argv(
+            work,
+            "check_reduce_smpi",
+            ["--kinds", ",".join(reductions.REDUCE_KINDS)],
+            run,
+            cfg=["smpi/coll-selector:ompi"],
+        )
         key = sealed.prepare(work, run.nprocs)
         res = runner.execute(work, argv, run)
         assert runner.failure(res, run) is None and "FAIL" not in res.stdout, res.stdout[-500:]

@@ -19,7 +19,10 @@ LABS = sorted(p.name for p in (ROOT / "solutions").iterdir() if (p / f"{p.name}.
 def _cells(path):
     """Each cell's type, source and metadata: nbgrader's checksum of a locked cell is in its
     metadata, and a hand-edited labs/ notebook with a stale one differs from what students fetch."""
-    return [(c["cell_type"], "".join(c["source"]), c["metadata"]) for c in json.loads(Path(path).read_text())["cells"]]
+    return [
+        (c["cell_type"], "".join(c["source"]), c["metadata"])
+        for c in json.loads(Path(path).read_text())["cells"]
+    ]
 
 
 def _files(d):
@@ -34,10 +37,16 @@ def test_every_lab_is_released():
 @pytest.mark.parametrize("lab", LABS)
 def test_released_lab_is_in_sync(tmp_path, lab):
     course = Course(tmp_path)
-    bindir = Path(sys.executable).parent          # nbgrader and the alembic it calls
+    bindir = Path(sys.executable).parent  # nbgrader and the alembic it calls
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.run(["nbgrader", "generate_assignment", lab, "--create", "--force", "--log-level=WARN"],
-                          cwd=course.root, capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        ["nbgrader", "generate_assignment", lab, "--create", "--force", "--log-level=WARN"],
+        cwd=course.root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     fresh, committed = tmp_path / "release" / lab, ROOT / "labs" / lab
     hint = f"labs/{lab} is stale: cd grader && nbgrader generate_assignment {lab} --create --force"
@@ -47,4 +56,6 @@ def test_released_lab_is_in_sync(tmp_path, lab):
             assert _cells(fresh / name) == _cells(committed / name), f"{hint} ({name})"
         else:
             assert (fresh / name).read_bytes() == (committed / name).read_bytes(), f"{hint} ({name})"
-    assert not any("BEGIN SOLUTION" in src or "BEGIN HIDDEN" in src for _, src, _ in _cells(committed / f"{lab}.ipynb"))
+    assert not any(
+        "BEGIN SOLUTION" in src or "BEGIN HIDDEN" in src for _, src, _ in _cells(committed / f"{lab}.ipynb")
+    )

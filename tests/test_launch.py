@@ -5,10 +5,10 @@ import sys
 import pytest
 
 from mpilab.core import results, units
-from mpilab.measure import collbench, driver, launch
-from mpilab.measure.driver import BenchOptions
 from mpilab.core.errors import LaunchError, ParseError, UsageError
 from mpilab.core.vocabulary import COMPILERS, SRUN_DISTRIBUTION
+from mpilab.measure import collbench, driver, launch
+from mpilab.measure.driver import BenchOptions
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -16,8 +16,18 @@ DATA = os.path.join(os.path.dirname(__file__), "data")
 def test_openmpi_argv_and_root_env():
     lau = launch.get_launcher("openmpi", cores=2)
     cmd = lau.command("./cb", ["-m", "1K"], 2, mapping="socket")
-    assert cmd.argv == ["mpirun.openmpi", "-n", "2", "--map-by", "socket", "--bind-to", "socket",
-                        "./cb", "-m", "1K"]
+    assert cmd.argv == [
+        "mpirun.openmpi",
+        "-n",
+        "2",
+        "--map-by",
+        "socket",
+        "--bind-to",
+        "socket",
+        "./cb",
+        "-m",
+        "1K",
+    ]
     want = {"PMIX_MCA_psec": "^munge"} if "PMIX_MCA_psec" not in os.environ else {}
     if os.geteuid() == 0:
         want.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
@@ -37,8 +47,16 @@ def test_openmpi_leaves_a_pmix_security_choice_alone(monkeypatch):
 
 def test_openmpi_oversubscribes_past_the_cores():
     cmd = launch.get_launcher("openmpi", cores=2).command("./cb", [], 4, mapping="node")
-    assert cmd.argv[:8] == ["mpirun.openmpi", "-n", "4", "--oversubscribe", "--map-by", "node",
-                            "--bind-to", "none"]
+    assert cmd.argv[:8] == [
+        "mpirun.openmpi",
+        "-n",
+        "4",
+        "--oversubscribe",
+        "--map-by",
+        "node",
+        "--bind-to",
+        "none",
+    ]
 
 
 def test_node_mapping_binds_to_a_core():
@@ -51,16 +69,42 @@ def test_node_mapping_binds_to_a_core():
 
 def test_mpich_argv():
     cmd = launch.get_launcher("mpich").command("./cb", ["--iters", "3"], 3, mapping="core")
-    assert cmd.argv == ["mpirun.mpich", "-n", "3", "-bind-to", "core", "-map-by", "core",
-                        "./cb", "--iters", "3"]
+    assert cmd.argv == [
+        "mpirun.mpich",
+        "-n",
+        "3",
+        "-bind-to",
+        "core",
+        "-map-by",
+        "core",
+        "./cb",
+        "--iters",
+        "3",
+    ]
     assert cmd.env == {}
 
 
 def test_srun_argv():
-    assert launch.get_launcher("srun").command("cb", ["x"], 4).argv == \
-        ["srun", "--mpi=pmix", "-n", "4", "--distribution=block:block", "--cpu-bind=cores", "cb", "x"]
+    assert launch.get_launcher("srun").command("cb", ["x"], 4).argv == [
+        "srun",
+        "--mpi=pmix",
+        "-n",
+        "4",
+        "--distribution=block:block",
+        "--cpu-bind=cores",
+        "cb",
+        "x",
+    ]
     cmd = launch.get_launcher("srun", flavour="mpich").command("cb", [], 8, mapping="node")
-    assert cmd.argv == ["srun", "--mpi=pmi2", "-n", "8", "--distribution=cyclic:block", "--cpu-bind=cores", "cb"]
+    assert cmd.argv == [
+        "srun",
+        "--mpi=pmi2",
+        "-n",
+        "8",
+        "--distribution=cyclic:block",
+        "--cpu-bind=cores",
+        "cb",
+    ]
     # the same mapping places ranks the same way under srun and in the sbatch templates
     for mapping in ("core", "socket", "node"):
         argv = launch.get_launcher("srun").command("cb", [], 2, mapping=mapping).argv
@@ -73,9 +117,18 @@ def test_apptainer_wraps_an_inner_launcher():
     lau = launch.get_launcher("apptainer", image="kit.sif", binds=["/scratch"], inner="srun")
     cmd = lau.command("/opt/cb", ["-m", "1K"], 4)
     assert cmd.argv[:6] == ["srun", "--mpi=pmix", "-n", "4", "--distribution=block:block", "--cpu-bind=cores"]
-    assert cmd.argv[6:] == ["apptainer", "exec", "--bind", "/scratch", "--env",
-                            "OMPI_MCA_btl_vader_single_copy_mechanism=none", "kit.sif",
-                            "/opt/cb", "-m", "1K"]
+    assert cmd.argv[6:] == [
+        "apptainer",
+        "exec",
+        "--bind",
+        "/scratch",
+        "--env",
+        "OMPI_MCA_btl_vader_single_copy_mechanism=none",
+        "kit.sif",
+        "/opt/cb",
+        "-m",
+        "1K",
+    ]
     assert cmd.env["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none"
     inner = launch.get_launcher("apptainer", image="kit.sif", inner="openmpi", cores=2)
     assert inner.command("cb", [], 2).argv[0] == "mpirun.openmpi"
@@ -85,16 +138,19 @@ def test_apptainer_wraps_an_inner_launcher():
 
 def test_smpi_argv(tmp_path):
     pytest.importorskip("mpilab.simulate.platforms")
-    lau = launch.get_launcher("smpi", platform="orfeo-thin", coll={"allgather": "ring"},
-                              workdir=tmp_path)
+    lau = launch.get_launcher("smpi", platform="orfeo-thin", coll={"allgather": "ring"}, workdir=tmp_path)
     cmd = lau.command("./cb", ["-m", "1K"], 4, mapping="socket")
     a = cmd.argv
     assert a[:3] == ["smpirun", "-np", "4"]
     assert a[a.index("-platform") + 1].endswith(".xml")
     hostfile = a[a.index("-hostfile") + 1]
     assert open(hostfile).read().endswith("\n")
-    for cfg in ("--cfg=smpi/simulate-computation:no", "--cfg=smpi/display-timing:no",
-                "--cfg=smpi/allgather:ring", "--cfg=smpi/shared-malloc-blocksize:268435456"):
+    for cfg in (
+        "--cfg=smpi/simulate-computation:no",
+        "--cfg=smpi/display-timing:no",
+        "--cfg=smpi/allgather:ring",
+        "--cfg=smpi/shared-malloc-blocksize:268435456",
+    ):
         assert cfg in a
     assert any(x.startswith("--cfg=smpi/host-speed:") for x in a)
     assert a[-3:] == ["./cb", "-m", "1K"]
@@ -116,6 +172,7 @@ def test_bad_mapping_and_launcher():
 
 class _Local(launch.Launcher):
     """Runs the program directly: lets us test run()'s failure handling without MPI."""
+
     name = "local"
 
     def command(self, program, args=(), nprocs=1, mapping="core"):
@@ -131,13 +188,16 @@ def test_run_failure_reports_command_code_and_stderr():
 
 def test_run_timeout_kills_the_process_group(tmp_path):
     marker = tmp_path / "child.pid"
-    code = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
-            f"'import time; time.sleep(300)']); open({str(marker)!r}, 'w').write(str(p.pid)); "
-            f"time.sleep(300)")
+    code = (
+        f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+        f"'import time; time.sleep(300)']); open({str(marker)!r}, 'w').write(str(p.pid)); "
+        f"time.sleep(300)"
+    )
     with pytest.raises(LaunchError, match="timed out after 3 s"):
         _Local().run(sys.executable, ["-c", code], timeout=3)
     pid = int(marker.read_text())
     import time
+
     for _ in range(50):
         try:
             os.kill(pid, 0)
@@ -187,8 +247,19 @@ def test_collbench_args_and_sizes():
     assert units.parse_size_range("1K") == (1, 1024)
     assert units.sizes_in_range(32, 256) == [32, 64, 128, 256]
     a = collbench.collbench_args("ring", "allgather", BenchOptions(sizes="32:1K", iters=5, check=True))
-    assert a == ["--coll", "allgather", "--algo", "ring", "-m", "32:1024", "--format", "csv",
-                 "--iters", "5", "--check"]
+    assert a == [
+        "--coll",
+        "allgather",
+        "--algo",
+        "ring",
+        "-m",
+        "32:1024",
+        "--format",
+        "csv",
+        "--iters",
+        "5",
+        "--check",
+    ]
     with pytest.raises(UsageError, match="bad iters-large 0; valid: an integer >= 1"):
         BenchOptions(iters_large=0)
     with pytest.raises(UsageError, match="unknown datatype 'long'; valid: char, double, float, int"):
@@ -206,9 +277,11 @@ def test_compile_c_builds_a_program_that_runs(tmp_path, flavour):
     if shutil.which(COMPILERS[flavour]) is None:
         pytest.skip(f"{COMPILERS[flavour]} not installed")
     src = tmp_path / "hi.c"
-    src.write_text('#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) { int r, p;\n'
-                   '  MPI_Init(&c, &v); MPI_Comm_rank(MPI_COMM_WORLD, &r); MPI_Comm_size(MPI_COMM_WORLD, &p);\n'
-                   '  printf("%d/%d\\n", r, p); MPI_Finalize(); return 0; }\n')
+    src.write_text(
+        "#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) { int r, p;\n"
+        "  MPI_Init(&c, &v); MPI_Comm_rank(MPI_COMM_WORLD, &r); MPI_Comm_size(MPI_COMM_WORLD, &p);\n"
+        '  printf("%d/%d\\n", r, p); MPI_Finalize(); return 0; }\n'
+    )
     exe = launch.compile_c(src, flavour)
     assert exe == (tmp_path / f"hi-{flavour}").resolve() and exe.exists()
     out = launch.get_launcher(flavour).run(exe, nprocs=2, timeout=120).stdout

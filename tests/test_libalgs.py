@@ -1,13 +1,14 @@
 """The library-algorithm table: ids match the installed libraries, settings, clear errors."""
+
 import re
 import shutil
 import subprocess
 
 import pytest
 
-from mpilab.measure import libalgs
 from mpilab.core.errors import UsageError
 from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS
+from mpilab.measure import libalgs
 
 
 def test_default_forces_nothing():
@@ -18,8 +19,7 @@ def test_default_forces_nothing():
 
 def test_openmpi_needs_dynamic_rules_and_id():
     s = libalgs.settings("openmpi", "bcast", "chain")
-    assert s.env == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-                     "OMPI_MCA_coll_tuned_bcast_algorithm": "2"}
+    assert s.env == {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", "OMPI_MCA_coll_tuned_bcast_algorithm": "2"}
     s = libalgs.settings("openmpi", "reduce", "pipeline")
     assert s.mca["coll_tuned_reduce_algorithm"] == "3"
     assert s.mca["coll_tuned_reduce_algorithm_segmentsize"] == "8192"
@@ -27,9 +27,11 @@ def test_openmpi_needs_dynamic_rules_and_id():
 
 def test_mpich_sets_fallback_error():
     s = libalgs.settings("mpich", "allgather", "lib:ring")
-    assert s.env == {"MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM": "ring",
-                     "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
-                     "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
+    assert s.env == {
+        "MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM": "ring",
+        "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
+        "MPIR_CVAR_COLLECTIVE_FALLBACK": "error",
+    }
 
 
 def test_smpi_cfg():
@@ -42,9 +44,14 @@ def test_not_available_message_names_alternatives():
     assert "binomial" in str(e.value)
 
 
-@pytest.mark.parametrize("args,bad", [(("ompi", "bcast", "chain"), "flavour 'ompi'"),
-                                      (("smpi", "gather", "chain"), "collective 'gather'"),
-                                      (("smpi", "bcast", "chian"), "algorithm 'chian'")])
+@pytest.mark.parametrize(
+    "args,bad",
+    [
+        (("ompi", "bcast", "chain"), "flavour 'ompi'"),
+        (("smpi", "gather", "chain"), "collective 'gather'"),
+        (("smpi", "bcast", "chian"), "algorithm 'chian'"),
+    ],
+)
 def test_unknown_names(args, bad):
     with pytest.raises(UsageError, match=bad):
         libalgs.settings(*args)
@@ -52,8 +59,9 @@ def test_unknown_names(args, bad):
 
 @pytest.mark.skipif(not shutil.which("ompi_info"), reason="Open MPI absent")
 def test_openmpi_ids_match_ompi_info():
-    out = subprocess.run(["ompi_info", "--param", "coll", "tuned", "--level", "9"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["ompi_info", "--param", "coll", "tuned", "--level", "9"], capture_output=True, text=True, check=True
+    ).stdout
     for coll, algs in libalgs.TABLE.items():
         m = re.search(rf'"coll_tuned_{coll}_algorithm" .*?Valid values: ([^\n]*)', out, re.S)
         assert m, coll
@@ -86,8 +94,10 @@ def test_library_names_never_collide_with_the_kits(built_flavour):
 
 def _cli(*args):
     import sys
-    return subprocess.run([sys.executable, "-m", "mpilab.cli", "libalgs", *args],
-                          capture_output=True, text=True, timeout=120)
+
+    return subprocess.run(
+        [sys.executable, "-m", "mpilab.cli", "libalgs", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_lists_and_shows():

@@ -1,4 +1,5 @@
 """Background load: the hogs really run while the block runs, and are gone after it."""
+
 import os
 import signal
 import subprocess
@@ -6,8 +7,8 @@ import time
 
 import pytest
 
-from mpilab.measure import load
 from mpilab.core.errors import UsageError
+from mpilab.measure import load
 
 
 def _cpu_seconds(pid):
@@ -23,7 +24,7 @@ def test_hogs_burn_cpu_and_are_killed():
         after = [_cpu_seconds(h.pid) for h in hogs]
         # busy processes: each gets a good share of a core even on a shared 2-core machine
         assert all(b - a > 0.1 for a, b in zip(before, after)), (before, after)
-    assert [h.returncode for h in hogs] == [-signal.SIGKILL] * 2   # killed and reaped
+    assert [h.returncode for h in hogs] == [-signal.SIGKILL] * 2  # killed and reaped
 
 
 def test_confined_to_the_same_cpus():
@@ -33,7 +34,9 @@ def test_confined_to_the_same_cpus():
         inside = os.sched_getaffinity(0)
         assert inside == {min(before)}
         assert os.sched_getaffinity(hogs[0].pid) == inside
-        child = subprocess.run(["grep", "Cpus_allowed_list", "/proc/self/status"], capture_output=True, text=True)
+        child = subprocess.run(
+            ["grep", "Cpus_allowed_list", "/proc/self/status"], capture_output=True, text=True
+        )
         assert child.stdout.split()[-1] == str(min(before))
     assert os.sched_getaffinity(0) == before
     with pytest.raises(UsageError, match="bad cpus 0; valid: 1.."):
@@ -56,5 +59,5 @@ def test_bad_arguments():
     with pytest.raises(UsageError, match="bad memory_mib 0; valid: an integer >= 1"):
         with load.background(memory=1, memory_mib=0):
             pass
-    with load.background() as hogs:   # nothing asked: nothing started, no wait
+    with load.background() as hogs:  # nothing asked: nothing started, no wait
         assert hogs == []

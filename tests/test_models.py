@@ -1,4 +1,5 @@
 """Hockney and segmented fits recover known parameters from synthetic data."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,7 +10,7 @@ from mpilab_key.fits import segmented_fit_p
 
 
 def sizes():
-    return np.array([0] + [2 ** k for k in range(0, 23)], dtype=float)
+    return np.array([0] + [2**k for k in range(0, 23)], dtype=float)
 
 
 def test_hockney_recovers_alpha_beta():
@@ -40,8 +41,11 @@ def test_segmented_finds_breakpoint_and_lines():
 
 def test_three_segments():
     x = np.arange(1, 31, dtype=float)
-    y = np.piecewise(x, [x < 10, (x >= 10) & (x < 20), x >= 20],
-                     [lambda v: 2 * v, lambda v: 20 + 0.5 * (v - 10), lambda v: 25 + 3 * (v - 20)])
+    y = np.piecewise(
+        x,
+        [x < 10, (x >= 10) & (x < 20), x >= 20],
+        [lambda v: 2 * v, lambda v: 20 + 0.5 * (v - 10), lambda v: 25 + 3 * (v - 20)],
+    )
     fit = segmented_fit(x, y, segments=3)
     assert fit.breakpoints == [10.0, 20.0]
     assert list(fit.table["slope"].round(6)) == [2.0, 0.5, 3.0]
@@ -49,8 +53,15 @@ def test_three_segments():
 
 def test_segmented_over_p():
     p = np.arange(2, 49)
-    df = pd.DataFrame({"collective": "allgather", "algorithm": "ring", "bytes": 1024,
-                       "nprocs": p, "avg_us": np.where(p <= 24, 5.0 * p, 120 + 20.0 * (p - 24))})
+    df = pd.DataFrame(
+        {
+            "collective": "allgather",
+            "algorithm": "ring",
+            "bytes": 1024,
+            "nprocs": p,
+            "avg_us": np.where(p <= 24, 5.0 * p, 120 + 20.0 * (p - 24)),
+        }
+    )
     out = segmented_fit_p(df)
     assert list(out.columns[:3]) == ["collective", "algorithm", "bytes"]
     assert out["slope"].round(6).tolist() == [5.0, 20.0]

@@ -5,6 +5,7 @@ test cells pass to ``check(...)`` must each appear in a markdown cell or in an a
 released: a student who reads the instructions knows what to call the variables, figures and
 tables the checks need.
 """
+
 import ast
 import json
 import re
@@ -40,22 +41,38 @@ def check_names(cells):
 
 def readable_text(cells):
     """The markdown cells and the answer cells (as released) of a notebook, joined."""
-    return "\n".join("".join(c["source"]) for c in cells
-                     if c["cell_type"] == "markdown" or c["metadata"].get("nbgrader", {}).get("solution"))
+    return "\n".join(
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "markdown" or c["metadata"].get("nbgrader", {}).get("solution")
+    )
 
 
 def test_the_parser_finds_names():
-    cells = [{"cell_type": "code", "metadata": {"nbgrader": {"grade": True, "solution": False}},
-              "source": ['"""doc."""\n', 'check("plot", fig, at4[at4.bytes > 0])\n']}]
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {"nbgrader": {"grade": True, "solution": False}},
+            "source": ['"""doc."""\n', 'check("plot", fig, at4[at4.bytes > 0])\n'],
+        }
+    ]
     assert check_names(cells) == ["fig", "at4"]
 
 
-@pytest.mark.parametrize("lab", [pytest.param(lab, marks=pytest.mark.xfail(reason=NOT_YET[lab], strict=True))
-                                 if lab in NOT_YET else lab for lab in LABS])
+@pytest.mark.parametrize(
+    "lab",
+    [
+        pytest.param(lab, marks=pytest.mark.xfail(reason=NOT_YET[lab], strict=True))
+        if lab in NOT_YET
+        else lab
+        for lab in LABS
+    ],
+)
 def test_every_checked_name_is_named_for_the_student(lab):
     cells = _cells(lab)
     names = check_names(cells)
     text = readable_text(cells)
     unnamed = [n for n in names if not re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", text)]
-    assert not unnamed, (f"{lab}: the graded cells hand in {', '.join(unnamed)}, which no markdown "
-                         f"or answer cell names")
+    assert not unnamed, (
+        f"{lab}: the graded cells hand in {', '.join(unnamed)}, which no markdown or answer cell names"
+    )

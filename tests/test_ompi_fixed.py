@@ -1,5 +1,6 @@
 """Open MPI 4.1's fixed bcast rules as the kit writes them, checked against the source's table and
 against what this machine's Open MPI really runs (an LD_PRELOAD spy in front of coll/base)."""
+
 import os
 import re
 import shutil
@@ -16,11 +17,11 @@ def test_rules_at_their_edges():
     assert ompi_fixed.bcast(2, 31).algorithm == "pipeline"
     assert ompi_fixed.bcast(2, 32).algorithm == "binary_tree"
     assert ompi_fixed.bcast(3, 1 << 20).algorithm == "binary_tree"
-    assert ompi_fixed.bcast(4, 1024).algorithm == "binary_tree"           # 4 <= P < 8
+    assert ompi_fixed.bcast(4, 1024).algorithm == "binary_tree"  # 4 <= P < 8
     assert ompi_fixed.bcast(7, 1 << 20).algorithm == "chain"
-    assert ompi_fixed.bcast(16, 4095).algorithm == "knomial"              # 16 <= P < 32
+    assert ompi_fixed.bcast(16, 4095).algorithm == "knomial"  # 16 <= P < 32
     assert ompi_fixed.bcast(31, 1 << 20).algorithm == "scatter_allgather"
-    assert ompi_fixed.bcast(48, 1024).algorithm == "binomial"             # seed 000's P = 48, 1 KiB
+    assert ompi_fixed.bcast(48, 1024).algorithm == "binomial"  # seed 000's P = 48, 1 KiB
     assert ompi_fixed.bcast(48, 2048).algorithm == "knomial"
     assert ompi_fixed.bcast(200, 20000).algorithm == "basic_linear"
     assert ompi_fixed.bcast(5000, 300000).algorithm == "scatter_allgather"
@@ -57,22 +58,33 @@ def spy(tmp_path_factory):
     d = tmp_path_factory.mktemp("spy")
     src = os.path.join(os.path.dirname(__file__), "data", "ompi_bcast_spy.c")
     inc = subprocess.run(["mpicc.openmpi", "--showme:incdirs"], capture_output=True, text=True).stdout.split()
-    subprocess.run(["cc", "-shared", "-fPIC", *[f"-I{i}" for i in inc], "-o", str(d / "spy.so"), src, "-ldl"],
-                   check=True)
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", *[f"-I{i}" for i in inc], "-o", str(d / "spy.so"), src, "-ldl"], check=True
+    )
     (d / "bc.c").write_text(
         "#include <mpi.h>\n#include <stdlib.h>\nint main(int argc, char **argv) {\n"
         "  MPI_Init(&argc, &argv);\n"
         "  for (int i = 1; i < argc; i++) { long n = atol(argv[i]); char *b = calloc(n + 1, 1);\n"
         "    MPI_Bcast(b, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD); free(b); }\n"
-        "  MPI_Finalize(); return 0;\n}\n")
+        "  MPI_Finalize(); return 0;\n}\n"
+    )
     subprocess.run(["mpicc.openmpi", str(d / "bc.c"), "-o", str(d / "bc")], check=True)
     return d
 
 
 def _spied(spy, nprocs, sizes, mca=()):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = ["mpirun.openmpi", "--oversubscribe", "-np", str(nprocs), "-x", f"LD_PRELOAD={spy / 'spy.so'}",
-           *mca, str(spy / "bc"), *map(str, sizes)]
+    cmd = [
+        "mpirun.openmpi",
+        "--oversubscribe",
+        "-np",
+        str(nprocs),
+        "-x",
+        f"LD_PRELOAD={spy / 'spy.so'}",
+        *mca,
+        str(spy / "bc"),
+        *map(str, sizes),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     return [(a, int(c), int(s), int(f)) for a, c, s, f in _SPY_LINE.findall(r.stderr)]
@@ -86,17 +98,30 @@ def test_the_rules_are_what_open_mpi_runs(spy, nprocs):
     sizes = sorted({v for below, _ in block if below for v in (below - 1, below)} | {1})
     got = _spied(spy, nprocs, sizes)
     assert [c for _, c, _, _ in got] == sizes
-    for (alg, count, seg, fan) in got:
+    for alg, count, seg, fan in got:
         want = ompi_fixed.bcast(nprocs, count)
         assert alg == want.algorithm, (nprocs, count)
-        assert seg in (0, -1) and fan in (0, -1, 4), (alg, seg, fan)   # knomial's radix is 4
+        assert seg in (0, -1) and fan in (0, -1, 4), (alg, seg, fan)  # knomial's radix is 4
 
 
 @pytest.mark.slow
 def test_a_forced_pipeline_gets_the_segment_size(spy):
     """The kit's forced pipeline: Open MPI receives the 8 KiB segment size, so a 1 KiB message
     is one segment (seed 000's pipeline at 1 KiB is a chain of P - 1 whole-message hops)."""
-    got = _spied(spy, 4, [1024, 65536], ["--mca", "coll_tuned_use_dynamic_rules", "1",
-                                          "--mca", "coll_tuned_bcast_algorithm", "3",
-                                          "--mca", "coll_tuned_bcast_algorithm_segmentsize", "8192"])
+    got = _spied(
+        spy,
+        4,
+        [1024, 65536],
+        [
+            "--mca",
+            "coll_tuned_use_dynamic_rules",
+            "1",
+            "--mca",
+            "coll_tuned_bcast_algorithm",
+            "3",
+            "--mca",
+            "coll_tuned_bcast_algorithm_segmentsize",
+            "8192",
+        ],
+    )
     assert got == [("pipeline", 1024, 8192, -1), ("pipeline", 65536, 8192, -1)]

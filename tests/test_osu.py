@@ -1,4 +1,5 @@
 """OSU output import: realistic files, parameters from names, malformed files append nothing."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -6,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mpilab.measure import osu
 from mpilab.core.errors import ParseError
+from mpilab.measure import osu
 
 DATA = Path(__file__).parent / "data" / "osu"
 
@@ -26,28 +27,51 @@ def test_with_f_columns():
     assert p["points"][-1]["iterations"] == 100
 
 
-@pytest.mark.parametrize("name,coll", [("reduce_np24_pipeline_socket.txt", "reduce"),
-                                       ("allgather_np8_default_core.txt", "allgather"),
-                                       ("latency_core.txt", "pt2pt")])
+@pytest.mark.parametrize(
+    "name,coll",
+    [
+        ("reduce_np24_pipeline_socket.txt", "reduce"),
+        ("allgather_np8_default_core.txt", "allgather"),
+        ("latency_core.txt", "pt2pt"),
+    ],
+)
 def test_collective_from_title(name, coll):
     assert osu.parse(DATA / name)["collective"] == coll
 
 
 def test_params_from_name():
     assert osu.params_from_name("bcast_np48_basic_linear_node.txt") == {
-        "collective": "bcast", "nprocs": 48, "algorithm": "basic_linear", "mapping": "node"}
+        "collective": "bcast",
+        "nprocs": 48,
+        "algorithm": "basic_linear",
+        "mapping": "node",
+    }
 
 
-@pytest.mark.parametrize("name,coll,want", [
-    # unknown words are not an algorithm: osu_bcast_np4 is OSU's program name and a P
-    ("osu_bcast_np4.txt", "bcast", {"collective": "bcast", "nprocs": 4}),
-    ("osu_reduce_np4_chain_run2.txt", "reduce", {"collective": "reduce", "nprocs": 4, "algorithm": "chain"}),
-    ("run3-np8-socket-split_binary_tree.txt", "bcast",
-     {"nprocs": 8, "mapping": "socket", "algorithm": "split_binary_tree"}),
-    # OSU measures the library: allgather ring in a name is the library's ring
-    ("osu_allgather_p16_ring.txt", "allgather", {"collective": "allgather", "nprocs": 16, "algorithm": "lib:ring"}),
-    ("bcast_np4_ring.txt", "bcast", {"collective": "bcast", "nprocs": 4}),   # no bcast ring
-])
+@pytest.mark.parametrize(
+    "name,coll,want",
+    [
+        # unknown words are not an algorithm: osu_bcast_np4 is OSU's program name and a P
+        ("osu_bcast_np4.txt", "bcast", {"collective": "bcast", "nprocs": 4}),
+        (
+            "osu_reduce_np4_chain_run2.txt",
+            "reduce",
+            {"collective": "reduce", "nprocs": 4, "algorithm": "chain"},
+        ),
+        (
+            "run3-np8-socket-split_binary_tree.txt",
+            "bcast",
+            {"nprocs": 8, "mapping": "socket", "algorithm": "split_binary_tree"},
+        ),
+        # OSU measures the library: allgather ring in a name is the library's ring
+        (
+            "osu_allgather_p16_ring.txt",
+            "allgather",
+            {"collective": "allgather", "nprocs": 16, "algorithm": "lib:ring"},
+        ),
+        ("bcast_np4_ring.txt", "bcast", {"collective": "bcast", "nprocs": 4}),  # no bcast ring
+    ],
+)
 def test_params_from_name_takes_only_known_algorithms(name, coll, want):
     assert osu.params_from_name(name, coll) == want
 
@@ -71,13 +95,17 @@ def test_missing_nprocs_names_the_file_and_the_option():
     assert "--nprocs N" in msg and "np24" in msg
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(nprocs=0), "bad --nprocs 0; valid: an integer >= 1"),
-    (dict(nprocs=-3), "bad --nprocs -3"),
-    (dict(nprocs=4, algorithm="chian"), "unknown bcast algorithm 'chian' .* valid: .*chain"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(nprocs=0), "bad --nprocs 0; valid: an integer >= 1"),
+        (dict(nprocs=-3), "bad --nprocs -3"),
+        (dict(nprocs=4, algorithm="chian"), "unknown bcast algorithm 'chian' .* valid: .*chain"),
+    ],
+)
 def test_bad_parameters(kw, match):
     from mpilab.core.errors import UsageError
+
     with pytest.raises(UsageError, match=match):
         osu.to_rows(DATA / "osu_bcast_np4.txt", **kw)
 
@@ -92,8 +120,9 @@ def test_rows_forced_never_yes(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "mpilab.cli.osu", *map(str, args)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "mpilab.cli.osu", *map(str, args)], capture_output=True, text=True
+    )
 
 
 def test_cli_imports_all(tmp_path):
@@ -151,7 +180,9 @@ def test_osu_programs_searches_the_given_folder_then_mpilab_osu_dir_then_path(tm
         (tree / name).chmod(0o755)
     (tree / "osu_allgather").write_text("not executable")
     assert osu.osu_programs(osu_dir=tmp_path / "osu-7.4") == {
-        "osu_bcast": str(tree / "osu_bcast"), "osu_reduce": str(tree / "osu_reduce")}
+        "osu_bcast": str(tree / "osu_bcast"),
+        "osu_reduce": str(tree / "osu_reduce"),
+    }
     monkeypatch.setenv("MPILAB_OSU_DIR", str(tree))
     assert set(osu.osu_programs(["osu_bcast", "osu_latency"])) == {"osu_bcast"}
     monkeypatch.delenv("MPILAB_OSU_DIR")

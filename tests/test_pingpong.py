@@ -1,4 +1,5 @@
 """The ping-pong: the C program for every flavour, its errors, the Python entry and the CLI."""
+
 import os
 import subprocess
 import warnings
@@ -7,21 +8,25 @@ import pytest
 
 from mpilab import cli
 from mpilab.core import results, units
+from mpilab.core.errors import UsageError
+from mpilab.core.vocabulary import MAPPINGS
 from mpilab.measure import driver, launch, pingpong
 from mpilab.measure.driver import BenchOptions
 from mpilab.model import p2p
 from mpilab.simulate import clusters
-from mpilab.core.errors import UsageError
-from mpilab.core.vocabulary import MAPPINGS
 
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 def mpirun(build, args, nprocs=2, timeout=120):
     env = dict(os.environ, **ROOT_ENV)
-    return subprocess.run(["mpirun.openmpi", "-n", str(nprocs), "--oversubscribe",
-                           str(build / "pingpong"), *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        ["mpirun.openmpi", "-n", str(nprocs), "--oversubscribe", str(build / "pingpong"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_sizes_and_args():
@@ -55,8 +60,8 @@ def test_output_contract_openmpi(built_flavour):
     assert meta["flavour"] == "openmpi" and meta["nprocs"] == "2"
     assert meta["collective"] == "pingpong" and meta["iterations"] == "20"
     assert len(meta["rank_hosts"].split(",")) == 2 and len(meta["rank_cpus"].split(",")) == 2
-    assert [r["bytes"] for r in rows] == [0] + [2 ** k for k in range(15)]
-    assert [r["iterations"] for r in rows][-2:] == [20, 4]      # 8 KiB small, 16 KiB large
+    assert [r["bytes"] for r in rows] == [0] + [2**k for k in range(15)]
+    assert [r["iterations"] for r in rows][-2:] == [20, 4]  # 8 KiB small, 16 KiB large
     for r in rows:
         assert 0 < r["min_us"] <= r["median_us"] <= r["max_us"] and r["min_us"] <= r["avg_us"]
 
@@ -66,16 +71,19 @@ def smpirun(build, args, nprocs=2, timeout=120):
     return subprocess.run([str(a) for a in cmd.argv], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("args, nprocs, message", [
-    ([], 3, "needs exactly 2 processes, got 3"),
-    ([], 1, "needs exactly 2 processes, got 1"),
-    (["-m", "9:3"], 2, "bad size range '9:3' for -m; MIN 9 is larger than MAX 3"),
-    (["-m", "x"], 2, "bad size range 'x'"),
-    (["-m", "2G"], 2, "bad size range '2G'"),
-    (["--iters", "0"], 2, "bad value '0' for --iters"),
-    (["--iters"], 2, "option --iters needs a value"),
-    (["--bogus"], 2, "unknown option '--bogus'; valid: -m, --iters"),
-])
+@pytest.mark.parametrize(
+    "args, nprocs, message",
+    [
+        ([], 3, "needs exactly 2 processes, got 3"),
+        ([], 1, "needs exactly 2 processes, got 1"),
+        (["-m", "9:3"], 2, "bad size range '9:3' for -m; MIN 9 is larger than MAX 3"),
+        (["-m", "x"], 2, "bad size range 'x'"),
+        (["-m", "2G"], 2, "bad size range '2G'"),
+        (["--iters", "0"], 2, "bad value '0' for --iters"),
+        (["--iters"], 2, "option --iters needs a value"),
+        (["--bogus"], 2, "unknown option '--bogus'; valid: -m, --iters"),
+    ],
+)
 def test_usage_errors_exit_2(built_flavour, args, nprocs, message):
     """Under smpirun (fast to start); the same C code as every flavour's."""
     proc = smpirun(built_flavour("smpi"), args, nprocs)
@@ -83,10 +91,13 @@ def test_usage_errors_exit_2(built_flavour, args, nprocs, message):
     assert "bytes,iterations" not in proc.stdout
 
 
-@pytest.mark.parametrize("args, nprocs, message", [
-    ([], 3, "needs exactly 2 processes, got 3"),
-    (["--bogus"], 2, "unknown option '--bogus'"),
-])
+@pytest.mark.parametrize(
+    "args, nprocs, message",
+    [
+        ([], 3, "needs exactly 2 processes, got 3"),
+        (["--bogus"], 2, "unknown option '--bogus'"),
+    ],
+)
 def test_usage_errors_exit_2_real(built_flavour, args, nprocs, message):
     proc = mpirun(built_flavour("openmpi"), args, nprocs)
     assert proc.returncode == 2 and f"pingpong: {message}" in proc.stderr, proc.stderr
@@ -134,13 +145,16 @@ def test_smpi_places_ranks_by_platform_hostfile(built_flavour):
     assert hosts["node"].endswith("rank 1 on thin01-s0-c00")
 
 
-@pytest.mark.parametrize("platform,mapping,got", [("orfeo-fat", "node", "core"),
-                                                   ("jupiter-32x16", "socket", "core")])
+@pytest.mark.parametrize(
+    "platform,mapping,got", [("orfeo-fat", "node", "core"), ("jupiter-32x16", "socket", "core")]
+)
 def test_smpi_mapping_the_platform_cannot_give_is_flagged(built_flavour, platform, mapping, got):
     """FAT is one node, jupiter one socket per node: the row says which distance was measured."""
     built_flavour("smpi")
-    with pytest.warns(pingpong.PlacementWarning, match=f"NOT a {mapping} mapping: the platform "
-                                                       f"placed the ranks at {got} distance"):
+    with pytest.warns(
+        pingpong.PlacementWarning,
+        match=f"NOT a {mapping} mapping: the platform placed the ranks at {got} distance",
+    ):
         df = pingpong.run("smpi", mapping, platform=platform, sizes="0:1", iters=2, warmup=1)
     assert df["evidence"].str.contains(f"NOT a {mapping} mapping").all()
 
@@ -183,18 +197,44 @@ def test_cli_help_run_fit_and_errors(built_flavour, tmp_path, capsys):
     out = capsys.readouterr().out
     assert exit_.value.code == 0 and "mpilab pingpong" in out and "--mapping" in out
     out = tmp_path / "r.csv"
-    assert cli.main(["pingpong", "--flavour", "smpi", "--platform", "orfeo-thin", "--mapping", "socket",
-                     "-m", "0:64K", "--iters", "3", "--iters-large", "2", "-o", str(out), "--fit",
-                     "--residuals", str(tmp_path / "res.png")]) == 0
+    assert (
+        cli.main(
+            [
+                "pingpong",
+                "--flavour",
+                "smpi",
+                "--platform",
+                "orfeo-thin",
+                "--mapping",
+                "socket",
+                "-m",
+                "0:64K",
+                "--iters",
+                "3",
+                "--iters-large",
+                "2",
+                "-o",
+                str(out),
+                "--fit",
+                "--residuals",
+                str(tmp_path / "res.png"),
+            ]
+        )
+        == 0
+    )
     got = capsys.readouterr().out
     assert "1 launches (18 rows appended" in got
     assert "socket" in got and "intercept" in got and "r2_fit" in got
     assert f"residuals: {tmp_path / 'res.png'}" in got and (tmp_path / "res.png").stat().st_size > 0
     assert len(results.read_results(out)) == 18
-    for args, msg in ((["--mapping", "board"], "unknown mapping 'board'"),
-                      (["-m", "9:3"], "bad size range '9:3'"),
-                      (["--iters", "0"], "bad iters '0'"),
-                      (["--flavour", "openmpi", "--platform", "orfeo-thin"],
-                       "--platform 'orfeo-thin' only applies to --flavour smpi")):
+    for args, msg in (
+        (["--mapping", "board"], "unknown mapping 'board'"),
+        (["-m", "9:3"], "bad size range '9:3'"),
+        (["--iters", "0"], "bad iters '0'"),
+        (
+            ["--flavour", "openmpi", "--platform", "orfeo-thin"],
+            "--platform 'orfeo-thin' only applies to --flavour smpi",
+        ),
+    ):
         assert cli.main(["pingpong", *args, "-o", str(out)]) == 2
         assert f"mpilab: {msg}" in capsys.readouterr().err, args

@@ -1,18 +1,18 @@
 """Platforms: names, hostfiles per mapping, real smpirun ping-pongs, the THIN calibration,
 calibration to a user's own ping-pong, and the contention-free alpha-beta platforms."""
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from mpilab import cli
 from mpilab.core import results, units
+from mpilab.core.errors import UsageError
 from mpilab.measure import pingpong
 from mpilab.model import p2p
+from mpilab.model.fits import segmented_fit
 from mpilab.simulate import calibration, clusters, platform_xml, platforms, routes
 from mpilab.studies.calibration import check_calibration
-from mpilab.core.errors import UsageError
-from mpilab.model.fits import segmented_fit
-
 
 # The calibrated THIN (mpilab.simulate.clusters): one-way time of a small message (µs) and time
 # per byte (µs/B) per distance, fitted to seed 000's ping-pong table (made monotone).
@@ -43,23 +43,29 @@ def test_thin_like_and_jupiter_like_sizes(tmp_path):
     """More ranks than ORFEO's THIN or the seed's jupiter have cores: the same nodes, more of
     them, one rank per core; a platform too large to list its routes is refused."""
     info = platforms.platform_info("thin-like-43")
-    assert (info["nodes"], info["sockets"], info["cores_per_socket"], info["cores"]) == \
-        (43, 2, 12, 1032)
+    assert (info["nodes"], info["sockets"], info["cores_per_socket"], info["cores"]) == (43, 2, 12, 1032)
     assert "THIN-like" in info["description"]
     assert platforms.platform_info("jupiter-64x16")["cores"] == 1024
     assert platforms.placement("jupiter-64x16", 1024)[-1] == "jupiter63-s0-c15"
     xml = platform_xml.render_xml(platforms._spec("thin-like-3"))
     assert xml == platform_xml.render_xml(platforms._spec("orfeo-thin-3")).replace(
-        platforms._spec("orfeo-thin-3").description, platforms._spec("thin-like-3").description)
+        platforms._spec("orfeo-thin-3").description, platforms._spec("thin-like-3").description
+    )
     with pytest.raises(UsageError, match="for more nodes of THIN's kind use thin-like-11"):
         platforms.platform_file("orfeo-thin-11")
-    with pytest.raises(UsageError, match=r"'thin-like-46': 46 nodes, 1104 cores; valid: .*at "
-                                         r"most 1100 cores"):
+    with pytest.raises(
+        UsageError,
+        match=r"'thin-like-46': 46 nodes, 1104 cores; valid: .*at "
+        r"most 1100 cores",
+    ):
         platforms.platform_file("thin-like-46")
     with pytest.raises(UsageError, match=r"jupiter-0x16.*N = 1..68"):
         platforms.platform_file("jupiter-0x16")
-    with pytest.raises(UsageError, match=r"512 ranks do not fit .* 240 cores.*thin-like-22 or "
-                                         r"jupiter-32x16"):
+    with pytest.raises(
+        UsageError,
+        match=r"512 ranks do not fit .* 240 cores.*thin-like-22 or "
+        r"jupiter-32x16",
+    ):
         platforms.write_hostfile("orfeo-thin-10", 512, "core", tmp_path / "h")
 
 
@@ -102,8 +108,9 @@ def simulated(built_flavour):
 
     def get(mapping, platform="orfeo-thin"):
         if (mapping, platform) not in runs:
-            df = pingpong.run("smpi", mapping, platform=platform, iters=5, warmup=1,
-                              iters_large=2, warmup_large=1)
+            df = pingpong.run(
+                "smpi", mapping, platform=platform, iters=5, warmup=1, iters_large=2, warmup_large=1
+            )
             runs[(mapping, platform)] = (df["bytes"].to_numpy(float), df["avg_us"].to_numpy(float))
         return runs[(mapping, platform)]
 
@@ -114,7 +121,7 @@ def simulated(built_flavour):
 def test_distances_grow_with_distance(simulated):
     """core < socket = node at small sizes: the report's socket 4.36 > node 1.61 µs is not
     copied (docs/CALIBRATION.md), the two are pooled."""
-    small = {m: simulated(m)[1][1] for m in THIN}          # 1 byte
+    small = {m: simulated(m)[1][1] for m in THIN}  # 1 byte
     assert small["core"] < small["socket"] == pytest.approx(small["node"], rel=1e-3)
 
 
@@ -139,10 +146,12 @@ def test_variant_changes_only_the_named_links(tmp_path, monkeypatch):
     text = path.read_text()
     assert '<link id="nic0" bandwidth="1.5625e+09Bps" latency="5us" sharing_policy="SPLITDUPLEX"/>' in text
     core = platforms._spec("orfeo-thin").lat_socket
-    assert text.count(f'latency="{core:.9g}us"') == 4     # the sockets' links are unchanged
+    assert text.count(f'latency="{core:.9g}us"') == 4  # the sockets' links are unchanged
     assert platforms.platform_info(str(path))["cores"] == 48
     assert platforms.placement(str(path), 4, "node") == platforms.placement("orfeo-thin", 4, "node")
-    with pytest.raises(UsageError, match="unknown platform parameter 'bw_disk'; valid: bw_mem, bw_nic, bw_node, bw_port"):
+    with pytest.raises(
+        UsageError, match="unknown platform parameter 'bw_disk'; valid: bw_mem, bw_nic, bw_node, bw_port"
+    ):
         platforms.variant("orfeo-thin", "x", bw_disk=1.0)
     with pytest.raises(UsageError, match="bad lat_nic -1; valid: a positive number"):
         platforms.variant("orfeo-thin", "x", lat_nic=-1)
@@ -164,7 +173,7 @@ def test_busy_network_slows_only_what_leaves_the_node(built_flavour, tmp_path, m
         rows = forcing.measure(L, "bcast", "binomial", p, sizes="64K:64K", iters=2, warmup=1)
         return rows[0]
 
-    assert bcast(busy, 4)["avg_us"] == bcast("orfeo-thin", 4)["avg_us"]    # one node: no NIC
+    assert bcast(busy, 4)["avg_us"] == bcast("orfeo-thin", 4)["avg_us"]  # one node: no NIC
     slow, base = bcast(busy, 48), bcast("orfeo-thin", 48)
     assert slow["platform"] == "thin-busy" and slow["avg_us"] > 1.5 * base["avg_us"]
 
@@ -173,9 +182,11 @@ def test_busy_network_slows_only_what_leaves_the_node(built_flavour, tmp_path, m
 
 #: A made-up cluster unlike THIN: (intercept us, slope us/B) of the first segment per mapping,
 #: the size where the second segment starts, and the second segment.
-SYNTHETIC = {"core": ((0.45, 4e-5), 262144, (-8.0, 7e-5)),
-             "socket": ((2.2, 7e-5), 1048576, (-30.0, 1.0e-4)),
-             "node": ((3.0, 3e-4), 65536, (12.0, 1.5e-4))}
+SYNTHETIC = {
+    "core": ((0.45, 4e-5), 262144, (-8.0, 7e-5)),
+    "socket": ((2.2, 7e-5), 1048576, (-30.0, 1.0e-4)),
+    "node": ((3.0, 3e-4), 65536, (12.0, 1.5e-4)),
+}
 
 
 def synthetic_rows():
@@ -185,8 +196,16 @@ def synthetic_rows():
     for mapping, ((a1, b1), bp, (a2, b2)) in SYNTHETIC.items():
         for n in units.sizes_in_range(0, 4 << 20):
             t = a1 + b1 * n if n < bp else a2 + b2 * n
-            rows.append({"collective": "pingpong", "flavour": "openmpi", "platform": "mycluster",
-                         "mapping": mapping, "bytes": n, "avg_us": t * rng.normal(1, 0.01)})
+            rows.append(
+                {
+                    "collective": "pingpong",
+                    "flavour": "openmpi",
+                    "platform": "mycluster",
+                    "mapping": mapping,
+                    "bytes": n,
+                    "avg_us": t * rng.normal(1, 0.01),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -211,8 +230,9 @@ def test_calibrate_to_a_synthetic_cluster(built_flavour, tmp_path):
 
 
 def test_calibrate_sets_the_links(tmp_path):
-    xml = calibration.calibrate({"core": (0.5, 5e-5), "socket": (2.0, 8e-5), "node": (4.0, 4e-4)},
-                                path=tmp_path / "c.xml")
+    xml = calibration.calibrate(
+        {"core": (0.5, 5e-5), "socket": (2.0, 8e-5), "node": (4.0, 4e-4)}, path=tmp_path / "c.xml"
+    )
     hosts = platforms.placement(xml, 25, "core")
     for (a, b), want in (((0, 1), (0.5, 5e-5)), ((0, 12), (2.0, 8e-5)), ((0, 24), (4.0, 4e-4))):
         assert routes.route_cost(xml, hosts[a], hosts[b]) == pytest.approx(want, rel=1e-6)
@@ -220,7 +240,10 @@ def test_calibrate_sets_the_links(tmp_path):
     # a core's port is as fast as the fastest pair (core: 1/5e-5 B/us), not THIN's 10.8 GB/s;
     # the node's card keeps THIN's 100 Gb/s, the memory Intel's figure
     assert '<link id="port-thin00-s0-c00" bandwidth="2e+10Bps" latency="0us"' in text
-    assert '<link id="nic0" bandwidth="1.25e+10Bps"' in text and '<link id="mem0.0" bandwidth="6.4e+10Bps"' in text
+    assert (
+        '<link id="nic0" bandwidth="1.25e+10Bps"' in text
+        and '<link id="mem0.0" bandwidth="6.4e+10Bps"' in text
+    )
     # THIN's overheads (0.536 µs) leave 0.5 µs no room: they shrink to the bound
     o = routes.overheads(xml)
     assert o["o_send"] == pytest.approx((0.5 - 0.1 - 16 * 5e-5) / 2)
@@ -252,7 +275,7 @@ def test_calibrate_bad_input(tmp_path):
 
 def test_alpha_beta_platform(tmp_path):
     x = platform_xml.alpha_beta_xml(3, 10.0, 1e-3)
-    assert x.count("<link ") == 3 and x.count("<route ") == 3 and 'FATPIPE' in x
+    assert x.count("<link ") == 3 and x.count("<route ") == 3 and "FATPIPE" in x
     assert '<prop id="smpi/send-is-detached-thresh" value="0"/>' in x
     s = platform_xml.alpha_beta_xml(3, 10.0, 1e-3, ports="single")
     assert s.count("<link ") == 6 and s.count("<route ") == 6 and 'latency="5us"' in s
@@ -272,30 +295,39 @@ def test_cli_calibrate(built_flavour, tmp_path, capsys):
         cli.main(["calibrate", "--help"])
     assert exit_.value.code == 0 and "mpilab calibrate" in capsys.readouterr().out
     out = tmp_path / "mine.xml"
-    assert cli.main(["calibrate", "--table", "core=0.6,5e-5", "node=3.2,4e-4", "-o", str(out),
-                     "--check"]) == 0
+    assert (
+        cli.main(["calibrate", "--table", "core=0.6,5e-5", "node=3.2,4e-4", "-o", str(out), "--check"]) == 0
+    )
     got = capsys.readouterr()
     assert f"wrote {out}" in got.out and "keep 'orfeo-thin''s values" in got.err
     assert "core" in got.out and "slope_error_pct" in got.out
     csv = tmp_path / "r.csv"
-    results.append_rows(csv, [dict(r, launcher="mpirun", nprocs=2, datatype="char", root=0,
-                                   repetition=0, algorithm="blocking")
-                              for r in synthetic_rows().to_dict("records")])
+    results.append_rows(
+        csv,
+        [
+            dict(r, launcher="mpirun", nprocs=2, datatype="char", root=0, repetition=0, algorithm="blocking")
+            for r in synthetic_rows().to_dict("records")
+        ],
+    )
     assert cli.main(["calibrate", str(csv), "-o", str(tmp_path / "from_rows.xml")]) == 0
     assert "wrote" in capsys.readouterr().out
-    for args, msg in ((["--table", "core=1"], "bad --table entry 'core=1'"),
-                      ([], "give one ping-pong"),
-                      (["--table", "core=-1,1e-4"], "intercept -1 us is negative")):
+    for args, msg in (
+        (["--table", "core=1"], "bad --table entry 'core=1'"),
+        ([], "give one ping-pong"),
+        (["--table", "core=-1,1e-4"], "intercept -1 us is negative"),
+    ):
         assert cli.main(["calibrate", *args, "-o", str(tmp_path / "x.xml")]) == 2
         assert msg in capsys.readouterr().err, args
 
 
 def test_shipped_files_are_what_the_generator_writes():
-    """mpilab/data/platforms is regenerated (python -m mpilab.simulate.platforms) whenever the model changes."""
+    """mpilab/data/platforms is regenerated (python -m mpilab.simulate.platforms) whenever the model
+    changes."""
     for name in platforms._SHIPPED:
         shipped = (platforms.DATA_DIR / f"{name}.xml").read_text()
-        assert shipped == platform_xml.render_xml(platforms._spec(name)), \
+        assert shipped == platform_xml.render_xml(platforms._spec(name)), (
             f"{name}.xml is stale: run python -m mpilab.simulate.platforms"
+        )
 
 
 def test_cached_platform_is_rewritten_when_the_generator_changes(tmp_path, monkeypatch):

@@ -7,18 +7,31 @@ matplotlib.use("Agg")
 import pytest
 
 from mpilab.core import results
-from mpilab.studies import plots
 from mpilab.core.errors import UsageError
+from mpilab.studies import plots
 
 
 @pytest.fixture
 def df(results_csv):
     rows = []
     for algo, p, b in itertools.product(["ring", "pairwise", "native"], [2, 4, 8], [32, 1024, 1 << 20]):
-        rows.append({"collective": "allgather", "algorithm": algo, "flavour": "smpi",
-                     "launcher": "smpirun", "platform": "orfeo-thin", "mapping": "core",
-                     "nprocs": p, "bytes": b, "datatype": "char", "root": 0, "repetition": 0,
-                     "maxrank_avg_us": 1 + p * b / 1000, "avg_us": 1.0})
+        rows.append(
+            {
+                "collective": "allgather",
+                "algorithm": algo,
+                "flavour": "smpi",
+                "launcher": "smpirun",
+                "platform": "orfeo-thin",
+                "mapping": "core",
+                "nprocs": p,
+                "bytes": b,
+                "datatype": "char",
+                "root": 0,
+                "repetition": 0,
+                "maxrank_avg_us": 1 + p * b / 1000,
+                "avg_us": 1.0,
+            }
+        )
     results.append_rows(results_csv, rows)
     return results.read_results(results_csv)
 

@@ -1,5 +1,6 @@
 """mpilab.core.process: the one runner (own process group, output read as it comes, caps,
 the whole group killed at the time-out)."""
+
 import os
 import sys
 import time
@@ -15,24 +16,28 @@ def _alive(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat") as f:          # a zombie is dead
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead
         return f.read().split(") ", 1)[1][0] != "Z"
 
 
 def test_exit_status_and_both_streams():
-    res = process.run([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
-                      timeout=30)
+    res = process.run(
+        [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
+        timeout=30,
+    )
     assert (res.returncode, res.stdout, res.stderr, res.timed_out) == (3, "out\n", "err\n", False)
     assert not res.ok and res.stdout_bytes == 4
 
 
 def test_timeout_kills_a_grandchild_that_ignores_sigterm(tmp_path):
     pidfile = tmp_path / "pid"
-    code = ("import os, signal, subprocess, sys, time\n"
-            "p = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
-            "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"
-            f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
-            "print('started', flush=True); time.sleep(600)\n")
+    code = (
+        "import os, signal, subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "print('started', flush=True); time.sleep(600)\n"
+    )
     t0 = time.monotonic()
     res = process.run([sys.executable, "-c", code], timeout=2)
     assert res.timed_out and res.returncode is None and res.stdout == "started\n"
@@ -57,14 +62,20 @@ def test_output_past_the_cap_is_thrown_away_but_its_end_is_kept():
 
 def test_run_checked_names_the_command_and_the_tail():
     with pytest.raises(LaunchError, match=r"exit code 2: my-command\nstderr tail:\nboom"):
-        process.run_checked([sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(2)"],
-                            timeout=30, shown="my-command")
+        process.run_checked(
+            [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(2)"],
+            timeout=30,
+            shown="my-command",
+        )
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(timeout=0), "bad timeout 0; valid: a number of seconds > 0, or None"),
-    (dict(output_cap=-1), "bad output_cap -1; valid: a number of bytes > 0, or None"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(timeout=0), "bad timeout 0; valid: a number of seconds > 0, or None"),
+        (dict(output_cap=-1), "bad output_cap -1; valid: a number of bytes > 0, or None"),
+    ],
+)
 def test_bad_limits_are_refused(kwargs, message):
     with pytest.raises(UsageError, match=message):
         process.run(["true"], **kwargs)
@@ -82,6 +93,9 @@ def test_preexec_runs_in_the_new_session_and_can_set_limits():
     def limits():
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
-    code = "import os, resource; print(resource.getrlimit(resource.RLIMIT_CORE)[1], os.getpgid(0) == os.getpid())"
+    code = (
+        "import os, resource; "
+        "print(resource.getrlimit(resource.RLIMIT_CORE)[1], os.getpgid(0) == os.getpid())"
+    )
     res = process.run([sys.executable, "-c", code], timeout=30, preexec_fn=limits)
     assert res.ok and res.stdout.split() == ["0", "True"]

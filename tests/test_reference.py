@@ -1,9 +1,10 @@
 """The ORFEO report's tables (seed 000) as typed in, their model values and rankings."""
+
 import numpy as np
 import pytest
 
-from mpilab.studies import reference
 from mpilab.core.errors import UsageError
+from mpilab.studies import reference
 
 
 def test_tables_as_in_the_report():

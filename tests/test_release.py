@@ -6,6 +6,7 @@ lab's rubric (solutions/mpilab_key/rubrics): its answer is neither in the tree n
 from it — no C symbol or code line of a solution, no cost table entry or text (files, --help and
 --list outputs) equal to a graded cost, no line of a solution cell, no hidden case.
 """
+
 import importlib
 import json
 import math
@@ -68,20 +69,24 @@ def test_the_tree_has_the_students_side_only(tree):
 
 def _student_python(dest, code):
     """Run Python on the tree's package with the answer key made unimportable."""
-    prog = ("import sys; sys.modules['mpilab_key'] = None; sys.path.insert(0, %r)\n" % str(dest)) + code
+    prog = (f"import sys; sys.modules['mpilab_key'] = None; sys.path.insert(0, {str(dest)!r})\n") + code
     return subprocess.run([sys.executable, "-I", "-c", prog], capture_output=True, text=True, timeout=300)
 
 
 def test_no_cost_is_known_without_the_key(tree):
     dest, _ = tree
-    r = _student_python(dest, "import mpilab, json\nfrom mpilab.model import costs\n"
-                              "assert mpilab.__file__.startswith(sys.path[0]), mpilab.__file__\n"
-                              "print(json.dumps(len(costs.table())))")
+    r = _student_python(
+        dest,
+        "import mpilab, json\nfrom mpilab.model import costs\n"
+        "assert mpilab.__file__.startswith(sys.path[0]), mpilab.__file__\n"
+        "print(json.dumps(len(costs.table())))",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "0"
 
 
 # ---- graded costs, wherever they could be written --------------------------------------------
+
 
 def _graded_costs():
     found = []
@@ -92,9 +97,18 @@ def _graded_costs():
     return found
 
 
-_WORDS = [("α", "alpha"), ("β", "beta"), ("·", "*"), ("⌈log₂ p⌉", "ceiling(log(p,2))"),
-          ("⌊log₂ p⌋", "floor(log(p,2))"), ("log₂ p", "log(p,2)"), ("log2(p)", "log(p,2)"),
-          ("log₂", "log2"), ("²", "**2"), ("−", "-")]
+_WORDS = [
+    ("α", "alpha"),
+    ("β", "beta"),
+    ("·", "*"),
+    ("⌈log₂ p⌉", "ceiling(log(p,2))"),
+    ("⌊log₂ p⌋", "floor(log(p,2))"),
+    ("log₂ p", "log(p,2)"),
+    ("log2(p)", "log(p,2)"),
+    ("log₂", "log2"),
+    ("²", "**2"),
+    ("−", "-"),
+]
 _CANDIDATE = re.compile(r"[0-9a-zA-Z_()+\-*/^ .,]*(?:alpha|beta)[0-9a-zA-Z_()+\-*/^ .,]*")
 
 
@@ -149,23 +163,37 @@ def test_no_graded_cost_is_written_in_the_tree(tree):
 @pytest.fixture(scope="module")
 def built_tree(tree):
     dest, _ = tree
-    r = subprocess.run(["make", "-C", str(dest / "c_reference"), "FLAVOUR=openmpi"], capture_output=True,
-                       text=True, timeout=900)
+    r = subprocess.run(
+        ["make", "-C", str(dest / "c_reference"), "FLAVOUR=openmpi"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return dest / "c_reference" / "build" / "openmpi"
 
 
 def test_no_graded_cost_in_the_help_and_lists(tree, built_tree):
     dest, _ = tree
-    outputs = [subprocess.run([str(built_tree / "collbench"), *args], capture_output=True, text=True).stdout
-               for args in (["--help"], ["--list"], ["--list", "--json"])]
+    outputs = [
+        subprocess.run([str(built_tree / "collbench"), *args], capture_output=True, text=True).stdout
+        for args in (["--help"], ["--list"], ["--list", "--json"])
+    ]
     for args in (["list"], ["costs"], ["costs", "--coll", "allgather"], ["--help"]):
-        r = _student_python(dest, f"import os; os.environ['MPILAB_ROOT'] = {str(dest)!r}\n"
-                                  f"from mpilab.cli import main; sys.exit(main({args!r}))")
+        r = _student_python(
+            dest,
+            f"import os; os.environ['MPILAB_ROOT'] = {str(dest)!r}\n"
+            f"from mpilab.cli import main; sys.exit(main({args!r}))",
+        )
         outputs.append(r.stdout + r.stderr)
     graded = _graded_costs()
-    leaks = [f"{e} answers {lab} {gid}" for out in outputs for e in _expressions(out)
-             for lab, gid, want, domain in graded if _equal(e, want, domain)]
+    leaks = [
+        f"{e} answers {lab} {gid}"
+        for out in outputs
+        for e in _expressions(out)
+        for lab, gid, want, domain in graded
+        if _equal(e, want, domain)
+    ]
     assert not leaks, leaks
 
 
@@ -173,20 +201,31 @@ def test_a_lab_task_asked_of_the_students_collbench_says_where_it_is(tree, built
     """The student's collbench has no ring (lab 2's task): `mpilab sweep --algos ring` says so, and
     what it has, instead of 'unknown algorithm'."""
     dest, _ = tree
-    r = _student_python(dest, f"import os; os.environ['MPILAB_ROOT'] = {str(dest)!r}\n"
-                              "from mpilab.cli import main\n"
-                              "sys.exit(main(['sweep', '--algos', 'ring', '--nprocs', '2', '-o', os.devnull]))")
+    r = _student_python(
+        dest,
+        f"import os; os.environ['MPILAB_ROOT'] = {str(dest)!r}\n"
+        "from mpilab.cli import main\n"
+        "sys.exit(main(['sweep', '--algos', 'ring', '--nprocs', '2', '-o', os.devnull]))",
+    )
     assert r.returncode == 2, r.stdout + r.stderr
-    assert ("mpilab: 'ring' is not in this build of collbench: lab2 asks you to write it (labs/lab2/ring.c), "
-            "and its reference is in the answer key") in r.stderr, r.stderr
+    assert (
+        "mpilab: 'ring' is not in this build of collbench: lab2 asks you to write it (labs/lab2/ring.c), "
+        "and its reference is in the answer key"
+    ) in r.stderr, r.stderr
     assert "Here: gather_bcast, pairwise, native" in r.stderr
 
 
 # ---- the C solutions ---------------------------------------------------------------------------
 
+
 def _solution_c_files():
-    return sorted(p for p in (ROOT / "solutions").rglob("*.c") if "c_solutions" in p.parts
-                  or p.parts[-3:-1] == ("c_reference", "allgather") or "c_reference" in p.parts)
+    return sorted(
+        p
+        for p in (ROOT / "solutions").rglob("*.c")
+        if "c_solutions" in p.parts
+        or p.parts[-3:-1] == ("c_reference", "allgather")
+        or "c_reference" in p.parts
+    )
 
 
 def _code_lines(text):
@@ -229,7 +268,7 @@ def test_no_solution_c_code_in_the_tree(tree, built_tree):
         assert f" T {fn}" not in nm, f"{fn} is built into the student tree's liblabcoll.a"
     student = {p: _code_lines(p.read_text()) for p in dest.rglob("*") if p.suffix in (".c", ".h")}
     files_with = {}
-    for p, lines in student.items():
+    for lines in student.values():
         for s in set(lines):
             files_with[s] = files_with.get(s, 0) + 1
     solutions = _solution_c_files()
@@ -249,32 +288,47 @@ def test_no_solution_c_code_in_the_tree(tree, built_tree):
         lines = [s for s in _code_lines(f.read_text()) if s not in common and s not in given]
         for p, other in student.items():
             run = _longest_common_run(lines, other)
-            assert run <= SHARED_RUN, \
+            assert run <= SHARED_RUN, (
                 f"{f.relative_to(ROOT)} and {p.relative_to(dest)} share {run} consecutive statements"
+            )
 
 
 def test_the_tracer_says_why_the_student_tree_has_no_broadcast(built_tree):
     """The kit's binomial broadcast is lab 6's task: the student tree's timeline refuses
     --coll bcast and says where the broadcasts are, instead of tracing an answer."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    r = subprocess.run([str(built_tree / "timeline"), "--coll", "bcast", "--algo", "binomial"],
-                       capture_output=True, text=True, timeout=120, env=env)
+    r = subprocess.run(
+        [str(built_tree / "timeline"), "--coll", "bcast", "--algo", "binomial"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert r.returncode == 2
-    assert ("unknown bcast algorithm 'binomial'; valid: none in this build (the kit's broadcasts "
-            "are lab 6's tasks: they are on the instructor's side, solutions/c_reference/bcast)") in r.stderr
+    assert (
+        "unknown bcast algorithm 'binomial'; valid: none in this build (the kit's broadcasts "
+        "are lab 6's tasks: they are on the instructor's side, solutions/c_reference/bcast)"
+    ) in r.stderr
 
 
 # ---- solution cells and hidden cases -------------------------------------------------------------
+
 
 def test_no_solution_cell_in_the_tree(tree):
     dest, _ = tree
     corpus = "\n".join(re.sub(r"\s+", " ", t) for _, t in _texts(dest))
     pattern = r"### BEGIN SOLUTION\n(.*?)### END SOLUTION"
-    sources = {lab: ["".join(c["source"]) for c in json.loads(
-        (ROOT / "solutions" / lab / f"{lab}.ipynb").read_text())["cells"]] for lab in LABS}
+    sources = {
+        lab: [
+            "".join(c["source"])
+            for c in json.loads((ROOT / "solutions" / lab / f"{lab}.ipynb").read_text())["cells"]
+        ]
+        for lab in LABS
+    }
     # what the notebooks show outside their solutions is no answer (a call they repeat, say)
-    given = re.sub(r"\s+", " ", "\n".join(re.sub(pattern, "", s, flags=re.S)
-                                            for srcs in sources.values() for s in srcs))
+    given = re.sub(
+        r"\s+", " ", "\n".join(re.sub(pattern, "", s, flags=re.S) for srcs in sources.values() for s in srcs)
+    )
     for lab, srcs in sources.items():
         for src in srcs:
             for block in re.findall(pattern, src, flags=re.S):

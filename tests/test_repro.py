@@ -47,9 +47,12 @@ def test_grid_errors():
 
 def test_jittered_platform_scales_every_link(tmp_path):
     from mpilab.simulate import platforms
+
     link = re.compile(r'<link id="([^"]+)" bandwidth="([0-9.e+-]+)Bps" latency="([0-9.e+-]+)us"')
-    base = {m.group(1): (float(m.group(2)), float(m.group(3)))
-            for m in link.finditer(platforms.platform_file("orfeo-thin").read_text())}
+    base = {
+        m.group(1): (float(m.group(2)), float(m.group(3)))
+        for m in link.finditer(platforms.platform_file("orfeo-thin").read_text())
+    }
     a = repro.jittered_platform("orfeo-thin", 0.2, seed=1, path=tmp_path / "a.xml")
     b = repro.jittered_platform("orfeo-thin", 0.2, seed=1, path=tmp_path / "b.xml")
     c = repro.jittered_platform("orfeo-thin", 0.2, seed=2, path=tmp_path / "c.xml")
@@ -96,8 +99,11 @@ def test_quick_study_resumes_and_compares(tmp_path):
     assert row["reference_us"] == 5.9 and row["ratio"] == pytest.approx(row["median_us"] / 5.9)
     assert table[table["nprocs"] == 512]["median_us"].isna().all()
     labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
-    assert "two_level (simulated median, 95 % CI)" in labels and "ml, hierarchical (algorithm 90) (paper)" in labels
-    fig2, axes2 = repro.boxplots(df, "allreduce", 128)   # the library's and the student's two-level
+    assert (
+        "two_level (simulated median, 95 % CI)" in labels
+        and "ml, hierarchical (algorithm 90) (paper)" in labels
+    )
+    fig2, axes2 = repro.boxplots(df, "allreduce", 128)  # the library's and the student's two-level
     assert len(axes2) == 2 and axes2[0].get_xlabel() == "processes"
     with pytest.raises(ValueError, match="no rows for reduce at 64 bytes"):
         repro.boxplots(df, "reduce", 64)
@@ -113,7 +119,10 @@ def test_jitter_gives_spread_and_wrong_code_is_not_timed(tmp_path):
     assert set(df["platform"]) == {"jupiter-32x16+jitter0.2"} and len(df) == 6
     assert (repro.spread(df)["rel_spread"] > 0).all()
     dead = ROOT / "tests" / "data" / "grading" / "allreduce_two_level_deadlock.c"
-    with pytest.raises(AssertionError, match=r"correctness check failed at P = 20 \(simulated, core "
-                                             r"mapping on jupiter-32x16\): the simulator found"):
+    with pytest.raises(
+        AssertionError,
+        match=r"correctness check failed at P = 20 \(simulated, core "
+        r"mapping on jupiter-32x16\): the simulator found",
+    ):
         repro.run_study(dead, tmp_path / "dead.csv", "quick", progress=False)
     assert not (tmp_path / "dead.csv").exists()

@@ -8,11 +8,11 @@ lab's own sweep, November 2026 platform), the size the report fitted.
 import matplotlib
 
 matplotlib.use("Agg")
+import course  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-import course  # noqa: E402
 from course import ROOT  # noqa: E402
 
 from mpilab.grade.checks.fits import curves, piecewise_r2  # noqa: E402
@@ -32,8 +32,17 @@ def fits_with_cuts(fixed, cuts):
         for k, (lo, hi) in enumerate(zip(edges, edges[1:]), 1):
             m = (x >= lo) & (x < hi)
             slope, intercept = np.polyfit(x[m], y[m], 1)
-            rows.append(dict(collective=coll, algorithm=alg, segment=k, lower=x[m].min(), upper=x[m].max(),
-                             intercept=intercept, slope=slope))
+            rows.append(
+                dict(
+                    collective=coll,
+                    algorithm=alg,
+                    segment=k,
+                    lower=x[m].min(),
+                    upper=x[m].max(),
+                    intercept=intercept,
+                    slope=slope,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -98,12 +107,18 @@ def test_fits_need_the_whole_design(no_spot_check):
     v = judged("fits_check", fits=fits_with_cuts(FIXED, REPORT_CUTS), fixed=FIXED[FIXED.nprocs <= 24])
     assert v.score == 0 and "too few process counts" in v.text()
     two_sizes = pd.concat([FIXED, FIXED.assign(bytes=2)])
-    assert "fixed holds 2 sizes" in judged("fits_check", fits=fits_with_cuts(FIXED, REPORT_CUTS),
-                                           fixed=two_sizes).text()
+    assert (
+        "fixed holds 2 sizes"
+        in judged("fits_check", fits=fits_with_cuts(FIXED, REPORT_CUTS), fixed=two_sizes).text()
+    )
 
 
 def _order(coll, stat="mean"):
-    t = FIXED[FIXED.collective == coll].pivot_table(index="nprocs", columns="algorithm", values="avg_us").dropna()
+    t = (
+        FIXED[FIXED.collective == coll]
+        .pivot_table(index="nprocs", columns="algorithm", values="avg_us")
+        .dropna()
+    )
     return list(getattr(t, stat)().sort_values().index)
 
 
@@ -111,18 +126,21 @@ def test_ranking_verdict_tolerates_median_and_near_ties(no_spot_check):
     ranking = {c: _order(c) for c in ("bcast", "reduce")}
     assert judged("ranking_check", ranking=ranking, fixed=FIXED).score == 3
     assert judged("ranking_check", ranking={c: _order(c, "median") for c in ranking}, fixed=FIXED).score == 3
-    backwards = judged("ranking_check", ranking={"bcast": ranking["bcast"][::-1], "reduce": ranking["reduce"]},
-                       fixed=FIXED)
+    backwards = judged(
+        "ranking_check", ranking={"bcast": ranking["bcast"][::-1], "reduce": ranking["reduce"]}, fixed=FIXED
+    )
     assert backwards.score == 1.5 and "bcast: the ranking: your ranking is" in backwards.text()
     # two algorithms 0.5 % apart may swap
     near = FIXED.copy()
     a, b = ranking["reduce"][:2]
-    near.loc[(near.collective == "reduce") & (near.algorithm == b), "avg_us"] = \
+    near.loc[(near.collective == "reduce") & (near.algorithm == b), "avg_us"] = (
         near[(near.collective == "reduce") & (near.algorithm == a)]["avg_us"].to_numpy() * 1.005
+    )
     swapped = {"bcast": ranking["bcast"], "reduce": [b, a, *ranking["reduce"][2:]]}
     assert judged("ranking_check", ranking=swapped, fixed=near).score == 3
-    missing = judged("ranking_check", ranking={"bcast": ranking["bcast"][:-1], "reduce": ranking["reduce"]},
-                     fixed=FIXED)
+    missing = judged(
+        "ranking_check", ranking={"bcast": ranking["bcast"][:-1], "reduce": ranking["reduce"]}, fixed=FIXED
+    )
     assert missing.score == 1.5 and "it should order" in missing.text()
 
 
@@ -149,11 +167,24 @@ def test_a_table_made_up_fails_the_spot_check(built_flavour, tmp_path):
     built_flavour("smpi")
     from mpilab.core import results
     from mpilab.measure import launch, sweep
+
     thin = launch.get_launcher("smpi", platform="orfeo-thin", cfg=["smpi/coll-selector:ompi"])
-    sweep.run_sweep(thin, tmp_path / "r.csv", ["binomial"], [16], "1K:1K", coll="bcast", progress=False,
-                    iters=1, warmup=1, iters_large=1, warmup_large=1)
+    sweep.run_sweep(
+        thin,
+        tmp_path / "r.csv",
+        ["binomial"],
+        [16],
+        "1K:1K",
+        coll="bcast",
+        progress=False,
+        iters=1,
+        warmup=1,
+        iters_large=1,
+        warmup_large=1,
+    )
     mine = results.read_results(tmp_path / "r.csv")
     assert rubric.spot_case(mine, "fixed", rubric.PLATFORM, rubric.CFG, rubric.SPOT).passed
-    doctored = rubric.spot_case(mine.assign(avg_us=mine.avg_us * 0.5), "fixed", rubric.PLATFORM, rubric.CFG,
-                                rubric.SPOT)
+    doctored = rubric.spot_case(
+        mine.assign(avg_us=mine.avg_us * 0.5), "fixed", rubric.PLATFORM, rubric.CFG, rubric.SPOT
+    )
     assert not doctored.passed and "bcast binomial at P = 16, 1024 B" in doctored.message

@@ -5,11 +5,11 @@ The spot check (one point simulated again) is left out here: these tables are ma
 purpose; tests/test_grade_lab5.py runs it end to end.
 """
 
+import course
 import numpy as np
 import pandas as pd
 import pytest
 
-import course
 from mpilab.grade.labs import lab5
 from mpilab_key import decision
 from mpilab_key.rubrics import lab5 as rubric
@@ -23,13 +23,27 @@ def quiet(probe=False):
     rows = []
     for p in (2, 4, 8, 16):
         for b in (2, 64, 1024, 65536, 1048576):
-            for a, t in {"basic_linear": 1 + p * 0.5 + b * 1e-3 * p, "pipeline": 20 + b * 1e-3,
-                         "binomial": (3 if p >= 8 else 50) + b * 2e-3}.items():
+            for a, t in {
+                "basic_linear": 1 + p * 0.5 + b * 1e-3 * p,
+                "pipeline": 20 + b * 1e-3,
+                "binomial": (3 if p >= 8 else 50) + b * 2e-3,
+            }.items():
                 for rep in range(3):
-                    rows.append(dict(collective="bcast", algorithm=a, platform="orfeo-thin", nprocs=p, bytes=b,
-                                     repetition=rep, avg_us=t, maxrank_avg_us=t * (1 + 0.01 * rep),
-                                     probe_us=(1 + 0.1 * p + (rep * 0.3 if a == "pipeline" else rep))
-                                     if probe else np.nan))
+                    rows.append(
+                        dict(
+                            collective="bcast",
+                            algorithm=a,
+                            platform="orfeo-thin",
+                            nprocs=p,
+                            bytes=b,
+                            repetition=rep,
+                            avg_us=t,
+                            maxrank_avg_us=t * (1 + 0.01 * rep),
+                            probe_us=(1 + 0.1 * p + (rep * 0.3 if a == "pipeline" else rep))
+                            if probe
+                            else np.nan,
+                        )
+                    )
     return pd.DataFrame(rows)
 
 
@@ -52,14 +66,20 @@ def test_decision_table_per_process_count():
     wrong = table.copy()
     wrong.loc[0, "algorithm"] = "pipeline"
     v = judged("decision_table", points=3, table=wrong, quiet=q)
-    assert v.score == 1.2 and "P = 2: the fastest algorithm at every size: 2 B: pipeline (fastest: basic_linear" in v.text()
+    assert (
+        v.score == 1.2
+        and "P = 2: the fastest algorithm at every size: 2 B: pipeline (fastest: basic_linear" in v.text()
+    )
     # one row per point: every winner right, nothing merged: 4 of 5
     points = decision.best_per_point(q).rename(columns={"nprocs": "nprocs_min", "bytes": "bytes_min"})
     flat = points.assign(nprocs_max=points.nprocs_min, bytes_max=points.bytes_min)
     v = judged("decision_table", points=3, table=flat, quiet=q)
     assert v.score == 2.4 and "neighbouring ranges with the same choice are merged" in v.text()
     # the mean over ranks of another table (avg_us) is not this one's, but here both agree
-    assert judged("decision_table", points=3, table=decision.decision_table(q, value="avg_us"), quiet=q).score == 3
+    assert (
+        judged("decision_table", points=3, table=decision.decision_table(q, value="avg_us"), quiet=q).score
+        == 3
+    )
 
 
 def test_regret_per_algorithm():
@@ -67,17 +87,25 @@ def test_regret_per_algorithm():
     reg = decision.regret(q)
     assert judged("regret_check", regret=reg, quiet=q).score == 2
     # basic_linear's mean doubled: 2 of 3 algorithms right
-    doubled = reg.assign(mean_regret=np.where(reg.algorithm == "basic_linear", reg.mean_regret * 2, reg.mean_regret))
+    doubled = reg.assign(
+        mean_regret=np.where(reg.algorithm == "basic_linear", reg.mean_regret * 2, reg.mean_regret)
+    )
     v = judged("regret_check", regret=doubled, quiet=q)
     assert v.score == 1.33 and "basic_linear: mean and worst regret: yours: mean" in v.text()
     # time / best time without the - 1: no algorithm right
-    assert judged("regret_check", regret=reg.assign(mean_regret=reg.mean_regret + 1,
-                                                    max_regret=reg.max_regret + 1), quiet=q).score == 0
+    assert (
+        judged(
+            "regret_check",
+            regret=reg.assign(mean_regret=reg.mean_regret + 1, max_regret=reg.max_regret + 1),
+            quiet=q,
+        ).score
+        == 0
+    )
 
 
 def test_rules_file_per_process_count(tmp_path):
     q = quiet()
-    q.loc[(q.algorithm == "pipeline") & (q.bytes == 1024), "maxrank_avg_us"] = 0.1   # pipeline wins 1 KiB
+    q.loc[(q.algorithm == "pipeline") & (q.bytes == 1024), "maxrank_avg_us"] = 0.1  # pipeline wins 1 KiB
     table = decision.decision_table(q)
     path = tmp_path / "rules.txt"
     write_ompi_rules(table, path)
@@ -89,10 +117,14 @@ def test_rules_file_per_process_count(tmp_path):
     v = judged("rules_check", workdir=tmp_path, rules_path="rules.txt", table=table, quiet=q)
     assert 0 < v.score < 2 and "the file makes Open MPI run basic_linear, the table says pipeline" in v.text()
     path.write_text("1\n7\n")
-    assert "Open MPI can read the file" in judged("rules_check", workdir=tmp_path, rules_path="rules.txt",
-                                                  table=table, quiet=q).text()
-    assert "not found next to the notebook" in judged("rules_check", workdir=tmp_path, rules_path="none.txt",
-                                                      table=table, quiet=q).text()
+    assert (
+        "Open MPI can read the file"
+        in judged("rules_check", workdir=tmp_path, rules_path="rules.txt", table=table, quiet=q).text()
+    )
+    assert (
+        "not found next to the notebook"
+        in judged("rules_check", workdir=tmp_path, rules_path="none.txt", table=table, quiet=q).text()
+    )
 
 
 def test_correlations_per_algorithm():

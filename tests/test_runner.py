@@ -42,7 +42,9 @@ def test_the_keys_solutions_pass_every_case(algorithm):
 
 @needs_openmpi
 def test_a_deadlock_is_a_failed_case_that_says_so():
-    [bad] = failed(cases(DATA / "ring_deadlock.c", "ring", [runner.Run("openmpi", 2, kinds=("int",))], timeout=5))
+    [bad] = failed(
+        cases(DATA / "ring_deadlock.c", "ring", [runner.Run("openmpi", 2, kinds=("int",))], timeout=5)
+    )
     assert "a deadlock? check the order" in bad.message, bad.message
 
 
@@ -61,7 +63,9 @@ def test_an_abort_names_the_rank_and_the_error_code():
 @needs_smpi
 def test_an_abort_under_smpi_is_a_crash():
     """SMPI exits with status 0 after MPI_Abort: the case still fails, naming the rank."""
-    found = cases(DATA / "ring_abort.c", "ring", [runner.Run("smpi", 3, "orfeo-thin", "core", kinds=("int",))])
+    found = cases(
+        DATA / "ring_abort.c", "ring", [runner.Run("smpi", 3, "orfeo-thin", "core", kinds=("int",))]
+    )
     [bad] = failed(found)
     assert "rank 2 crashed: MPI_Abort with error code 3" in bad.message, bad.message
 
@@ -70,7 +74,9 @@ def test_an_abort_under_smpi_is_a_crash():
 def test_the_simulated_run_catches_what_one_rank_cannot():
     """The deadlocking ring passes at P = 1; under SMPI at P = 13 every rank waits."""
     assert not failed(cases(DATA / "ring_deadlock.c", "ring", ccode.runs_at("openmpi", (1,))))
-    found = cases(DATA / "ring_deadlock.c", "ring", [runner.Run("smpi", 13, "orfeo-thin", "node", kinds=("int",))])
+    found = cases(
+        DATA / "ring_deadlock.c", "ring", [runner.Run("smpi", 13, "orfeo-thin", "node", kinds=("int",))]
+    )
     [bad] = failed(found)
     assert "the simulator found every rank waiting" in bad.message, bad.message
 
@@ -79,7 +85,10 @@ def test_the_simulated_run_catches_what_one_rank_cannot():
 def test_run_c_names_the_aborting_rank(flavour):
     if shutil.which(COMPILERS[flavour]) is None:
         pytest.skip(f"{flavour} not installed")
-    with pytest.raises(LaunchError, match=rf"abort_rank2.c on {flavour}.*, P = 3: rank 2 crashed: MPI_Abort with error code 3$"):
+    with pytest.raises(
+        LaunchError,
+        match=rf"abort_rank2.c on {flavour}.*, P = 3: rank 2 crashed: MPI_Abort with error code 3$",
+    ):
         runner.run_c(DATA / "abort_rank2.c", flavour, nprocs=3)
 
 
@@ -108,9 +117,15 @@ def test_benchmark_checks_then_times_with_the_reference_algorithms():
 
 @needs_smpi
 def test_a_wrong_algorithm_is_left_out_of_the_benchmark_and_the_others_are_timed():
-    with pytest.warns(UserWarning, match=r"ring left out: it is not right yet, so its time would mean nothing"):
-        df = runner.benchmark_c({"ring": DATA / "ring_deadlock.c", "bruck": KEY / "bruck.c"}, nprocs=(2,),
-                                flavour="smpi", timeout=20)
+    with pytest.warns(
+        UserWarning, match=r"ring left out: it is not right yet, so its time would mean nothing"
+    ):
+        df = runner.benchmark_c(
+            {"ring": DATA / "ring_deadlock.c", "bruck": KEY / "bruck.c"},
+            nprocs=(2,),
+            flavour="smpi",
+            timeout=20,
+        )
     assert sorted(df["algorithm"].unique()) == ["bruck", "native"]
 
 
@@ -126,13 +141,21 @@ def test_smpi_benchmark_simulates_native_and_the_references_once(monkeypatch):
         return real_execute(work, command, run, timeout)
 
     monkeypatch.setattr(runner, "execute", execute)
-    df = runner.benchmark_c({"ring": KEY / "ring.c", "bruck": KEY / "bruck.c"}, nprocs=(2, 5),
-                            flavour="smpi", reference=True)
+    df = runner.benchmark_c(
+        {"ring": KEY / "ring.c", "bruck": KEY / "bruck.c"}, nprocs=(2, 5), flavour="smpi", reference=True
+    )
     timed = [a for a in launches if a]
-    assert timed == [["--time"], ["--time-reference"], ["--time"], ["--time-reference"],
-                     ["--time-alone"], ["--time-alone"]]
+    assert timed == [
+        ["--time"],
+        ["--time-reference"],
+        ["--time"],
+        ["--time-reference"],
+        ["--time-alone"],
+        ["--time-alone"],
+    ]
     assert df.groupby("algorithm").size().to_dict() == dict.fromkeys(
-        ["bruck", "gather_bcast", "native", "pairwise", "ring"], 2 * 7)
+        ["bruck", "gather_bcast", "native", "pairwise", "ring"], 2 * 7
+    )
 
 
 @needs_openmpi
@@ -150,8 +173,10 @@ def test_heap_overflow_keeps_the_c_librarys_message():
     assert not case.passed
     assert "rank 1 crashed: signal 6 (SIGABRT)" in case.message, case.message
     # glibc 2.36 (bookworm) catches it at free() as "(out)"; other versions at the next malloc()
-    assert re.search(r"the C library said: (malloc\(\): corrupted top size|double free or corruption \(out\))$",
-                     case.message), case.message
+    assert re.search(
+        r"the C library said: (malloc\(\): corrupted top size|double free or corruption \(out\))$",
+        case.message,
+    ), case.message
 
 
 def test_a_visible_check_says_which_saved_version_it_tests(tmp_path, capsys, monkeypatch):
@@ -163,10 +188,14 @@ def test_a_visible_check_says_which_saved_version_it_tests(tmp_path, capsys, mon
     os.utime(ring, (saved, saved))
     assert ccode.saved_note(ring, now=saved + 42) == (
         f"checking {ring} as last saved at {time.strftime('%H:%M:%S', time.localtime(saved))} (42 s ago); "
-        "an edit made since and not saved (Ctrl+S in its editor) is not checked")
+        "an edit made since and not saved (Ctrl+S in its editor) is not checked"
+    )
     assert "(3 h ago)" in ccode.saved_note(ring, now=saved + 3 * 3600 + 59)
     assert "(12 min ago)" in ccode.saved_note(ring, now=saved + 12 * 60 + 5)
-    assert ccode.saved_note(tmp_path / "bruck.c") == f"{tmp_path / 'bruck.c'}: no such file next to this notebook"
+    assert (
+        ccode.saved_note(tmp_path / "bruck.c")
+        == f"{tmp_path / 'bruck.c'}: no such file next to this notebook"
+    )
     monkeypatch.chdir(tmp_path)
     found = lab2.CELLS["ring_correct"].visible()
     assert capsys.readouterr().out.startswith("checking ring.c as last saved at ")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mpilab.grade import cgroups, outcome, sandbox
 from mpilab.core import paths
-from mpilab.simulate import platforms
 from mpilab.core.errors import UsageError
+from mpilab.grade import cgroups, outcome, sandbox
+from mpilab.simulate import platforms
 
 
 def test_ok_run_and_output(tmp_path):
@@ -36,20 +36,24 @@ def test_timeout_kills_the_whole_group(tmp_path):
 
 
 def test_memory_limit(tmp_path):
-    res = sandbox.run([sys.executable, "-c", "x = bytearray(600 * 2**20)"], cwd=tmp_path,
-                      timeout=60, memory_mb=300)
+    res = sandbox.run(
+        [sys.executable, "-c", "x = bytearray(600 * 2**20)"], cwd=tmp_path, timeout=60, memory_mb=300
+    )
     assert not res.ok and "MemoryError" in res.stderr
 
 
 def test_output_cap(tmp_path):
-    res = sandbox.run([sys.executable, "-c", "print('x' * 10**6 + 'END')"], cwd=tmp_path, timeout=60,
-                      output_cap=1000)
+    res = sandbox.run(
+        [sys.executable, "-c", "print('x' * 10**6 + 'END')"], cwd=tmp_path, timeout=60, output_cap=1000
+    )
     head, cut, tail = res.stdout.split("\n", 2)
     assert head == "x" * 1000 and res.stdout_bytes == 10**6 + 4 and res.output_cut
-    assert cut == f"[output cut at 1000 bytes: {10**6 + 4 - 1000 - sandbox.TAIL_BYTES:,} bytes thrown away; " \
+    assert (
+        cut == f"[output cut at 1000 bytes: {10**6 + 4 - 1000 - sandbox.TAIL_BYTES:,} bytes thrown away; "
         "the last ones follow]"
+    )
     assert tail.endswith("xxEND\n") and len(tail) == sandbox.TAIL_BYTES
-    assert res.ok   # a long output is not a failure by itself
+    assert res.ok  # a long output is not a failure by itself
 
 
 FLOOD = r"""
@@ -79,8 +83,9 @@ def test_a_printf_flood_costs_no_memory(tmp_path):
     flat (the output is read in chunks and thrown away past the cap)."""
     (tmp_path / "flood.c").write_text(FLOOD)
     subprocess.run(["cc", "-O1", "flood.c", "-o", "flood"], cwd=tmp_path, check=True)
-    proc = subprocess.run([sys.executable, "-c", FLOOD_RUN, str(tmp_path)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", FLOOD_RUN, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     first, failure = proc.stdout.splitlines()
     peak_mb, printed, kept = map(int, first.split())
@@ -98,9 +103,15 @@ def test_signal_is_named(tmp_path):
 
 
 def test_openmpi_abort_names_rank():
-    res = outcome.SandboxResult(argv=[], returncode=3, stdout="", timed_out=False, timeout=5,
-                                network_isolated=True,
-                                stderr="MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\nwith errorcode 3.")
+    res = outcome.SandboxResult(
+        argv=[],
+        returncode=3,
+        stdout="",
+        timed_out=False,
+        timeout=5,
+        network_isolated=True,
+        stderr="MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\nwith errorcode 3.",
+    )
     assert res.failure() == "rank 2 crashed: MPI_Abort with error code 3"
 
 
@@ -120,6 +131,7 @@ def test_student_programs_see_neither_the_course_nor_the_solutions(tmp_path, mon
     if not isolated:
         pytest.skip(note)
     from mpilab.core import paths
+
     course = tmp_path / "course"
     (course / "submitted" / "bob").mkdir(parents=True)
     (course / "gradebook.db").write_text("grades\n")
@@ -127,8 +139,15 @@ def test_student_programs_see_neither_the_course_nor_the_solutions(tmp_path, mon
     assert any((paths.repo_root() / "solutions").iterdir())
     work = sandbox.scratch_dir([])
     try:
-        res = sandbox.run(["sh", "-c", f"ls -A {course} {paths.repo_root() / 'solutions'}; "
-                                       f"echo mine > here.txt && cat here.txt"], cwd=work, timeout=60)
+        res = sandbox.run(
+            [
+                "sh",
+                "-c",
+                f"ls -A {course} {paths.repo_root() / 'solutions'}; echo mine > here.txt && cat here.txt",
+            ],
+            cwd=work,
+            timeout=60,
+        )
     finally:
         shutil.rmtree(work)
     assert res.ok, res.failure()
@@ -154,17 +173,27 @@ def test_bad_timeout(tmp_path):
 
 def test_smpi_and_reporter_aborts_are_failures():
     """SMPI exits with status 0 after MPI_Abort; the grader's reporter line names rank and code."""
-    smpi = ("[thin00-s0-c02:2:(3) 0.000000] ./src/smpi/bindings/smpi_pmpi.cpp:138: [smpi_pmpi/WARNING] "
-            "MPI_Abort was called, something went probably wrong in this simulation ! Killing all processes")
-    res = outcome.SandboxResult(argv=[], returncode=0, stdout="", stderr=smpi, timed_out=False, timeout=5,
-                                network_isolated=True)
+    smpi = (
+        "[thin00-s0-c02:2:(3) 0.000000] ./src/smpi/bindings/smpi_pmpi.cpp:138: [smpi_pmpi/WARNING] "
+        "MPI_Abort was called, something went probably wrong in this simulation ! Killing all processes"
+    )
+    res = outcome.SandboxResult(
+        argv=[], returncode=0, stdout="", stderr=smpi, timed_out=False, timeout=5, network_isolated=True
+    )
     assert not res.ok and res.failure() == "rank 2 crashed: MPI_Abort"
     res.stderr = "mpilab: rank 2 called MPI_Abort with error code 3\n" + smpi
     assert res.failure() == "rank 2 crashed: MPI_Abort with error code 3"
     # Open MPI lost its own message (it does, about one run in six): the reporter's line remains
-    res = outcome.SandboxResult(argv=[], returncode=3, stdout="", timed_out=False, timeout=5, network_isolated=True,
-                                stderr="mpilab: rank 4 called MPI_Abort with error code 7\n[vm:1] ORTE_ERROR_LOG: "
-                                       "Data unpack would read past end of buffer in file show_help.c")
+    res = outcome.SandboxResult(
+        argv=[],
+        returncode=3,
+        stdout="",
+        timed_out=False,
+        timeout=5,
+        network_isolated=True,
+        stderr="mpilab: rank 4 called MPI_Abort with error code 7\n[vm:1] ORTE_ERROR_LOG: "
+        "Data unpack would read past end of buffer in file show_help.c",
+    )
     assert res.failure() == "rank 4 crashed: MPI_Abort with error code 7"
 
 
@@ -277,10 +306,12 @@ def test_a_3_gb_write_to_tmp_stops_at_the_disk_cap_and_leaves_nothing(attacks, c
     try:
         res = sandbox.run(["./fill_tmp", target], cwd=work, timeout=60)
         assert not res.ok and "No space left on device" in res.stderr
-        assert res.failure() == ("the program hit a limit: it filled its 64 MiB of disk (/tmp, /var/tmp, /dev/shm "
-                                 "or its working directory; MPILAB_SANDBOX_DISK_MB)")
-        assert not os.path.exists(target)        # its /tmp was its own
-        assert _listing(work) == before           # a failed run's files are not copied back
+        assert res.failure() == (
+            "the program hit a limit: it filled its 64 MiB of disk (/tmp, /var/tmp, /dev/shm "
+            "or its working directory; MPILAB_SANDBOX_DISK_MB)"
+        )
+        assert not os.path.exists(target)  # its /tmp was its own
+        assert _listing(work) == before  # a failed run's files are not copied back
     finally:
         shutil.rmtree(work)
 
@@ -291,7 +322,9 @@ def test_filling_the_working_directory_stops_at_the_cap(attacks, confined, monke
     before = _listing(work)
     try:
         res = sandbox.run(["./fill_cwd"], cwd=work, timeout=60)
-        assert res.limit.startswith("it filled its 32 MiB of disk") and "No space left on device" in res.stderr
+        assert (
+            res.limit.startswith("it filled its 32 MiB of disk") and "No space left on device" in res.stderr
+        )
         assert _listing(work) == before
     finally:
         shutil.rmtree(work)
@@ -299,11 +332,15 @@ def test_filling_the_working_directory_stops_at_the_cap(attacks, confined, monke
 
 def test_too_many_files_and_too_large_a_file(confined, tmp_path, monkeypatch):
     monkeypatch.setenv("MPILAB_SANDBOX_FILES", "200")
-    res = sandbox.run(["sh", "-c", "i=0; while touch f$i; do i=$((i+1)); done; exit 1"], cwd=tmp_path, timeout=60)
+    res = sandbox.run(
+        ["sh", "-c", "i=0; while touch f$i; do i=$((i+1)); done; exit 1"], cwd=tmp_path, timeout=60
+    )
     assert res.failure() == "the program hit a limit: it created more than 200 files (MPILAB_SANDBOX_FILES)"
     monkeypatch.setenv("MPILAB_SANDBOX_FILE_MB", "8")
     res = sandbox.run(["dd", "if=/dev/zero", "of=big", "bs=1M", "count=20"], cwd=tmp_path, timeout=60)
-    assert res.failure() == "the program hit a limit: it wrote a file larger than 8 MiB (MPILAB_SANDBOX_FILE_MB)"
+    assert (
+        res.failure() == "the program hit a limit: it wrote a file larger than 8 MiB (MPILAB_SANDBOX_FILE_MB)"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -316,12 +353,16 @@ def test_a_fork_bomb_is_stopped_and_the_next_run_works(attacks, confined, monkey
         elapsed = time.monotonic() - start
         assert not res.ok
         if "pids" in cgroups.parents():
-            assert res.failure() == ("the program hit a limit: it started more than 64 processes/threads and was "
-                                     "stopped (MPILAB_SANDBOX_PROCS)")
+            assert res.failure() == (
+                "the program hit a limit: it started more than 64 processes/threads and was "
+                "stopped (MPILAB_SANDBOX_PROCS)"
+            )
             assert elapsed < 10, f"the bomb was stopped after {elapsed:.1f} s"
-        else:   # only the sandbox user's RLIMIT_NPROC holds it: the time limit ends it
+        else:  # only the sandbox user's RLIMIT_NPROC holds it: the time limit ends it
             assert res.timed_out
-        left = subprocess.run(["pgrep", "-f", os.path.join(work, "fork_bomb")], capture_output=True, text=True)
+        left = subprocess.run(
+            ["pgrep", "-f", os.path.join(work, "fork_bomb")], capture_output=True, text=True
+        )
         assert left.stdout == ""
         assert sandbox.run(["sh", "-c", "echo fine"], cwd=work, timeout=60).stdout == "fine\n"
     finally:
@@ -336,9 +377,12 @@ def test_a_memory_hog_is_stopped_at_the_total_memory_cap(attacks, confined, monk
     try:
         res = sandbox.run(["./memory_hog", "4", "100"], cwd=work, timeout=60, memory_mb=512)
         assert not res.ok
-        assert re.fullmatch(r"the program hit a limit: it used more than 256 MiB of memory with all its processes "
-                            r"together \(MPILAB_SANDBOX_TOTAL_MEMORY_MB\); the system killed [1-9]\d* of its "
-                            r"processes", res.failure())
+        assert re.fullmatch(
+            r"the program hit a limit: it used more than 256 MiB of memory with all its processes "
+            r"together \(MPILAB_SANDBOX_TOTAL_MEMORY_MB\); the system killed [1-9]\d* of its "
+            r"processes",
+            res.failure(),
+        )
         # each process alone is well under its address-space limit: the cap is the run's total
         assert sandbox.run(["./memory_hog", "1", "100"], cwd=work, timeout=60, memory_mb=512).ok
     finally:
@@ -357,7 +401,10 @@ def test_killing_everything_it_can_reaches_only_its_own_run(attacks, confined):
             res = sandbox.run(["sh", "-c", f"./kill_all {os.getpid()}; echo survived"], cwd=work, timeout=60)
             assert neighbour.result().stdout == "alive\n"
         assert res.failure() == "a process crashed: signal 9 (SIGKILL)"
-        assert "kill grader: No such process" in res.stderr or "kill grader: Operation not permitted" in res.stderr
+        assert (
+            "kill grader: No such process" in res.stderr
+            or "kill grader: Operation not permitted" in res.stderr
+        )
     finally:
         shutil.rmtree(work)
         shutil.rmtree(other)
@@ -381,8 +428,12 @@ def test_the_kit_the_gradebook_and_other_students_are_out_of_reach(confined, tmp
     monkeypatch.setenv(sandbox.COURSE_ENV, str(course))
     kit = paths.repo_root() / "mpilab"
     before = _tree_hashes(kit, course)
-    targets = [kit / "__init__.py", course / "gradebook.db", course / "submitted" / "bob" / "lab2" / "ring.c",
-               paths.repo_root() / "README.md"]
+    targets = [
+        kit / "__init__.py",
+        course / "gradebook.db",
+        course / "submitted" / "bob" / "lab2" / "ring.c",
+        paths.repo_root() / "README.md",
+    ]
     script = "".join(f"echo pwned >> {t}; rm -f {t}; " for t in targets)
     script += f"touch {kit}/evil.py {course}/autograded/bob/lab2/evil; ls -A {course}; echo done"
     work = sandbox.scratch_dir([])
@@ -390,10 +441,12 @@ def test_the_kit_the_gradebook_and_other_students_are_out_of_reach(confined, tmp
         res = sandbox.run(["sh", "-c", script], cwd=work, timeout=60)
     finally:
         shutil.rmtree(work)
-    assert res.stdout == "done\n", res.stdout          # the course does not exist for it
-    for target in targets:   # refused: read-only, not the sandbox user's, or not there at all
-        assert re.search(f"{re.escape(str(target))}: (Read-only file system|Permission denied|Directory nonexistent)",
-                         res.stderr), res.stderr
+    assert res.stdout == "done\n", res.stdout  # the course does not exist for it
+    for target in targets:  # refused: read-only, not the sandbox user's, or not there at all
+        assert re.search(
+            f"{re.escape(str(target))}: (Read-only file system|Permission denied|Directory nonexistent)",
+            res.stderr,
+        ), res.stderr
     assert _tree_hashes(kit, course) == before
     assert not (kit / "evil.py").exists()
 
@@ -404,7 +457,9 @@ def test_a_platform_the_kit_generated_can_be_read_by_a_run(confined, tmp_path):
     path = platforms.platform_file("jupiter-32x16")
     assert not str(path).startswith(str(paths.PACKAGE_DIR)), "a shipped platform: pick a generated one"
     res = sandbox.run(["sh", "-c", f"head -c 5 {path}; echo x >> {path}"], cwd=tmp_path, timeout=60)
-    assert res.stdout == "<?xml" and re.search("(Read-only file system|Permission denied)", res.stderr), res.stderr
+    assert res.stdout == "<?xml" and re.search("(Read-only file system|Permission denied)", res.stderr), (
+        res.stderr
+    )
 
 
 def test_the_sandbox_user_is_created_with_useradd(confined):
@@ -416,20 +471,32 @@ def test_the_sandbox_user_is_created_with_useradd(confined):
 
 
 def test_it_runs_as_the_sandbox_user_alone_and_without_privileges(confined, tmp_path):
-    res = sandbox.run(["sh", "-c", "id -u; id -G; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; ps -e | wc -l"],
-                      cwd=tmp_path, timeout=60)
+    res = sandbox.run(
+        ["sh", "-c", "id -u; id -G; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; ps -e | wc -l"],
+        cwd=tmp_path,
+        timeout=60,
+    )
     _, uid, gid, _ = sandbox.sandbox_user()
-    assert res.stdout.splitlines() == [str(uid), str(gid), "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
-                                       "NoNewPrivs:\t1", "5"]   # ps's header, PID 1, sh, ps, wc
+    assert res.stdout.splitlines() == [
+        str(uid),
+        str(gid),
+        "CapEff:\t0000000000000000",
+        "CapBnd:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "5",
+    ]  # ps's header, PID 1, sh, ps, wc
 
 
 def test_a_successful_run_s_files_come_back_and_a_failed_one_s_do_not(confined, tmp_path):
-    res = sandbox.run(["sh", "-c", "mkdir d && echo out > d/out.txt && chmod u+s d/out.txt && ln -s /etc/passwd link"],
-                      cwd=tmp_path, timeout=60)
+    res = sandbox.run(
+        ["sh", "-c", "mkdir d && echo out > d/out.txt && chmod u+s d/out.txt && ln -s /etc/passwd link"],
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert res.ok, res.failure()
     out = tmp_path / "d" / "out.txt"
-    assert out.read_text() == "out\n" and not os.path.lexists(tmp_path / "link")   # links are not copied
-    assert out.stat().st_uid == os.getuid() and not out.stat().st_mode & 0o6000      # nor set-uid bits
+    assert out.read_text() == "out\n" and not os.path.lexists(tmp_path / "link")  # links are not copied
+    assert out.stat().st_uid == os.getuid() and not out.stat().st_mode & 0o6000  # nor set-uid bits
     res = sandbox.run(["sh", "-c", "echo lost > lost.txt; exit 3"], cwd=tmp_path, timeout=60)
     assert res.returncode == 3 and not (tmp_path / "lost.txt").exists()
 
@@ -437,15 +504,19 @@ def test_a_successful_run_s_files_come_back_and_a_failed_one_s_do_not(confined, 
 def test_without_root_runs_go_on_unconfined_and_say_so(confined, tmp_path):
     """Inside a confined run (as in a grading kernel) the process is not root: runs there keep
     only the time, memory, file-size and output limits, and the note says what is missing."""
-    code = ("from mpilab.grade import sandbox\nok, note = sandbox.network_isolation()\n"
-            "res = sandbox.run(['sh', '-c', 'echo x'], cwd='.', timeout=30)\n"
-            "print(ok, res.ok, res.network_isolated)\nprint(note)")
+    code = (
+        "from mpilab.grade import sandbox\nok, note = sandbox.network_isolation()\n"
+        "res = sandbox.run(['sh', '-c', 'echo x'], cwd='.', timeout=30)\n"
+        "print(ok, res.ok, res.network_isolated)\nprint(note)"
+    )
     res = sandbox.run([sys.executable, "-c", code], cwd=tmp_path, timeout=120)
     assert res.ok, res.failure()
     first, note = res.stdout.splitlines()
     assert first == "False True False"
-    assert note == ("not root: runs keep the host's network, files, processes and user, with no cap on disk, "
-                    "total memory or processes")
+    assert note == (
+        "not root: runs keep the host's network, files, processes and user, with no cap on disk, "
+        "total memory or processes"
+    )
 
 
 def test_cgroups_that_fail_are_left_out_and_runs_stay_confined(confined, tmp_path):
@@ -456,22 +527,29 @@ def test_cgroups_that_fail_are_left_out_and_runs_stay_confined(confined, tmp_pat
     fake, work = tmp_path / "not-a-cgroup", tmp_path / "work"
     fake.mkdir()
     work.mkdir()
-    code = (f"from mpilab.grade import cgroups, sandbox\n"
-            f"cgroups.find_parents = lambda: {{'memory': {str(fake)!r}, 'pids': {str(fake)!r}}}\n"
-            f"ok, note = sandbox.isolation()\n"
-            f"res = sandbox.run(['id', '-u'], cwd={str(work)!r}, timeout=60)\n"
-            f"print(ok, res.ok, res.stdout.strip(), bool(cgroups.parents()))\nprint(note)")
+    code = (
+        f"from mpilab.grade import cgroups, sandbox\n"
+        f"cgroups.find_parents = lambda: {{'memory': {str(fake)!r}, 'pids': {str(fake)!r}}}\n"
+        f"ok, note = sandbox.isolation()\n"
+        f"res = sandbox.run(['id', '-u'], cwd={str(work)!r}, timeout=60)\n"
+        f"print(ok, res.ok, res.stdout.strip(), bool(cgroups.parents()))\nprint(note)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     first, note = proc.stdout.splitlines()
     assert first == f"True True {sandbox.sandbox_user()[1]} False"
-    assert re.fullmatch(r"cgroups failed here \(.*cgroup\.procs.*\): no cap on a run's total memory \(only per "
-                        r"process\); no cap on a run's processes \(only the sandbox user's, shared by all runs\)", note)
+    assert re.fullmatch(
+        r"cgroups failed here \(.*cgroup\.procs.*\): no cap on a run's total memory \(only per "
+        r"process\); no cap on a run's processes \(only the sandbox user's, shared by all runs\)",
+        note,
+    )
 
 
 def test_bad_limits_and_a_working_directory_too_large_are_refused(confined, tmp_path, monkeypatch):
     monkeypatch.setenv("MPILAB_SANDBOX_DISK_MB", "lots")
-    with pytest.raises(UsageError, match=r"MPILAB_SANDBOX_DISK_MB='lots' is not a positive whole number \(default 512\)"):
+    with pytest.raises(
+        UsageError, match=r"MPILAB_SANDBOX_DISK_MB='lots' is not a positive whole number \(default 512\)"
+    ):
         sandbox.run(["true"], cwd=tmp_path, timeout=60)
     monkeypatch.delenv("MPILAB_SANDBOX_DISK_MB")
     monkeypatch.setenv("MPILAB_SANDBOX_FILES", "10")

@@ -2,6 +2,7 @@
 mpilab/data/grading/sealed.h): private data, sealed result lines, a student object that cannot
 replace the harness's functions or run before main. Each cheat is a real C file, built and run
 by the grader's own code on real Open MPI and on SMPI."""
+
 import re
 import shutil
 from pathlib import Path
@@ -14,8 +15,10 @@ from mpilab.grade.runner import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 CHEATS = ROOT / "tests" / "data" / "cheats"
-needs_mpi = pytest.mark.skipif(shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
-                               reason="needs Open MPI and SimGrid SMPI")
+needs_mpi = pytest.mark.skipif(
+    shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,
+    reason="needs Open MPI and SimGrid SMPI",
+)
 RUNS = [Run("openmpi", 2), Run("smpi", 5, "orfeo-thin", "core")]
 
 

@@ -29,17 +29,23 @@ HOST = socket.gethostname().split(".")[0]
 DIR = Path(os.environ.get("MPILAB_TEST_PLACEMENT_DIR", "/var/lib/mpilab-slurm-placement"))
 PORT = os.environ.get("MPILAB_TEST_PLACEMENT_PORT", "16817")
 CLUSTER_ENV = {
-    "MPILAB_SLURM_DIR": str(DIR), "MPILAB_SLURM_CONF": str(DIR / "slurm.conf"),
-    "MPILAB_SLURM_PORT": PORT, "MPILAB_SLURM_CLUSTER": "mpilab-placement",
-    "MPILAB_SLURM_PARTITION": "sockets", "MPILAB_SLURM_SOCKETS": "2",
-    "MPILAB_SLURM_CORES_PER_SOCKET": "2", "MPILAB_SLURM_ACCOUNTING": "no",
+    "MPILAB_SLURM_DIR": str(DIR),
+    "MPILAB_SLURM_CONF": str(DIR / "slurm.conf"),
+    "MPILAB_SLURM_PORT": PORT,
+    "MPILAB_SLURM_CLUSTER": "mpilab-placement",
+    "MPILAB_SLURM_PARTITION": "sockets",
+    "MPILAB_SLURM_SOCKETS": "2",
+    "MPILAB_SLURM_CORES_PER_SOCKET": "2",
+    "MPILAB_SLURM_ACCOUNTING": "no",
 }
 #: The job's CPUs each mapping asks for on an idle 2 x 2 node: one socket, or one core on each.
 EXPECTED = {"core": "0-1", "socket": "0,2"}
 #: What a rank prints: the job's CPUs per node, as the templates' provenance records them.
 WHERE = """#!/bin/sh
 if [ "$SLURM_PROCID" = 0 ]; then
-    echo "cpus: $(scontrol show job -d "$SLURM_JOB_ID" | sed -n 's/.* Nodes=\\([^ ]*\\) CPU_IDs=\\([^ ]*\\).*/\\1:\\2/p' | tr '\\n' ' ' | sed 's/ $//')"
+    cpus=$(scontrol show job -d "$SLURM_JOB_ID" \\
+        | sed -n 's/.* Nodes=\\([^ ]*\\) CPU_IDs=\\([^ ]*\\).*/\\1:\\2/p' | tr '\\n' ' ' | sed 's/ $//')
+    echo "cpus: $cpus"
 fi
 """
 PROFILE = """name = "placement"
@@ -56,8 +62,13 @@ srun_mpi = "pmix"
 
 
 def _script(action):
-    return subprocess.run([str(ROOT / "scripts" / "local-slurm.sh"), action], capture_output=True,
-                          text=True, timeout=180, env=dict(os.environ, **CLUSTER_ENV))
+    return subprocess.run(
+        [str(ROOT / "scripts" / "local-slurm.sh"), action],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=dict(os.environ, **CLUSTER_ENV),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +86,14 @@ def two_socket_slurm():
 def _cpus(text):
     lines = [ln for ln in text.splitlines() if ln.startswith("cpus: ")]
     assert len(lines) == 1, text
-    return lines[0][len("cpus: "):]
+    return lines[0][len("cpus: ") :]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mapping", sorted(EXPECTED))
-def test_srun_launcher_and_sweep_template_get_the_same_cpus(two_socket_slurm, built_flavour,
-                                                           tmp_path, monkeypatch, mapping):
+def test_srun_launcher_and_sweep_template_get_the_same_cpus(
+    two_socket_slurm, built_flavour, tmp_path, monkeypatch, mapping
+):
     monkeypatch.setenv("SLURM_CONF", two_socket_slurm)
     # The srun launcher, outside an allocation: its srun asks for the job itself.
     where = tmp_path / "where.sh"
@@ -93,9 +105,20 @@ def test_srun_launcher_and_sweep_template_get_the_same_cpus(two_socket_slurm, bu
     profile = tmp_path / "placement.toml"
     profile.write_text(PROFILE)
     run = tmp_path / "run"
-    script = slurm.render_to_dir("sweep", profile, "sockets", run, mappings=mapping, nprocs="2",
-                                 algos="native", sizes="32:64", iters=2, warmup=1, time="5",
-                                 collbench=built_flavour("openmpi") / "collbench")
+    script = slurm.render_to_dir(
+        "sweep",
+        profile,
+        "sockets",
+        run,
+        mappings=mapping,
+        nprocs="2",
+        algos="native",
+        sizes="32:64",
+        iters=2,
+        warmup=1,
+        time="5",
+        collbench=built_flavour("openmpi") / "collbench",
+    )
     assert f"#SBATCH --distribution={SRUN_DISTRIBUTION[mapping]}" in script.read_text()
     job = slurm.submit(script)
     states = slurm.wait(job, timeout=300)

@@ -1,4 +1,5 @@
 """Statistics on synthetic data with known answers."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -6,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mpilab.core.errors import UsageError
 from mpilab.model import stats
 from mpilab_key.stats import correlate
-from mpilab.core.errors import UsageError
 
 
 def _synthetic(R=30, seed=1):
@@ -16,9 +17,20 @@ def _synthetic(R=30, seed=1):
     rows = []
     for p, true in [(16, 10.0), (32, 20.0), (64, 40.0)]:
         for r in range(R):
-            rows.append(dict(collective="reduce", algorithm="binomial", flavour="smpi",
-                             platform="x", mapping="core", nprocs=p, bytes=8, repetition=r,
-                             maxrank_avg_us=true + rng.normal(0, 1), avg_us=true))
+            rows.append(
+                dict(
+                    collective="reduce",
+                    algorithm="binomial",
+                    flavour="smpi",
+                    platform="x",
+                    mapping="core",
+                    nprocs=p,
+                    bytes=8,
+                    repetition=r,
+                    maxrank_avg_us=true + rng.normal(0, 1),
+                    avg_us=true,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -55,8 +67,11 @@ def test_boxplot_returns_fig_ax():
 
 
 def test_compare_reference():
-    ref = [{"nprocs": 16, "reference_us": 10.0}, {"nprocs": 32, "reference_us": 10.0},
-           {"nprocs": 128, "reference_us": 80.0}]
+    ref = [
+        {"nprocs": 16, "reference_us": 10.0},
+        {"nprocs": 32, "reference_us": 10.0},
+        {"nprocs": 128, "reference_us": 80.0},
+    ]
     table, (fig, ax) = stats.compare_reference(_synthetic(), ref)
     assert list(table.nprocs) == [16, 32, 64, 128]
     assert abs(table.ratio[0] - 1) < 0.1 and abs(table.ratio[1] - 2) < 0.1
@@ -70,8 +85,15 @@ def test_correlate_per_group():
     rows = []
     for alg, slope in (("binomial", 2.0), ("pipeline", -1.0)):
         for i, probe in enumerate((1.0, 2.0, 4.0, 8.0)):
-            rows.append(dict(collective="bcast", algorithm=alg, bytes=1024, probe_us=probe,
-                             avg_us=10 + slope * probe + (0.5 if i == 2 else 0)))
+            rows.append(
+                dict(
+                    collective="bcast",
+                    algorithm=alg,
+                    bytes=1024,
+                    probe_us=probe,
+                    avg_us=10 + slope * probe + (0.5 if i == 2 else 0),
+                )
+            )
     rows.append(dict(collective="bcast", algorithm="linear", bytes=1024, probe_us=1.0, avg_us=3.0))
     rows.append(dict(collective="bcast", algorithm="linear", bytes=1024, probe_us=None, avg_us=4.0))
     c = correlate(pd.DataFrame(rows)).set_index("algorithm")

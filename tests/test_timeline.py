@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
+from mpilab.core.errors import ParseError, UsageError
 from mpilab.measure import trace
 from mpilab.model import algorithms, costs, schedules, timeline
 from mpilab.simulate import clusters, platforms, routes
-from mpilab.core.errors import ParseError, UsageError
 
 ALPHA, BETA, N = 2.0, 0.001, 1000
 PS = (1, 2, 3, 4, 5, 6, 7, 8, 13, 16)
@@ -19,9 +19,17 @@ PS = (1, 2, 3, 4, 5, 6, 7, 8, 13, 16)
 
 # --- the event model, no MPI --------------------------------------------------------------------
 
-@pytest.mark.parametrize("algo, coll, name", [
-    ("ring", "allgather", "ring"), ("bruck", "allgather", "bruck"), ("pairwise", "allgather", "pairwise"),
-    ("gather_bcast", "allgather", "gather_bcast"), ("binomial", "bcast", "binomial")])
+
+@pytest.mark.parametrize(
+    "algo, coll, name",
+    [
+        ("ring", "allgather", "ring"),
+        ("bruck", "allgather", "bruck"),
+        ("pairwise", "allgather", "pairwise"),
+        ("gather_bcast", "allgather", "gather_bcast"),
+        ("binomial", "bcast", "binomial"),
+    ],
+)
 @pytest.mark.parametrize("p", PS)
 def test_model_total_is_the_cost_table(algo, coll, name, p):
     """One message in and one out at a time (ports=1): the α-β costs of mpilab.model.costs exactly."""
@@ -44,8 +52,8 @@ def test_unlimited_ports_overlap_the_roots_messages(p):
     assert tl.total_us == pytest.approx(2 * ALPHA + (p + 1) * N * BETA)
     tl = timeline.predict("gather_bcast", p, N, ALPHA, BETA, ports="shared")
     assert tl.total_us == pytest.approx(2 * ALPHA + (p * p - 1) * N * BETA)
-    gather = tl.messages[(tl.messages["dst"] == 0) & (tl.messages["src"] != 0)]   # not the root's own
-    assert gather["arrive_us"].max() - gather["arrive_us"].min() < 1e-9      # fair: ends at once
+    gather = tl.messages[(tl.messages["dst"] == 0) & (tl.messages["src"] != 0)]  # not the root's own
+    assert gather["arrive_us"].max() - gather["arrive_us"].min() < 1e-9  # fair: ends at once
 
 
 def test_shared_port_weights_and_caps():
@@ -60,10 +68,12 @@ def test_shared_port_weights_and_caps():
     def arrive(**kw):
         _, msgs = schedules.simulate(progs, 1.0, 0.001, ports="shared", **kw)
         return msgs.set_index("dst")["arrive_us"].round(9).to_dict()
-    assert arrive() == {1: 3.0, 2: 3.0}                                   # 1 + 2000 B at 1 B/ns
+
+    assert arrive() == {1: 3.0, 2: 3.0}  # 1 + 2000 B at 1 B/ns
     assert arrive(weight=lambda s, d: 3.0 if d == 2 else 1.0) == {1: round(1 + 1000 / 750, 9), 2: 3.0}
-    _, msgs = schedules.simulate(progs, 1.0, lambda s, d: 0.004 if d == 2 else 0.001,
-                                 ports="shared", port_beta=0.001)
+    _, msgs = schedules.simulate(
+        progs, 1.0, lambda s, d: 0.004 if d == 2 else 0.001, ports="shared", port_beta=0.001
+    )
     assert msgs.set_index("dst")["arrive_us"].round(9).to_dict() == {1: round(1 + 1000 / 750, 9), 2: 5.0}
 
 
@@ -72,11 +82,11 @@ def test_eager_sends_and_matching():
     progs = [schedules.Program(0), schedules.Program(1)]
     progs[0].send(1, 100)
     progs[1].recv(0, 100)
-    calls, msgs = schedules.simulate(progs, 1.0, 0.01, start_us=[0.0, 5.0])   # rank 1 starts at 5
+    calls, msgs = schedules.simulate(progs, 1.0, 0.01, start_us=[0.0, 5.0])  # rank 1 starts at 5
     assert msgs.iloc[0]["start_us"] == 5.0 and msgs.iloc[0]["arrive_us"] == 7.0
-    assert calls.loc[calls["rank"] == 0, "end_us"].item() == 7.0          # waited for rank 1
+    assert calls.loc[calls["rank"] == 0, "end_us"].item() == 7.0  # waited for rank 1
     calls, _ = schedules.simulate(progs, 1.0, 0.01, eager_bytes=1024, start_us=[0.0, 5.0])
-    assert calls.loc[calls["rank"] == 0, "end_us"].item() == 0.0          # eager: gone at once
+    assert calls.loc[calls["rank"] == 0, "end_us"].item() == 0.0  # eager: gone at once
     dead = [schedules.Program(0), schedules.Program(1)]
     dead[0].send(1, 10)
     dead[0].recv(1, 10)
@@ -84,7 +94,7 @@ def test_eager_sends_and_matching():
     dead[1].recv(0, 10)
     with pytest.raises(UsageError, match="deadlocks: rank 0 in Send"):
         schedules.simulate(dead, 1.0, 0.01)
-    schedules.simulate(dead, 1.0, 0.01, eager_bytes=11)                    # buffered: fine
+    schedules.simulate(dead, 1.0, 0.01, eager_bytes=11)  # buffered: fine
 
 
 def test_bad_model_arguments():
@@ -112,7 +122,8 @@ def test_route_cost_is_the_thin_point_to_point_model():
     spec = platforms._spec("orfeo-thin")
     assert lat == pytest.approx(0.1, abs=1e-5)
     assert routes.route_weight("orfeo-thin", hosts[0], hosts[1]) == pytest.approx(
-        lat + 8775 * (2 / spec.bw_port + 1 / spec.bw_socket + 1 / spec.bw_mem))
+        lat + 8775 * (2 / spec.bw_port + 1 / spec.bw_socket + 1 / spec.bw_mem)
+    )
     o = routes.overheads("orfeo-thin")
     assert o["o_send"] == o["o_recv"] == o["o_isend"] == pytest.approx(clusters.THIN_OVERHEAD_FIT)
     assert o["eager_bytes"] == 4096
@@ -122,26 +133,28 @@ def test_overheads_in_the_event_model():
     """LogP's o: a root that posts p - 1 sends is busy o for each; each eager message costs its
     receiver o when it completes; messages from the eager limit on pay neither (as in SMPI)."""
     progs = algorithms.schedule("gather_bcast", 4, 8)
-    calls, msgs = schedules.simulate(progs, 1.0, 0.0, ports=None, eager_bytes=1024, o_send=0.5,
-                                     o_recv=0.25)
+    calls, msgs = schedules.simulate(progs, 1.0, 0.0, ports=None, eager_bytes=1024, o_send=0.5, o_recv=0.25)
     root = calls[calls["rank"] == 0]
     isends = root[(root["call"] == "Isend") & (root["dst"] != 0)]
-    assert list(np.diff(isends["end_us"])) == pytest.approx([0.5, 0.5])   # one o after the other
+    assert list(np.diff(isends["end_us"])) == pytest.approx([0.5, 0.5])  # one o after the other
     # gather: the three others post at 0.5, arrive at 1.5; the root receives their 3 eager
     # messages (its own block is a local copy, no message) and pays 0.25 for each after they arrive
     waitall = root[root["call"] == "Waitall"].iloc[0]
     assert waitall["end_us"] == pytest.approx(1.5 + 3 * 0.25)
-    big, _ = schedules.simulate(algorithms.schedule("binomial", 2, 2048), 1.0, 0.0, eager_bytes=1024,
-                                o_send=0.5, o_recv=0.25)
-    assert big["end_us"].max() == pytest.approx(1.0)       # rendezvous: no overheads
+    big, _ = schedules.simulate(
+        algorithms.schedule("binomial", 2, 2048), 1.0, 0.0, eager_bytes=1024, o_send=0.5, o_recv=0.25
+    )
+    assert big["end_us"].max() == pytest.approx(1.0)  # rendezvous: no overheads
     with pytest.raises(UsageError, match="bad o_recv -1"):
         schedules.simulate(progs, 1.0, 0.0, o_recv=-1)
 
 
 # --- drawing ------------------------------------------------------------------------------------
 
+
 def test_side_by_side_has_one_row_per_rank():
     import matplotlib
+
     matplotlib.use("Agg")
     pred = timeline.predict("binomial", 6, 4096, 1.0, 1e-3)
     other = timeline.predict("binomial", 6, 4096, 1.0, 1e-3, ports=None, eager_bytes=8192)
@@ -150,9 +163,9 @@ def test_side_by_side_has_one_row_per_rank():
     for ax, tl in zip(axes, (pred, other)):
         assert list(ax.get_yticks()) == list(range(6))
         assert [t.get_text() for t in ax.get_yticklabels()] == [f"rank {r}" for r in range(6)]
-        assert len(ax.texts) == len(tl.messages) == 5            # one arrow per message
+        assert len(ax.texts) == len(tl.messages) == 5  # one arrow per message
         bars = sum(len(c.get_paths()) for c in ax.collections)
-        assert bars == len(tl.calls)                            # one bar per blocking call
+        assert bars == len(tl.calls)  # one bar per blocking call
     assert axes[0].get_xlim() == axes[1].get_xlim()
     assert axes[1].get_xlim()[1] >= max(pred.total_us, other.total_us)
     with pytest.raises(UsageError, match="have 6 and 4 ranks"):
@@ -161,9 +174,11 @@ def test_side_by_side_has_one_row_per_rank():
 
 # --- measured: real traces --------------------------------------------------------------------
 
+
 def _message_set(tl):
-    return collections.Counter(zip(tl.messages["src"], tl.messages["dst"], tl.messages["tag"],
-                                   tl.messages["bytes"]))
+    return collections.Counter(
+        zip(tl.messages["src"], tl.messages["dst"], tl.messages["tag"], tl.messages["bytes"])
+    )
 
 
 def _assert_trace_is_the_schedule(measured, algo, p, nbytes):
@@ -178,8 +193,9 @@ def _assert_trace_is_the_schedule(measured, algo, p, nbytes):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("algo, p", [("ring", 4), ("gather_bcast", 4), ("pairwise", 3),
-                                     ("bruck", 3), ("binomial", 4)])
+@pytest.mark.parametrize(
+    "algo, p", [("ring", 4), ("gather_bcast", 4), ("pairwise", 3), ("bruck", 3), ("binomial", 4)]
+)
 def test_openmpi_trace(built_flavour, algo, p):
     """A real Open MPI run under the PMPI tracer: every send matched, the schedule's messages."""
     built_flavour("openmpi")
@@ -203,7 +219,7 @@ def test_local_copies_are_copy_rows(built_flavour):
     bruck = trace.run_traced("bruck", 4, 1024, flavour="openmpi", reps=1, timeout=120)
     for tl in (ring, bruck):
         sends = tl.calls[tl.calls["call"].isin(["Send", "Isend", "Sendrecv"])]
-        assert (sends["dst"] != sends["rank"]).all()         # no message to oneself
+        assert (sends["dst"] != sends["rank"]).all()  # no message to oneself
     copied = bruck.calls[bruck.calls["call"] == "copy"].groupby("rank")["sbytes"].sum()
     # own block into the buffer, blocks 1.. of the buffer into place, own block from sendbuf
     assert copied.to_dict() == {0: 3 * 1024, 1: 5 * 1024, 2: 3 * 1024, 3: 3 * 1024}
@@ -224,9 +240,9 @@ def test_smpi_run_is_the_event_model(built_flavour, algo, p, nbytes):
     < 4 KiB eager and paying the overheads), the platform's per-pair α and β and the run's start
     times: every rank ends within 0.2 %."""
     built_flavour("smpi")
-    pred, meas = trace.predicted_and_measured(algo, p, nbytes, flavour="smpi",
-                                                 platform="orfeo-thin", ports="shared",
-                                                 eager_bytes=4096, reps=1)
+    pred, meas = trace.predicted_and_measured(
+        algo, p, nbytes, flavour="smpi", platform="orfeo-thin", ports="shared", eager_bytes=4096, reps=1
+    )
     _assert_trace_is_the_schedule(meas, algo, p, nbytes)
     np.testing.assert_allclose(pred.rank_end_us(), meas.rank_end_us(), rtol=2e-3, atol=0.01)
 
@@ -240,59 +256,85 @@ def test_smpi_gather_bcast_breaks_the_one_port_model(built_flavour):
     built_flavour("smpi")
     pred, meas = trace.predicted_and_measured("gather_bcast", 8, 1024, flavour="smpi", reps=1)
     assert pred.total_us < 0.85 * meas.total_us
-    pred, meas = trace.predicted_and_measured("gather_bcast", 8, 65536, flavour="smpi",
-                                                 ports=None, reps=1)
+    pred, meas = trace.predicted_and_measured("gather_bcast", 8, 65536, flavour="smpi", ports=None, reps=1)
     assert pred.total_us < meas.total_us / 5
 
 
 def test_read_trace_errors(tmp_path):
     with pytest.raises(ParseError, match="no trace.<rank>.csv files"):
         trace.read_trace(tmp_path)
-    head = "# labtrace 1\n# rank: {r}\n# nprocs: 2\nregion,call,start,end,dst,sbytes,stag,src,rbytes,rtag,req,done\n"
+    head = (
+        "# labtrace 1\n# rank: {r}\n# nprocs: 2\n"
+        "region,call,start,end,dst,sbytes,stag,src,rbytes,rtag,req,done\n"
+    )
     (tmp_path / "trace.1.csv").write_text(head.format(r=1) + "1,Pcontrol,1.0,1.0,,,,,,,,\n")
     with pytest.raises(ParseError, match=r"no log for rank\(s\) \[0\] of 2"):
         trace.read_trace(tmp_path)
-    (tmp_path / "trace.0.csv").write_text(head.format(r=0) + "1,Pcontrol,1.0,1.0,,,,,,,,\n"
-                                          "1,Send,1.0,1.5,1,8,5,,,,,\n")
+    (tmp_path / "trace.0.csv").write_text(
+        head.format(r=0) + "1,Pcontrol,1.0,1.0,,,,,,,,\n1,Send,1.0,1.5,1,8,5,,,,,\n"
+    )
     tl = trace.read_trace(tmp_path)
     assert timeline.check_consistency(tl) == [
-        "a send of 8 B from rank 0 to rank 1 (tag 5) has no matching receive"]
+        "a send of 8 B from rank 0 to rank 1 (tag 5) has no matching receive"
+    ]
     with pytest.raises(UsageError, match="unknown trace region 7; valid: 1"):
         trace.read_trace(tmp_path, region=7)
 
 
 @pytest.mark.smpi
-@pytest.mark.parametrize("args, message", [
-    (["--algo", "native"], "'native' cannot be traced"),
-    (["--algo", "rign"], "unknown allgather algorithm 'rign'"),
-    (["--coll", "bcast", "--algo", "ring"], "unknown bcast algorithm 'ring'; valid: binomial"),
-    (["--algo", "ring", "-b", "1Q"], "bad size '1Q'"),
-    (["--algo", "ring", "--reps", "0"], "bad --reps '0'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--algo", "native"], "'native' cannot be traced"),
+        (["--algo", "rign"], "unknown allgather algorithm 'rign'"),
+        (["--coll", "bcast", "--algo", "ring"], "unknown bcast algorithm 'ring'; valid: binomial"),
+        (["--algo", "ring", "-b", "1Q"], "bad size '1Q'"),
+        (["--algo", "ring", "--reps", "0"], "bad --reps '0'"),
+    ],
+)
 def test_timeline_program_bad_usage(built_flavour, args, message, tmp_path):
     built_flavour("smpi")
-    from mpilab.measure import launch, trace
     from mpilab.core.errors import LaunchError
+    from mpilab.measure import launch, trace
+
     with pytest.raises(LaunchError) as exc:
         # the tracer still writes its (empty) logs at MPI_Finalize, in the working directory
-        launch.get_launcher("smpi").run(trace.timeline_program("smpi"), args, 2, timeout=60,
-                                        cwd=tmp_path)
+        launch.get_launcher("smpi").run(trace.timeline_program("smpi"), args, 2, timeout=60, cwd=tmp_path)
     assert "exit code 2" in str(exc.value) and message in str(exc.value)
 
 
 # --- the CLI ------------------------------------------------------------------------------------
 
+
 def run_cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "mpilab.cli", "timeline", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mpilab.cli", "timeline", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.smpi
 def test_cli_smpi(built_flavour, tmp_path):
     built_flavour("smpi")
     out = tmp_path / "ring.png"
-    r = run_cli("--algo", "ring", "--nprocs", "8", "--bytes", "64K", "--flavour", "smpi",
-                "--platform", "orfeo-thin", "--trace-dir", str(tmp_path / "tr"), "-o", str(out))
+    r = run_cli(
+        "--algo",
+        "ring",
+        "--nprocs",
+        "8",
+        "--bytes",
+        "64K",
+        "--flavour",
+        "smpi",
+        "--platform",
+        "orfeo-thin",
+        "--trace-dir",
+        str(tmp_path / "tr"),
+        "-o",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == str(out) and out.stat().st_size > 10000
     assert "routes of orfeo-thin" in r.stdout
@@ -310,27 +352,34 @@ def test_cli_openmpi_fits_a_pingpong(built_flavour, tmp_path):
 
 def test_cli_help(capsys):
     from mpilab import cli
+
     with pytest.raises(SystemExit) as exc:
         cli.main(["timeline", "--help"])
     assert exc.value.code == 0 and "mpilab timeline" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--algo", "rign"], "unknown algorithm with a schedule 'rign'; valid: binomial, bruck"),
-    (["--algo", "ring", "--nprocs", "0"], "bad nprocs '0'"),
-    (["--algo", "ring", "--bytes", "12Q"], "bad size '12Q'"),
-    (["--algo", "ring", "--flavour", "openmpi", "--platform", "orfeo-thin"],
-     "--platform 'orfeo-thin' only applies to --flavour smpi"),
-    (["--algo", "ring", "--ports", "0"], "bad ports '0'"),
-    (["--algo", "ring", "--ports", "many"], "bad ports 'many'"),
-    (["--algo", "ring", "--alpha", "1"], "give both alpha and beta"),
-    (["--algo", "ring", "--flavour", "lam"], "invalid choice: 'lam'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--algo", "rign"], "unknown algorithm with a schedule 'rign'; valid: binomial, bruck"),
+        (["--algo", "ring", "--nprocs", "0"], "bad nprocs '0'"),
+        (["--algo", "ring", "--bytes", "12Q"], "bad size '12Q'"),
+        (
+            ["--algo", "ring", "--flavour", "openmpi", "--platform", "orfeo-thin"],
+            "--platform 'orfeo-thin' only applies to --flavour smpi",
+        ),
+        (["--algo", "ring", "--ports", "0"], "bad ports '0'"),
+        (["--algo", "ring", "--ports", "many"], "bad ports 'many'"),
+        (["--algo", "ring", "--alpha", "1"], "give both alpha and beta"),
+        (["--algo", "ring", "--flavour", "lam"], "invalid choice: 'lam'"),
+    ],
+)
 def test_cli_bad_arguments(args, message, capsys):
     from mpilab import cli
+
     try:
         code = cli.main(["timeline", *args])
-    except SystemExit as exc:          # argparse's own errors
+    except SystemExit as exc:  # argparse's own errors
         code = exc.code
     err = capsys.readouterr().err
     assert code == 2 and message in err, err

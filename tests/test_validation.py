@@ -1,5 +1,6 @@
 """Validation against the seeds: the reference files name their source, the platforms and the
 docs state every parameter's source, and ``mpilab validate`` prints the seeds next to the simulation."""
+
 import re
 import subprocess
 import sys
@@ -11,9 +12,14 @@ from mpilab.core import paths
 from mpilab.simulate import clusters, platforms
 from mpilab.studies import reference, validation
 
-SEEDS = {"000": "000_38563ac10c2a463a", "001-figures": "001_a968b7c01287fc38",
-         "001-measured": "001_a968b7c01287fc38", "002": "002_15bab98dc901bd3b",
-         "003": "003_25a9e71ac18c5178", "004": "004_e670facd351fed69"}
+SEEDS = {
+    "000": "000_38563ac10c2a463a",
+    "001-figures": "001_a968b7c01287fc38",
+    "001-measured": "001_a968b7c01287fc38",
+    "002": "002_15bab98dc901bd3b",
+    "003": "003_25a9e71ac18c5178",
+    "004": "004_e670facd351fed69",
+}
 
 
 @pytest.mark.parametrize("key", sorted(SEEDS))
@@ -25,7 +31,10 @@ def test_every_reference_file_names_its_seed(key):
 def test_seed002_numbers_are_the_tables():
     t = reference.seed_table("002")
     assert len(t) == 2 * 16 * 5
-    gb, pw = reference.allgather_002("gather_bcast", 16, 1 << 20), reference.allgather_002("pairwise", 16, 1 << 20)
+    gb, pw = (
+        reference.allgather_002("gather_bcast", 16, 1 << 20),
+        reference.allgather_002("pairwise", 16, 1 << 20),
+    )
     assert (gb, pw) == (pytest.approx(60300), pytest.approx(8320))
     assert gb / pw == pytest.approx(7.25, abs=0.01)
     assert reference.allgather_002("pairwise", 1, 64) == pytest.approx(0.0275)
@@ -33,6 +42,7 @@ def test_seed002_numbers_are_the_tables():
 
 def test_seed001_figures_are_what_the_study_reads():
     from mpilab.studies import repro
+
     t = repro.reference_table()
     row = t[(t["figure"] == 10) & (t["algorithm"] == "default") & (t["nprocs"] == 512)]
     assert float(row["reference_us"].iloc[0]) == pytest.approx(96)
@@ -56,6 +66,7 @@ def test_calibration_doc_has_the_parameter_tables():
 
 def test_summary_counts_held_out_points():
     import pandas as pd
+
     t = pd.DataFrame({"ratio": [1.0, 0.5, 3.0, 0.1], "held_out": [False, True, True, True]})
     s = validation.summary(t)
     assert s["points"] == 3 and s["within_2x"] == pytest.approx(1 / 3)
@@ -65,19 +76,23 @@ def test_summary_counts_held_out_points():
 def test_validate_prints_the_seeds_next_to_the_simulation(built_flavour):
     built_flavour("smpi")
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "mpilab.cli", "validate", "--parts",
-                           "thin-pingpong,seed002,bunyip", "-q"], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpilab.cli", "validate", "--parts", "thin-pingpong,seed002,bunyip", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "== seed002" in out and "seed_ratio" in out and "== bunyip" in out
     line = next(ln for ln in out.splitlines() if re.match(r"\s*16\s+1048576", ln))
-    assert float(line.split()[-2]) == pytest.approx(7.248, abs=1e-3)      # the seed's ratio
+    assert float(line.split()[-2]) == pytest.approx(7.248, abs=1e-3)  # the seed's ratio
     assert "validation took" in out and time.monotonic() - t0 < 300
 
 
 def test_validate_refuses_an_unknown_part(capsys):
     from mpilab import cli
+
     assert cli.main(["validate", "--parts", "thin,moon"]) == 2
     assert "unknown part 'moon'" in capsys.readouterr().err
 
@@ -86,8 +101,9 @@ def test_validate_refuses_an_unknown_part(capsys):
 def test_validate_everything_in_five_minutes(built_flavour):
     built_flavour("smpi")
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "mpilab.cli", "validate", "-q"], capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpilab.cli", "validate", "-q"], capture_output=True, text=True, timeout=900
+    )
     took = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-2000:]
     for part in validation.PARTS:

@@ -1,4 +1,5 @@
 """Answers handed in as data, and the trusted grader that judges them (no nbgrader needed here)."""
+
 import json
 import subprocess
 import sys
@@ -13,7 +14,8 @@ import sympy  # noqa: E402
 
 from mpilab.grade import answers, judge  # noqa: E402
 from mpilab.grade.cases import Case, CellVerdict  # noqa: E402
-from mpilab.grade.checks import costs as cost_checks, plots  # noqa: E402
+from mpilab.grade.checks import costs as cost_checks  # noqa: E402
+from mpilab.grade.checks import plots
 from mpilab.grade.verdicts import verdict_outputs  # noqa: E402
 from mpilab.model.costs import alpha, beta, n, p  # noqa: E402
 
@@ -49,37 +51,47 @@ def test_a_figure_travels_as_its_axes_and_lines():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("text", [
-    "__import__('os').system('touch /tmp/pwned')",
-    "Symbol('x').__class__",
-    "Add(Symbol('p'), eval('1'))",
-    "Pow(Integer(10), Integer(100000))",
-    "Symbol('p', evaluate=lambda: 1)",
-    "(" * 500 + "1" + ")" * 500,
-    "Integer(" + "9" * 40 + ")",
-    "x" * 30000,
-    "lambda: 1",
-    "Add(*[Symbol('p')])",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('touch /tmp/pwned')",
+        "Symbol('x').__class__",
+        "Add(Symbol('p'), eval('1'))",
+        "Pow(Integer(10), Integer(100000))",
+        "Symbol('p', evaluate=lambda: 1)",
+        "(" * 500 + "1" + ")" * 500,
+        "Integer(" + "9" * 40 + ")",
+        "x" * 30000,
+        "lambda: 1",
+        "Add(*[Symbol('p')])",
+    ],
+)
 def test_a_hostile_expression_is_refused_without_running_it(text, tmp_path):
     with pytest.raises(answers.BadAnswer):
         answers.safe_sympy(text)
 
 
 def test_srepr_of_every_cost_form_is_read_back():
-    for e in [sympy.ceiling(sympy.log(p, 2)) * alpha + (p - 1) * n * beta,
-              sympy.Piecewise((alpha, sympy.Eq(p, 2)), (2 * alpha, True)),
-              sympy.Max(0, sympy.Min(4, p - 1)) * beta, (p - 1) / p * n * beta + sympy.Rational(1, 2) * alpha]:
+    for e in [
+        sympy.ceiling(sympy.log(p, 2)) * alpha + (p - 1) * n * beta,
+        sympy.Piecewise((alpha, sympy.Eq(p, 2)), (2 * alpha, True)),
+        sympy.Max(0, sympy.Min(4, p - 1)) * beta,
+        (p - 1) / p * n * beta + sympy.Rational(1, 2) * alpha,
+    ]:
         assert sympy.simplify(answers.safe_sympy(sympy.srepr(e)) - e) == 0
 
 
 def test_only_the_cells_own_payload_counts():
     payload = answers.payload("cost_ring", {"cost_ring": (p - 1) * alpha})
     other = answers.payload("cost_bruck", {"cost_bruck": p * alpha})
-    cell = {"metadata": {"nbgrader": {"grade_id": "cost_ring"}},
-            "outputs": [{"output_type": "display_data", "data": {answers.MIME: other}},
-                        {"output_type": "display_data", "data": {answers.MIME: payload}},
-                        {"output_type": "stream", "text": "PASS"}]}
+    cell = {
+        "metadata": {"nbgrader": {"grade_id": "cost_ring"}},
+        "outputs": [
+            {"output_type": "display_data", "data": {answers.MIME: other}},
+            {"output_type": "display_data", "data": {answers.MIME: payload}},
+            {"output_type": "stream", "text": "PASS"},
+        ],
+    }
     assert answers.collect(cell) == payload["answers"]
     cell["outputs"] = cell["outputs"][:1]
     assert answers.collect(cell) is None
@@ -99,8 +111,19 @@ def test_costs_are_judged_term_by_term():
 
 def test_an_empty_figure_claiming_log_axes_earns_nothing():
     table = pd.DataFrame({"algorithm": ["ring", "ring"], "bytes": [4, 8], "us": [1.0, 2.0]})
-    forged = {"axes": [{"xscale": "log", "yscale": "log", "xlabel": "bytes (B)", "ylabel": "us (us)",
-                        "title": "", "legend": ["ring"], "lines": []}]}
+    forged = {
+        "axes": [
+            {
+                "xscale": "log",
+                "yscale": "log",
+                "xlabel": "bytes (B)",
+                "ylabel": "us (us)",
+                "title": "",
+                "legend": ["ring"],
+                "lines": [],
+            }
+        ]
+    }
     cases = plots.latency_plot_cases(forged, table, y="us")
     assert CellVerdict("plot", 2, cases).score == 0
     forged["axes"][0]["lines"] = [{"label": "ring", "x": [4, 8], "y": [1.0, 2.0]}]
@@ -108,33 +131,58 @@ def test_an_empty_figure_claiming_log_axes_earns_nothing():
 
 
 def test_scores_and_the_outputs_nbgrader_reads():
-    v = CellVerdict("x", 3, [Case("a", True), Case("b", False, "wrong", hidden=True), Case("c", True, weight=2)])
+    v = CellVerdict(
+        "x", 3, [Case("a", True), Case("b", False, "wrong", hidden=True), Case("c", True, weight=2)]
+    )
     assert v.score == 2.25 and "hidden: b: wrong" in v.text()
     outs = verdict_outputs(v, ["a"])
     assert [o["output_type"] for o in outs] == ["stream", "execute_result"]
     assert outs[1]["data"]["text/plain"] == "2.25"
     assert verdict_outputs(CellVerdict("x", 1, [Case("a", False, "no")]), None)[0]["output_type"] == "error"
-    assert [o["output_type"] for o in verdict_outputs(CellVerdict("x", 1, [Case("a", True)]), [])] == ["stream"]
+    assert [o["output_type"] for o in verdict_outputs(CellVerdict("x", 1, [Case("a", True)]), [])] == [
+        "stream"
+    ]
 
 
 def test_the_judge_runs_as_a_fresh_isolated_process(tmp_path):
     """A request for lab 2's cost cells: right, wrong, forged and missing answers."""
     enc = lambda e: {"cost_ring": answers.encode(e)}  # noqa: E731
-    request = {"lab": "lab2", "submission": str(tmp_path), "workdir": str(tmp_path), "cells": {
-        "cost_ring": {"points": 1, "answers": enc((p - 1) * (alpha + n * beta))},
-        "cost_bruck": {"points": 2, "answers": {"cost_bruck": {"kind": "sympy", "srepr": "__import__('os')"}}},
-        "cost_pairwise": {"points": 1, "answers": None},
-        "cost_gather_bcast": {"points": 1, "answers": {"cost_gather_bcast": {"kind": "text", "value": "PASS"}}},
-        "ring_correct": {"points": 3, "answers": {}}}}
+    request = {
+        "lab": "lab2",
+        "submission": str(tmp_path),
+        "workdir": str(tmp_path),
+        "cells": {
+            "cost_ring": {"points": 1, "answers": enc((p - 1) * (alpha + n * beta))},
+            "cost_bruck": {
+                "points": 2,
+                "answers": {"cost_bruck": {"kind": "sympy", "srepr": "__import__('os')"}},
+            },
+            "cost_pairwise": {"points": 1, "answers": None},
+            "cost_gather_bcast": {
+                "points": 1,
+                "answers": {"cost_gather_bcast": {"kind": "text", "value": "PASS"}},
+            },
+            "ring_correct": {"points": 3, "answers": {}},
+        },
+    }
     # a module named like the kit in the working directory must not be what the judge imports
     (tmp_path / "mpilab").mkdir()
     (tmp_path / "mpilab" / "__init__.py").write_text("raise SystemExit('imported from the cwd')\n")
-    proc = subprocess.run([sys.executable, "-I", "-m", "mpilab.grade.judge"], input=json.dumps(request),
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "mpilab.grade.judge"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     v = {k: CellVerdict.from_dict(d) for k, d in json.loads(proc.stdout)["verdicts"].items()}
     assert v["cost_ring"].score == 1
-    assert v["cost_bruck"].score == 0 and "not allowed" in v["cost_bruck"].text() + v["cost_bruck"].cases[0].message
+    assert (
+        v["cost_bruck"].score == 0
+        and "not allowed" in v["cost_bruck"].text() + v["cost_bruck"].cases[0].message
+    )
     assert v["cost_pairwise"].score == 0 and "handed nothing in" in v["cost_pairwise"].text()
     assert v["cost_gather_bcast"].score == 0
     assert v["ring_correct"].score == 0 and "ring.c is not in the submission" in v["ring_correct"].text()
@@ -155,10 +203,13 @@ def test_an_assignment_without_a_rubric_scores_nothing():
     """A notebook of an assignment the answer key has no rubric for: its test cells get 0 and say
     why, whatever they printed (a forged pass included); 'outputs' is the instructor's opt-in."""
     import nbformat
+
     from mpilab.grade.verdicts import TrustedVerdicts
 
-    cell = nbformat.v4.new_code_cell("check('q1')", metadata={"nbgrader": {
-        "grade": True, "solution": False, "grade_id": "q1", "points": 2}})
+    cell = nbformat.v4.new_code_cell(
+        "check('q1')",
+        metadata={"nbgrader": {"grade": True, "solution": False, "grade_id": "q1", "points": 2}},
+    )
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="all checks passed\n")]
     nb = nbformat.v4.new_notebook(cells=[cell])
     resources = {"nbgrader": {"assignment": "no_such_lab", "student": "s"}}
@@ -166,5 +217,7 @@ def test_an_assignment_without_a_rubric_scores_nothing():
     (o,) = out.cells[0].outputs
     assert o["output_type"] == "error" and "no rubric for no_such_lab" in "\n".join(o["traceback"])
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="all checks passed\n")]
-    kept, _ = TrustedVerdicts(without_rubric="outputs").preprocess(nbformat.v4.new_notebook(cells=[cell]), resources)
+    kept, _ = TrustedVerdicts(without_rubric="outputs").preprocess(
+        nbformat.v4.new_notebook(cells=[cell]), resources
+    )
     assert kept.cells[0].outputs[0]["text"] == "all checks passed\n"

@@ -17,8 +17,14 @@ FILES = ("reduce_scatter.c", "allreduce_rabenseifner.c", "allreduce_two_level.c"
 def _nbgrader(course, *args):
     # nbgrader runs alembic, a script next to the interpreter, as grade.sh finds it
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=INFO"], cwd=course.root,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args, "--log-level=INFO"],
+        cwd=course.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stderr
 
@@ -30,11 +36,16 @@ def test_underscores_in_student_ids_and_file_names(tmp_path):
     # names, a first attempt of one file that a later attempt replaces, and Blackboard's
     # per-attempt receipt (no file name after the timestamp), which is not a submission
     course.submit_lms_zip("alice_b", "lab3", released_notebook("lab3"), {f: SOL / f for f in FILES})
-    course.submit_lms_zip("carol_b", "lab3", released_notebook("lab3"),
-                          {"reduce_scatter.c": SOL / "reduce_scatter.c"},
-                          extra={f"lab3_carol_b_attempt_{old}.txt": "Name: Carol B\n"})
-    course.submit_lms_zip("carol_b", "lab3", files={"reduce_scatter.c": SOL / "c_solutions" / "reduce_scatter.c"},
-                          date=new)
+    course.submit_lms_zip(
+        "carol_b",
+        "lab3",
+        released_notebook("lab3"),
+        {"reduce_scatter.c": SOL / "reduce_scatter.c"},
+        extra={f"lab3_carol_b_attempt_{old}.txt": "Name: Carol B\n"},
+    )
+    course.submit_lms_zip(
+        "carol_b", "lab3", files={"reduce_scatter.c": SOL / "c_solutions" / "reduce_scatter.c"}, date=new
+    )
     _nbgrader(course, "generate_assignment", "lab3", "--create", "--force")
     _nbgrader(course, "zip_collect", "lab3", "--force")
     sub = course.root / "submitted"
@@ -45,7 +56,9 @@ def test_underscores_in_student_ids_and_file_names(tmp_path):
         assert (alice / f).read_bytes() == (SOL / f).read_bytes()
     carol = sub / "carol_b" / "lab3"
     assert sorted(p.name for p in carol.iterdir()) == ["lab3.ipynb", "reduce_scatter.c", "timestamp.txt"]
-    assert (carol / "reduce_scatter.c").read_bytes() == (SOL / "c_solutions" / "reduce_scatter.c").read_bytes()
+    assert (carol / "reduce_scatter.c").read_bytes() == (
+        SOL / "c_solutions" / "reduce_scatter.c"
+    ).read_bytes()
     assert (carol / "timestamp.txt").read_text().startswith("2026-11-21 09:30:00")
 
 
@@ -53,8 +66,10 @@ def test_blackboard_names():
     from mpilab.grade.lms import BlackboardCollector
 
     collector = BlackboardCollector(valid_ext=[".ipynb", ".c", ".txt"])
-    got = collector.collect("/c/downloaded/lab3/extracted/lab3-gradebook/"
-                            "lab3_alice_b_attempt_2026-11-21-09-30-15_allreduce_two_level.c")
+    got = collector.collect(
+        "/c/downloaded/lab3/extracted/lab3-gradebook/"
+        "lab3_alice_b_attempt_2026-11-21-09-30-15_allreduce_two_level.c"
+    )
     assert got["student_id"] == "alice_b" and got["file_id"] == "allreduce_two_level.c"
     assert str(got["timestamp"]) == "2026-11-21 09:30:15"
     assert collector.collect("/c/lab3_alice_b_attempt_2026-11-21-09-30-15.txt") is None

@@ -46,4 +46,4 @@ if [ -n "${APPTAINER_LABELS:-}" ]; then
 fi
 cd /
 rm -rf "$work"
-echo "build-osu: OSU $version built with $cc into /opt/osu ($(ls /opt/osu/bin | wc -l) programs in /opt/osu/bin)"
+echo "build-osu: OSU $version built with $cc into /opt/osu ($(find /opt/osu/bin -mindepth 1 -maxdepth 1 | wc -l) programs in /opt/osu/bin)"

@@ -46,6 +46,7 @@ esac
 # The labels (what `apptainer inspect` shows) name what is really inside.
 kit_version=$(python -c 'import mpilab; print(mpilab.__version__)')
 for pair in "org.mpilab.mpi.version $mpi_version" "org.mpilab.kit.version $kit_version"; do
+    # shellcheck disable=SC2086 # split "label value" into $1 $2
     set -- $pair
     have=$(label "$1")
     [ "$have" = "$2" ] || fail "label $1 is '$have' but the image has '$2': fix %labels"
@@ -70,6 +71,7 @@ for skel in "$kit"/labs/*/*.c; do
     $mpicc -std=c99 -Wall -c -o "$work/skeleton.o" "$skel"
 done
 # OSU's collectives with a forced algorithm, as students run them (on PATH from /opt/osu/bin)
+# shellcheck disable=SC2086 # $force_bcast is the launcher's options, one word each
 $mpirun -np 2 $force_bcast osu_bcast -m 1024:1024 -i 5 -x 1 -f | grep -q '^1024 '
 for prog in osu_reduce osu_allgather; do
     $mpirun -np 2 "$prog" -m 1024:1024 -i 5 -x 1 | grep -q '^1024 ' || fail "$prog printed no 1024-byte row"

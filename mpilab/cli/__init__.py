@@ -28,11 +28,15 @@ SUBCOMMANDS = {
     "import-osu": ("mpilab.cli.osu", "parse OSU osu_bcast/osu_reduce/osu_allgather/osu_latency output"),
     "libalgs": ("mpilab.cli.libalgs", "list library collective algorithms and how to force them"),
     "image": ("mpilab.cli.image", "check that the host's Open MPI can launch an Apptainer image's"),
-    "pingpong": ("mpilab.cli.pingpong", "two-rank ping-pong (half round trip) per mapping into a results CSV"),
-    "calibrate": ("mpilab.cli.calibrate",
-                  "write a SimGrid platform from your ping-pong and at most one collective curve"),
-    "validate": ("mpilab.cli.validate",
-                 "the shipped simulated clusters against the seeds' own measurements"),
+    "pingpong": (
+        "mpilab.cli.pingpong",
+        "two-rank ping-pong (half round trip) per mapping into a results CSV",
+    ),
+    "calibrate": (
+        "mpilab.cli.calibrate",
+        "write a SimGrid platform from your ping-pong and at most one collective curve",
+    ),
+    "validate": ("mpilab.cli.validate", "the shipped simulated clusters against the seeds' own measurements"),
     "timeline": ("mpilab.cli.timeline", "predicted vs measured timing diagram of one run of an algorithm"),
 }
 
@@ -52,9 +56,12 @@ def build_parser(command=None):
         The subcommand whose module is imported and whose arguments are added; the others only
         get their summary. Default: every subcommand is configured.
     """
-    parser = _Parser(prog="mpilab", description="mpilab: build, measure, model and grade MPI "
-                     "collective algorithms, on real MPI (Open MPI, MPICH) and on simulated "
-                     "clusters (SimGrid SMPI). 'mpilab COMMAND --help' tells more of each.")
+    parser = _Parser(
+        prog="mpilab",
+        description="mpilab: build, measure, model and grade MPI "
+        "collective algorithms, on real MPI (Open MPI, MPICH) and on simulated "
+        "clusters (SimGrid SMPI). 'mpilab COMMAND --help' tells more of each.",
+    )
     parser.add_argument("--version", action="version", version=f"mpilab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, summary) in SUBCOMMANDS.items():
@@ -79,8 +86,7 @@ def main(argv=None):
         print(f"mpilab: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("mpilab: interrupted; rows of finished launches are kept, rerun to resume",
-              file=sys.stderr)
+        print("mpilab: interrupted; rows of finished launches are kept, rerun to resume", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (``mpilab list | head``): stop quietly, and keep Python's exit-time

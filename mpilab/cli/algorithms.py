@@ -6,7 +6,8 @@ and whether ``mpilab timeline`` can draw it."""
 import json
 
 from mpilab.core.errors import LaunchError, ToolMissing, one_of
-from mpilab.core.vocabulary import COLLECTIVES as LIBRARY_COLLECTIVES, FLAVOURS
+from mpilab.core.vocabulary import COLLECTIVES as LIBRARY_COLLECTIVES
+from mpilab.core.vocabulary import FLAVOURS
 from mpilab.measure import collbench
 from mpilab.model import algorithms, costs
 
@@ -14,7 +15,9 @@ from mpilab.model import algorithms, costs
 def _where(r):
     """Which side holds the reference, and what the lab asks for."""
     if r["side"] == "kit":
-        return f"reference: {r['source']} (shipped with the kit: read it)" + (f"; {r['lab']}" if r["lab"] else "")
+        return f"reference: {r['source']} (shipped with the kit: read it)" + (
+            f"; {r['lab']}" if r["lab"] else ""
+        )
     if r["skeleton"]:
         return f"you write it in labs/{r['lab']}/{r['skeleton']}; the reference is in the answer key"
     return "the answer key's" + (f" ({r['lab']} uses it)" if r["lab"] else "")
@@ -29,12 +32,26 @@ def _built(flavour, collective):
 
 
 def _record(a, built):
-    cost = costs.header_form(a.collective, a.name, e=a.cost) if a.cost is not None else (
-        a.cost_note or "not in this installation (the labs ask you to derive it; it is in the answer key)")
-    return {"collective": a.collective, "name": a.name, "description": a.description,
-            "restrictions": a.restrictions, "side": a.side, "lab": a.lab, "skeleton": a.skeleton_file,
-            "cost": cost, "source": a.source, "collbench": bool(built and a.name in built),
-            "schedule": a.schedule is not None}
+    cost = (
+        costs.header_form(a.collective, a.name, e=a.cost)
+        if a.cost is not None
+        else (
+            a.cost_note or "not in this installation (the labs ask you to derive it; it is in the answer key)"
+        )
+    )
+    return {
+        "collective": a.collective,
+        "name": a.name,
+        "description": a.description,
+        "restrictions": a.restrictions,
+        "side": a.side,
+        "lab": a.lab,
+        "skeleton": a.skeleton_file,
+        "cost": cost,
+        "source": a.source,
+        "collbench": bool(built and a.name in built),
+        "schedule": a.schedule is not None,
+    }
 
 
 def _cmd(args):
@@ -66,7 +83,10 @@ def _cmd(args):
             if runs:
                 print(f"{pad}runs here: {', '.join(runs)}")
         if coll in LIBRARY_COLLECTIVES:
-            print(f"  {'native':<{width}}  the MPI library's own {coll} (its algorithms: mpilab libalgs --coll {coll})")
+            print(
+                f"  {'native':<{width}}  the MPI library's own {coll} "
+                f"(its algorithms: mpilab libalgs --coll {coll})"
+            )
     for note in notes:
         print(note)
     return 0
@@ -76,8 +96,12 @@ def configure(p):
     """Add the arguments of ``mpilab list`` to its parser ``p``."""
     p.description = __doc__.replace("``", "")
     p.add_argument("--coll", help=f"only this collective: {', '.join(algorithms.collectives())}")
-    p.add_argument("--flavour", choices=FLAVOURS, default="openmpi",
-                   help="whose collbench build to ask what it runs (default: openmpi)")
+    p.add_argument(
+        "--flavour",
+        choices=FLAVOURS,
+        default="openmpi",
+        help="whose collbench build to ask what it runs (default: openmpi)",
+    )
     p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.set_defaults(func=_cmd)
     return p

@@ -1,4 +1,5 @@
 """``mpilab demo``: the allgather experiment of seed 002, real and simulated (what ``make demo`` runs)."""
+
 from mpilab.studies.demo import format_summary, run_demo
 
 

@@ -1,4 +1,6 @@
-"""``mpilab doctor``: which MPI flavours, simulators, schedulers and tools are here, and how to get the rest."""
+"""``mpilab doctor``: which MPI flavours, simulators, schedulers and tools are here, and how to get the
+rest."""
+
 import json
 
 from mpilab.core.doctor import TOOLS, check, format_report
@@ -26,8 +28,9 @@ def _cmd(args):
 def configure(p):
     """Add the arguments of ``mpilab doctor`` to its parser ``p``."""
     p.description = __doc__
-    p.add_argument("--require", help=f"comma-separated names that must be present (exit 1 otherwise): "
-                                     f"{', '.join(TOOLS)}")
+    p.add_argument(
+        "--require", help=f"comma-separated names that must be present (exit 1 otherwise): {', '.join(TOOLS)}"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
     return p

@@ -23,8 +23,11 @@ def configure(p):
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     sub = p.add_subparsers(dest="image_cmd", required=True)
     h = sub.add_parser("host-check", help="warn if the host Open MPI's major version differs from an image's")
-    h.add_argument("image_version", metavar="IMAGE|VERSION",
-                   help="an image (build/images/mpilab-openmpi.sif) or its org.mpilab.mpi.version, e.g. 4.1.4")
+    h.add_argument(
+        "image_version",
+        metavar="IMAGE|VERSION",
+        help="an image (build/images/mpilab-openmpi.sif) or its org.mpilab.mpi.version, e.g. 4.1.4",
+    )
     h.add_argument("--mpirun", default="mpirun", help="host launcher to ask (default: mpirun)")
     h.set_defaults(func=_host_check)
     return p
@@ -36,9 +39,11 @@ def _image_version(arg):
         return arg
     labels = launch.get_launcher("apptainer", image=arg, check_mpi=False).image_labels()
     if labels.get("org.mpilab.flavour", "openmpi") != "openmpi" or "org.mpilab.mpi.version" not in labels:
-        raise UsageError(f"{arg}: no Open MPI version in its labels (org.mpilab.flavour "
-                         f"{labels.get('org.mpilab.flavour', '?')!r}); host-check compares Open MPI "
-                         "images, and needs apptainer to read them")
+        raise UsageError(
+            f"{arg}: no Open MPI version in its labels (org.mpilab.flavour "
+            f"{labels.get('org.mpilab.flavour', '?')!r}); host-check compares Open MPI "
+            "images, and needs apptainer to read them"
+        )
     return labels["org.mpilab.mpi.version"]
 
 
@@ -50,10 +55,11 @@ def _host_check(args):
     if msg:
         print(f"mpilab: warning: {msg}", file=sys.stderr)
         return 1
-    print(f"host and image Open MPI major versions agree (image {version}), or the host has no "
-          "Open MPI mpirun")
+    print(
+        f"host and image Open MPI major versions agree (image {version}), or the host has no Open MPI mpirun"
+    )
     return 0
 
 
-if __name__ == "__main__":   # python -m mpilab.cli.image ARGS
+if __name__ == "__main__":  # python -m mpilab.cli.image ARGS
     sys.exit(cli.main(["image", *sys.argv[1:]]))

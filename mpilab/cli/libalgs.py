@@ -23,8 +23,10 @@ def _run(args):
         return 0
     if args.coll:
         libalgs.names(args.coll)  # validates the name
-    print("# lib:NAME = the library's algorithm where the kit has its own C algorithm NAME "
-          "(allgather ring, bruck)")
+    print(
+        "# lib:NAME = the library's algorithm where the kit has its own C algorithm NAME "
+        "(allgather ring, bruck)"
+    )
     cols = ["collective", "algorithm", "openmpi", "mpich", "smpi", "description"]
     rows = [r for r in libalgs.table_rows() if not args.coll or r["collective"] == args.coll]
     if args.flavour:
@@ -43,7 +45,11 @@ def configure(p):
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--coll", help="bcast, reduce, allreduce or allgather (default: all)")
     p.add_argument("--flavour", help="only those available on openmpi, mpich or smpi")
-    p.add_argument("--show", nargs=2, metavar=("COLL", "NAME"),
-                   help="print the settings that force NAME on --flavour (default openmpi)")
+    p.add_argument(
+        "--show",
+        nargs=2,
+        metavar=("COLL", "NAME"),
+        help="print the settings that force NAME on --flavour (default openmpi)",
+    )
     p.set_defaults(func=_run)
     return p

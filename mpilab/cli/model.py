@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from mpilab.core import key, results
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 from mpilab.measure import sweep
 from mpilab.model import costs, p2p
 
@@ -25,8 +25,9 @@ VALUES = ("avg_us", "maxrank_avg_us", "maxrank_median_us", "min_us", "max_us")
 
 def _read(path, what):
     if not Path(path).exists():
-        raise UsageError(f"{what} file {path!r} does not exist; valid: a CSV written by "
-                         f"`mpilab sweep` / `mpilab pingpong`")
+        raise UsageError(
+            f"{what} file {path!r} does not exist; valid: a CSV written by `mpilab sweep` / `mpilab pingpong`"
+        )
     df = results.read_results(path)
     if df.empty:
         raise UsageError(f"{what} file {path!r} has no rows")
@@ -52,9 +53,11 @@ def alpha_beta(args):
 def _compare():
     keyed = key.module("costs")
     if keyed is None:
-        raise UsageError("mpilab model is an instructor's command: the algorithms' cost expressions "
-                         "and the model-vs-measurement table are answers of lab 4 and are in the "
-                         "answer key, which this installation does not have")
+        raise UsageError(
+            "mpilab model is an instructor's command: the algorithms' cost expressions "
+            "and the model-vs-measurement table are answers of lab 4 and are in the "
+            "answer key, which this installation does not have"
+        )
     return keyed.compare_model
 
 
@@ -68,26 +71,30 @@ def _cmd(args):
         wanted = sweep.parse_nprocs(args.nprocs)
         missing = sorted(set(wanted) - set(df["nprocs"]))
         if missing:
-            raise UsageError(f"no rows at nprocs {missing} in {args.results}; "
-                             f"measured: {sorted(set(df['nprocs']))}")
+            raise UsageError(
+                f"no rows at nprocs {missing} in {args.results}; measured: {sorted(set(df['nprocs']))}"
+            )
         df = df[df["nprocs"].isin(wanted)]
     alpha, beta = alpha_beta(args)
     rows = []
     for p, g in df.groupby("nprocs"):
         t = compare_model(g, alpha, beta, value=args.value)
-        rows += [dict(nprocs=p, collective=r.collective, algorithm=r.algorithm, mape=r.mape)
-                 for r in t.itertuples()]
+        rows += [
+            dict(nprocs=p, collective=r.collective, algorithm=r.algorithm, mape=r.mape)
+            for r in t.itertuples()
+        ]
     if not rows:
-        raise UsageError(f"no algorithm of {args.results} has a cost in mpilab.model.costs "
-                         f"(see `mpilab list`)")
-    table = pd.DataFrame(rows).pivot_table(index=["collective", "algorithm"], columns="nprocs",
-                                           values="mape")
-    print(f"model vs {args.value}: alpha = {alpha:.4g} us, beta = {beta:.4g} us/byte; "
-          f"MAPE (%) per algorithm and process count")
+        raise UsageError(
+            f"no algorithm of {args.results} has a cost in mpilab.model.costs (see `mpilab list`)"
+        )
+    table = pd.DataFrame(rows).pivot_table(index=["collective", "algorithm"], columns="nprocs", values="mape")
+    print(
+        f"model vs {args.value}: alpha = {alpha:.4g} us, beta = {beta:.4g} us/byte; "
+        f"MAPE (%) per algorithm and process count"
+    )
     print(table.round(1).to_string())
     if args.output:
-        fig, _ = costs.plot_model(compare_model(df, alpha, beta, value=args.value),
-                                  value=args.value)
+        fig, _ = costs.plot_model(compare_model(df, alpha, beta, value=args.value), value=args.value)
         fig.savefig(args.output, dpi=120, bbox_inches="tight")
         print(args.output)
     return 0
@@ -100,11 +107,15 @@ def configure(p):
     p.add_argument("--alpha", type=float, help="latency alpha in us")
     p.add_argument("--beta", type=float, help="time per byte beta in us/byte")
     p.add_argument("--pingpong", help="ping-pong results CSV: fit alpha and beta from it instead")
-    p.add_argument("--mapping", default="core", help="which ping-pong mapping gives alpha, beta "
-                                                     "(default core)")
+    p.add_argument(
+        "--mapping", default="core", help="which ping-pong mapping gives alpha, beta (default core)"
+    )
     p.add_argument("--nprocs", help="process counts to compare, e.g. 16,48 (default: all)")
-    p.add_argument("--value", default="maxrank_avg_us",
-                   help=f"measured column (default maxrank_avg_us; valid: {', '.join(VALUES)})")
+    p.add_argument(
+        "--value",
+        default="maxrank_avg_us",
+        help=f"measured column (default maxrank_avg_us; valid: {', '.join(VALUES)})",
+    )
     p.add_argument("-o", "--output", help="save the model-vs-measurement plot (PNG)")
     p.set_defaults(func=_cmd)
     return p

@@ -9,8 +9,10 @@ from mpilab.studies import plots
 
 def _cmd(args):
     if not Path(args.results).exists():
-        raise UsageError(f"results file {args.results!r} does not exist; "
-                         "valid: a CSV written by `mpilab sweep` or `mpilab demo`")
+        raise UsageError(
+            f"results file {args.results!r} does not exist; "
+            "valid: a CSV written by `mpilab sweep` or `mpilab demo`"
+        )
     df = results.read_results(args.results)
     if df.empty:
         raise UsageError(f"results file {args.results!r} has no rows")

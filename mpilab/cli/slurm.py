@@ -25,32 +25,53 @@ from mpilab.core.vocabulary import COLLECTIVES
 def _cmd_profiles(args):
     for name in slurm.list_profiles():
         prof = slurm.load_profile(name)
-        flavours = ", ".join(f"{f} (srun --mpi={t.get('srun_mpi', 'pmix')}; modules: "
-                             f"{' '.join(t.get('modules', [])) or 'none'})"
-                             for f, t in prof.mpi.items())
+        flavours = ", ".join(
+            f"{f} (srun --mpi={t.get('srun_mpi', 'pmix')}; modules: "
+            f"{' '.join(t.get('modules', [])) or 'none'})"
+            for f, t in prof.mpi.items()
+        )
         print(f"{name}: {prof.description}")
         print(f"  MPI: {flavours or 'none'}")
         for p in prof.partitions.values():
-            print(f"  {p.name:8s} {p.nodes:3d} nodes x {p.sockets} sockets x {p.cores_per_socket:2d} cores"
-                  f" = {p.cores_per_node:3d} cores/node, {p.memory or '?'} memory, time limit "
-                  f"{slurm.format_time(p.max_time)}")
+            print(
+                f"  {p.name:8s} {p.nodes:3d} nodes x {p.sockets} sockets x {p.cores_per_socket:2d} cores"
+                f" = {p.cores_per_node:3d} cores/node, {p.memory or '?'} memory, time limit "
+                f"{slurm.format_time(p.max_time)}"
+            )
     return 0
 
 
 def _cmd_render(args):
-    params = dict(flavour=args.flavour, job_name=args.job_name, nodes=args.nodes,
-                  ntasks_per_node=args.ntasks_per_node, time=args.time, collective=args.coll,
-                  algos=args.algos, nprocs=args.nprocs, mappings=args.mapping, sizes=args.sizes,
-                  iters=args.iters, warmup=args.warmup, repetitions=args.repetitions,
-                  cooldown=args.cooldown, collbench=args.collbench, image=args.image,
-                  container_kit_dir=args.container_kit_dir,
-                  osu_dir=args.osu_dir, exclusive=args.exclusive, exchange=args.exchange,
-                  course=args.course,
-                  command="mpilab slurm " + " ".join(map(shlex.quote, sys.argv[2:]))
-                  if sys.argv[1:2] == ["slurm"] else None)
+    params = dict(
+        flavour=args.flavour,
+        job_name=args.job_name,
+        nodes=args.nodes,
+        ntasks_per_node=args.ntasks_per_node,
+        time=args.time,
+        collective=args.coll,
+        algos=args.algos,
+        nprocs=args.nprocs,
+        mappings=args.mapping,
+        sizes=args.sizes,
+        iters=args.iters,
+        warmup=args.warmup,
+        repetitions=args.repetitions,
+        cooldown=args.cooldown,
+        collbench=args.collbench,
+        image=args.image,
+        container_kit_dir=args.container_kit_dir,
+        osu_dir=args.osu_dir,
+        exclusive=args.exclusive,
+        exchange=args.exchange,
+        course=args.course,
+        command="mpilab slurm " + " ".join(map(shlex.quote, sys.argv[2:]))
+        if sys.argv[1:2] == ["slurm"]
+        else None,
+    )
     if args.stdout:
-        print(slurm.render(args.template, args.profile, args.partition, run_dir=args.output,
-                           **params), end="")
+        print(
+            slurm.render(args.template, args.profile, args.partition, run_dir=args.output, **params), end=""
+        )
         return 0
     path = slurm.render_to_dir(args.template, args.profile, args.partition, args.output, **params)
     print(path)
@@ -97,8 +118,11 @@ def configure(p):
 
     r = sub.add_parser("render", help="render a template into an sbatch script in a run directory")
     r.add_argument("template", help="one of: " + ", ".join(slurm.TEMPLATES))
-    r.add_argument("--profile", required=True, help="cluster profile: " + ", ".join(slurm.list_profiles())
-                   + ", or a path to a .toml file")
+    r.add_argument(
+        "--profile",
+        required=True,
+        help="cluster profile: " + ", ".join(slurm.list_profiles()) + ", or a path to a .toml file",
+    )
     r.add_argument("--partition", required=True, help="a partition of the profile (e.g. THIN)")
     r.add_argument("-o", "--output", default="slurm-run", help="run directory (default: slurm-run)")
     r.add_argument("--flavour", default="openmpi", help="openmpi or mpich (default: openmpi)")
@@ -117,11 +141,16 @@ def configure(p):
     r.add_argument("--cooldown", type=float, default=0, help="seconds to sleep after each point")
     r.add_argument("--collbench", help="path of collbench (default: c_reference/build/<flavour>/collbench)")
     r.add_argument("--image", help="Apptainer image (sweep-apptainer)")
-    r.add_argument("--container-kit-dir", default="/opt/mpilab",
-                   help="where the kit is inside the image (default: /opt/mpilab)")
+    r.add_argument(
+        "--container-kit-dir",
+        default="/opt/mpilab",
+        help="where the kit is inside the image (default: /opt/mpilab)",
+    )
     r.add_argument("--osu-dir", default="", help="directory of osu_bcast/osu_reduce (osu-seed)")
     r.add_argument("--exchange", help="nbgrader's exchange root on a shared filesystem (jupyter-exchange)")
-    r.add_argument("--course", default="mpilab", help="nbgrader course id (jupyter-exchange; default: mpilab)")
+    r.add_argument(
+        "--course", default="mpilab", help="nbgrader course id (jupyter-exchange; default: mpilab)"
+    )
     r.add_argument("--exclusive", action=argparse.BooleanOptionalAction, default=None)
     r.add_argument("--stdout", action="store_true", help="print the script instead of writing it")
     r.set_defaults(func=_cmd_render)
@@ -148,5 +177,5 @@ def configure(p):
     return p
 
 
-if __name__ == "__main__":   # python -m mpilab.cli.slurm ARGS, e.g. inside jobs
+if __name__ == "__main__":  # python -m mpilab.cli.slurm ARGS, e.g. inside jobs
     sys.exit(cli.main(["slurm", *sys.argv[1:]]))

@@ -11,11 +11,10 @@ import random
 import warnings
 
 from mpilab.core import results, units
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 from mpilab.core.vocabulary import COLLECTIVES, MAPPINGS
 from mpilab.measure import collbench, driver, launch, libalgs, sweep
 from mpilab.model import algorithms, stats
-
 
 #: SimGrid 3.32's collective selectors (``--cfg=smpi/coll-selector:NAME``).
 SMPI_SELECTORS = ("default", "ompi", "mpich", "mvapich2", "impi")
@@ -28,8 +27,11 @@ def _positive(name):
         except ValueError:
             raise UsageError(f"bad {name} {text!r}; valid: an integer >= 1") from None
         if v < 1 and not (name.startswith("warmup") and v == 0):
-            raise UsageError(f"bad {name} {text!r}; valid: an integer >= {0 if name.startswith('warmup') else 1}")
+            raise UsageError(
+                f"bad {name} {text!r}; valid: an integer >= {0 if name.startswith('warmup') else 1}"
+            )
         return v
+
     return conv
 
 
@@ -58,13 +60,15 @@ def _algorithms(flavour, coll, text):
             continue
         task = algorithms.registry().get((coll, a))
         if task is not None and task.skeleton:
-            raise UsageError(f"{a!r} is not in this build of collbench: {task.lab} asks you to write it "
-                             f"(labs/{task.lab}/{task.skeleton_file}), and its reference is in the answer key; "
-                             f"time yours from the lab's notebook (mpilab.grade.runner). Here: {', '.join(kit)}"
-                             + (f"; the library's {a}: {libalgs.PREFIX}{a}" if libalgs.PREFIX + a in library else ""))
+            raise UsageError(
+                f"{a!r} is not in this build of collbench: {task.lab} asks you to write it "
+                f"(labs/{task.lab}/{task.skeleton_file}), and its reference is in the answer key; "
+                f"time yours from the lab's notebook (mpilab.grade.runner). Here: {', '.join(kit)}"
+                + (f"; the library's {a}: {libalgs.PREFIX}{a}" if libalgs.PREFIX + a in library else "")
+            )
         if libalgs.PREFIX + a in libalgs.names(coll):
             libalgs.canonical(coll, a)  # raises "'x' is the kit's ...; the library's is 'lib:x'"
-        sweep.validate_algorithms([a], kit + library)   # raises "unknown algorithm ...; valid: ..."
+        sweep.validate_algorithms([a], kit + library)  # raises "unknown algorithm ...; valid: ..."
     return algos
 
 
@@ -102,13 +106,15 @@ def _cmd(args):
         raise UsageError(f"bad --probe {args.probe!r}; valid: a positive size in bytes (e.g. 8, 1K)")
     root = _nonnegative("root", args.root) if args.root is not None else None
     if root is not None and root >= min(nprocs):
-        raise UsageError(f"bad --root {root}: it must be a rank of every run; valid: 0.."
-                         f"{min(nprocs) - 1} (smallest --nprocs is {min(nprocs)})")
+        raise UsageError(
+            f"bad --root {root}: it must be a rank of every run; valid: 0.."
+            f"{min(nprocs) - 1} (smallest --nprocs is {min(nprocs)})"
+        )
     seed = _nonnegative("seed", args.seed) if args.seed is not None else None
     if seed is not None and not args.shuffle:
         raise UsageError("--seed only applies with --shuffle")
     if args.shuffle and seed is None:
-        seed = random.SystemRandom().randrange(2 ** 31)
+        seed = random.SystemRandom().randrange(2**31)
     if args.platform and flavour != "smpi":
         raise UsageError(f"--platform {args.platform!r} only applies to --flavour smpi")
     if args.smpi_selector and flavour != "smpi":
@@ -123,16 +129,36 @@ def _cmd(args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if sweep.check_mpich_nprocs(flavour, nprocs):
-            print(f"mpilab: warning: MPICH busy-polls when oversubscribed; process counts above "
-                  f"{sweep.MPICH_MAX_NPROCS} will be slow and unrepresentative")
-    stats = sweep.run_sweep(launcher, args.output, algos, nprocs, (lo, hi), coll=args.coll,
-                            mapping=args.mapping, iters=iters, warmup=warmup, iters_large=iters_large,
-                            warmup_large=warmup_large, repetitions=reps,
-                            check=args.check, timeout=args.timeout, progress=not args.quiet,
-                            shuffle=args.shuffle, seed=seed, probe=probe, datatype=args.datatype,
-                            root=root)
-    print(f"{stats['launched']} launches ({stats['rows']} rows appended to {args.output}), "
-          f"{stats['skipped']} already measured")
+            print(
+                f"mpilab: warning: MPICH busy-polls when oversubscribed; process counts above "
+                f"{sweep.MPICH_MAX_NPROCS} will be slow and unrepresentative"
+            )
+    stats = sweep.run_sweep(
+        launcher,
+        args.output,
+        algos,
+        nprocs,
+        (lo, hi),
+        coll=args.coll,
+        mapping=args.mapping,
+        iters=iters,
+        warmup=warmup,
+        iters_large=iters_large,
+        warmup_large=warmup_large,
+        repetitions=reps,
+        check=args.check,
+        timeout=args.timeout,
+        progress=not args.quiet,
+        shuffle=args.shuffle,
+        seed=seed,
+        probe=probe,
+        datatype=args.datatype,
+        root=root,
+    )
+    print(
+        f"{stats['launched']} launches ({stats['rows']} rows appended to {args.output}), "
+        f"{stats['skipped']} already measured"
+    )
     if args.shuffle:
         print(f"order shuffled with --seed {seed} (give it again to repeat this order)")
     if reps > 1:
@@ -142,63 +168,107 @@ def _cmd(args):
 
 def _print_summary(args, launcher, algos, nprocs, sizes, reps, root):
     df = results.read_results(args.output)
-    keep = ((df["collective"] == args.coll) & (df["flavour"] == launcher.flavour)
-            & (df["launcher"] == launcher.name) & (df["platform"] == launcher.platform)
-            & (df["mapping"] == args.mapping) & (df["datatype"] == (args.datatype or "char"))
-            & (df["root"] == (root or 0)) & (df["repetition"] < reps))
-    names = [a if a in collbench.algorithm_names(launcher.flavour, args.coll)
-             else libalgs.canonical(args.coll, a) for a in algos]
+    keep = (
+        (df["collective"] == args.coll)
+        & (df["flavour"] == launcher.flavour)
+        & (df["launcher"] == launcher.name)
+        & (df["platform"] == launcher.platform)
+        & (df["mapping"] == args.mapping)
+        & (df["datatype"] == (args.datatype or "char"))
+        & (df["root"] == (root or 0))
+        & (df["repetition"] < reps)
+    )
+    names = [
+        a if a in collbench.algorithm_names(launcher.flavour, args.coll) else libalgs.canonical(args.coll, a)
+        for a in algos
+    ]
     table = summary(df[keep], names, nprocs, units.sizes_in_range(*sizes))
     if table.empty:
         return
-    print(f"medians over {reps} repetitions, 95 % confidence interval (bootstrap), "
-          f"slowest-rank latency in µs:")
+    print(
+        f"medians over {reps} repetitions, 95 % confidence interval (bootstrap), slowest-rank latency in µs:"
+    )
     w = max(len("algorithm"), *(len(a) for a in table["algorithm"]))
     print(f"  {'algorithm':<{w}}  {'P':>4}  {'bytes':>8}  {'n':>3}  {'median':>10}  interval")
     for _, r in table.iterrows():
-        print(f"  {r['algorithm']:<{w}}  {r['nprocs']:>4}  {r['bytes']:>8}  {r['n']:>3}  "
-              f"{r['median_us']:>10.3f}  [{r['ci_low_us']:.3f}, {r['ci_high_us']:.3f}]")
-    print(f"  (all points: mpilab.model.stats.summarize(mpilab.core.results.read_results({str(args.output)!r})))")
+        print(
+            f"  {r['algorithm']:<{w}}  {r['nprocs']:>4}  {r['bytes']:>8}  {r['n']:>3}  "
+            f"{r['median_us']:>10.3f}  [{r['ci_low_us']:.3f}, {r['ci_high_us']:.3f}]"
+        )
+    print(
+        "  (all points: mpilab.model.stats.summarize("
+        f"mpilab.core.results.read_results({str(args.output)!r})))"
+    )
 
 
 def configure(p):
     """Add the arguments of ``mpilab sweep`` to its parser ``p``."""
     p.description = __doc__
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("--flavour", "--launcher", dest="flavour", choices=("openmpi", "mpich", "smpi"),
-                   default="openmpi", help="which MPI runs collbench (default: openmpi)")
+    p.add_argument(
+        "--flavour",
+        "--launcher",
+        dest="flavour",
+        choices=("openmpi", "mpich", "smpi"),
+        default="openmpi",
+        help="which MPI runs collbench (default: openmpi)",
+    )
     p.add_argument("--platform", help="SMPI platform: a shipped name (orfeo-thin) or an XML file")
-    p.add_argument("--map-by", "--mapping", dest="mapping", choices=MAPPINGS, default="core",
-                   help="where ranks go: core (fill a socket first), socket (round-robin over "
-                        "sockets), node (round-robin over nodes); default core")
-    p.add_argument("--smpi-selector", metavar="NAME",
-                   help="SMPI only: whose decision rules the 'default' algorithm follows, "
-                        f"{', '.join(SMPI_SELECTORS)} (SimGrid's own default otherwise; lab 1 "
-                        "uses ompi). The selector is not part of a row's key: sweep another "
-                        "selector into another file")
+    p.add_argument(
+        "--map-by",
+        "--mapping",
+        dest="mapping",
+        choices=MAPPINGS,
+        default="core",
+        help="where ranks go: core (fill a socket first), socket (round-robin over "
+        "sockets), node (round-robin over nodes); default core",
+    )
+    p.add_argument(
+        "--smpi-selector",
+        metavar="NAME",
+        help="SMPI only: whose decision rules the 'default' algorithm follows, "
+        f"{', '.join(SMPI_SELECTORS)} (SimGrid's own default otherwise; lab 1 "
+        "uses ompi). The selector is not part of a row's key: sweep another "
+        "selector into another file",
+    )
     p.add_argument("--coll", choices=COLLECTIVES, default="allgather")
-    p.add_argument("--algos", help="comma-separated algorithms (default: all the kit's + native); "
-                                   "library ones as in `mpilab libalgs`, e.g. default,chain,lib:ring")
+    p.add_argument(
+        "--algos",
+        help="comma-separated algorithms (default: all the kit's + native); "
+        "library ones as in `mpilab libalgs`, e.g. default,chain,lib:ring",
+    )
     p.add_argument("--nprocs", default="1,2", help="process counts: 1,2,4 or ranges 2..48:2 (default 1,2)")
     p.add_argument("-m", default="32:1M", help="size range MIN:MAX in bytes, suffixes K M (default 32:1M)")
-    p.add_argument("--datatype", choices=driver.DATATYPES,
-                   help="element type (default char); sizes must be multiples of its size")
+    p.add_argument(
+        "--datatype",
+        choices=driver.DATATYPES,
+        help="element type (default char); sizes must be multiples of its size",
+    )
     p.add_argument("--root", help="root rank of bcast and reduce (default 0)")
-    p.add_argument("--iters", help="iterations for every size, as OSU's -i (collbench's default: "
-                                   "1000 up to 8 KiB, 100 above)")
+    p.add_argument(
+        "--iters",
+        help="iterations for every size, as OSU's -i (collbench's default: 1000 up to 8 KiB, 100 above)",
+    )
     p.add_argument("--warmup", help="warm-up iterations for every size, as OSU's -x")
     p.add_argument("--iters-large", help="iterations above 8 KiB only (overrides --iters there)")
     p.add_argument("--warmup-large", help="warm-up iterations above 8 KiB only")
-    p.add_argument("--repetitions", default="1",
-                   help="independent launches per point (default 1); above 1 the sweep ends with "
-                        "medians and confidence intervals")
-    p.add_argument("--probe", metavar="BYTES",
-                   help="time a ping-pong of BYTES between ranks 0 and P-1 right before each "
-                        "size's collective (stored in probe_us)")
+    p.add_argument(
+        "--repetitions",
+        default="1",
+        help="independent launches per point (default 1); above 1 the sweep ends with "
+        "medians and confidence intervals",
+    )
+    p.add_argument(
+        "--probe",
+        metavar="BYTES",
+        help="time a ping-pong of BYTES between ranks 0 and P-1 right before each "
+        "size's collective (stored in probe_us)",
+    )
     p.add_argument("--check", action="store_true", help="verify every element before timing")
     p.add_argument("--shuffle", action="store_true", help="measure the launches in random order")
-    p.add_argument("--seed", help="random seed of --shuffle, to repeat an order (default: a new "
-                                  "one, printed)")
+    p.add_argument(
+        "--seed", help="random seed of --shuffle, to repeat an order (default: a new one, printed)"
+    )
     p.add_argument("-o", "--output", default="results.csv", help="results CSV (appended, resumed)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per launch (default 600)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

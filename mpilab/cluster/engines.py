@@ -28,7 +28,7 @@ from mpilab.core.vocabulary import MPIRUN, REAL_FLAVOURS, check, openmpi_env
 MPIRUN_ARGS = {"openmpi": ["--oversubscribe"], "mpich": []}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mpi4py_flavour(python=sys.executable):
     """Which MPI library this Python's mpi4py loads: ``"openmpi"`` or ``"mpich"``.
 
@@ -44,8 +44,10 @@ def mpi4py_flavour(python=sys.executable):
     if proc.timed_out:
         raise ToolMissing("mpi4py did not answer within 60 s (is its MPI installed?)")
     if proc.returncode != 0:
-        raise ToolMissing(f"mpi4py cannot start in {python}: {proc.stderr.strip()[-500:]}; "
-                          "install it with: pip install -e '.[lab]'")
+        raise ToolMissing(
+            f"mpi4py cannot start in {python}: {proc.stderr.strip()[-500:]}; "
+            "install it with: pip install -e '.[lab]'"
+        )
     version = proc.stdout
     if "Open MPI" in version:
         return "openmpi"
@@ -83,9 +85,11 @@ def mpi_cluster(n=4, flavour=None, **kwargs):
     flavour = flavour or built
     check("flavour for MPI engines", flavour, REAL_FLAVOURS)
     if flavour != built:
-        raise UsageError(f"mpi4py here runs on {built}, so the engines must be started by "
-                         f"{MPIRUN[built]}, not {MPIRUN[flavour]} (they would all be rank 0); "
-                         f"use flavour={built!r}")
+        raise UsageError(
+            f"mpi4py here runs on {built}, so the engines must be started by "
+            f"{MPIRUN[built]}, not {MPIRUN[flavour]} (they would all be rank 0); "
+            f"use flavour={built!r}"
+        )
     # ERROR: stopping the engines ends mpirun with a non-zero status, which ipyparallel would
     # answer with every engine's log at WARNING level.
     kwargs.setdefault("log_level", 40)
@@ -100,6 +104,7 @@ def mpi_cluster(n=4, flavour=None, **kwargs):
 def _engine_rank():
     # runs on an engine; importing mpi4py at the top of this module would start MPI in the kernel
     from mpi4py import MPI
+
     return MPI.COMM_WORLD.Get_rank()
 
 
@@ -130,6 +135,8 @@ def pull(rc, *names):
             out[name] = list(view.pull(name, block=True))
     except Exception as exc:  # ipyparallel wraps the engines' NameError in its own errors
         detail = " ".join(str(exc).split())[:300]
-        raise UsageError(f"could not read {', '.join(map(repr, names))} from the engines "
-                         f"({type(exc).__name__}: {detail}); run the %%px cells above first") from None
+        raise UsageError(
+            f"could not read {', '.join(map(repr, names))} from the engines "
+            f"({type(exc).__name__}: {detail}); run the %%px cells above first"
+        ) from None
     return out

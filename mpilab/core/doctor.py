@@ -1,8 +1,8 @@
 """``mpilab doctor``: which MPI flavours, simulators, schedulers and tools are here, their
 versions, whether c_reference is built, and how to get what is missing."""
 
-import re
 import os
+import re
 import shutil
 import sys
 
@@ -12,15 +12,24 @@ from mpilab.core.vocabulary import FLAVOURS
 
 #: name -> (programs that must all exist, version command, how to get it)
 TOOLS = {
-    "openmpi": (("mpicc.openmpi", "mpirun.openmpi"), ["mpirun.openmpi", "--version"],
-                "apt-get install openmpi-bin libopenmpi-dev"),
-    "mpich": (("mpicc.mpich", "mpirun.mpich"), ["mpirun.mpich", "--version"],
-              "apt-get install mpich libmpich-dev"),
+    "openmpi": (
+        ("mpicc.openmpi", "mpirun.openmpi"),
+        ["mpirun.openmpi", "--version"],
+        "apt-get install openmpi-bin libopenmpi-dev",
+    ),
+    "mpich": (
+        ("mpicc.mpich", "mpirun.mpich"),
+        ["mpirun.mpich", "--version"],
+        "apt-get install mpich libmpich-dev",
+    ),
     "smpi": (("smpicc", "smpirun"), ["smpirun", "--version"], "apt-get install libsimgrid-dev simgrid"),
     "slurm": (("sbatch", "srun"), ["srun", "--version"], "apt-get install slurm-wlm munge"),
-    "apptainer": (("apptainer",), ["apptainer", "--version"],
-                  "not packaged for Debian bookworm: install the release .deb from "
-                  "github.com/apptainer/apptainer/releases"),
+    "apptainer": (
+        ("apptainer",),
+        ["apptainer", "--version"],
+        "not packaged for Debian bookworm: install the release .deb from "
+        "github.com/apptainer/apptainer/releases",
+    ),
     "jupyter": (("jupyter",), ["jupyter", "lab", "--version"], "pip install -e '.[lab]'"),
     "chromium": (("chromium",), ["chromium", "--version"], "apt-get install chromium"),
 }
@@ -50,8 +59,14 @@ def check():
     report = []
     for name, (progs, vcmd, how) in TOOLS.items():
         missing = [p for p in progs if _which(p) is None]
-        item = {"name": name, "present": not missing, "programs": list(progs), "missing": missing,
-                "version": _version(vcmd) if not missing else None, "how": how}
+        item = {
+            "name": name,
+            "present": not missing,
+            "programs": list(progs),
+            "missing": missing,
+            "version": _version(vcmd) if not missing else None,
+            "how": how,
+        }
         if name in FLAVOURS:
             built = paths.collbench_path(name).exists()
             item["built"] = built
@@ -64,8 +79,11 @@ def format_report(report):
     """The human-readable report, one line per tool plus a hint for each missing thing."""
     lines = []
     for it in report:
-        state = f"ok  {it['version'] or '(version unknown)'}" if it["present"] else \
-            f"MISSING {', '.join(it['missing'])}"
+        state = (
+            f"ok  {it['version'] or '(version unknown)'}"
+            if it["present"]
+            else f"MISSING {', '.join(it['missing'])}"
+        )
         line = f"{it['name']:<10} {state}"
         if "built" in it:
             line += "; c_reference built" if it["built"] else "; c_reference NOT built"

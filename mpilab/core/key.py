@@ -6,6 +6,7 @@ checkout installs it (``scripts/setup.sh`` runs ``pip install -e solutions``); t
 side of the kit (``make student-release``, the student image) does not have it, and the kit
 then works without it.
 """
+
 import importlib
 
 #: The key's package name.

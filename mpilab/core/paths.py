@@ -10,7 +10,6 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = PACKAGE_DIR / "data"
 
 
-
 def repo_root():
     """The kit's checkout (``$MPILAB_ROOT`` if set, else the parent of the package)."""
     env = os.environ.get("MPILAB_ROOT")

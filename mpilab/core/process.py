@@ -139,8 +139,18 @@ def kill_group(pgid, grace=GRACE):
             time.sleep(grace)
 
 
-def run(argv, *, timeout=None, env=None, cwd=None, stdin=subprocess.DEVNULL, output_cap=None,
-        preexec_fn=None, marker=cut_marker, grace=GRACE):
+def run(
+    argv,
+    *,
+    timeout=None,
+    env=None,
+    cwd=None,
+    stdin=subprocess.DEVNULL,
+    output_cap=None,
+    preexec_fn=None,
+    marker=cut_marker,
+    grace=GRACE,
+):
     """Run ``argv`` in a new session (its own process group) and wait for it.
 
     Parameters
@@ -186,21 +196,28 @@ def run(argv, *, timeout=None, env=None, cwd=None, stdin=subprocess.DEVNULL, out
         raise UsageError(f"bad output_cap {output_cap!r}; valid: a number of bytes > 0, or None")
     deadline = math.inf if timeout is None else time.monotonic() + timeout
     try:
-        proc = subprocess.Popen(argv, cwd=None if cwd is None else str(cwd), env=env, stdin=stdin,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, preexec_fn=preexec_fn)
+        proc = subprocess.Popen(
+            argv,
+            cwd=None if cwd is None else str(cwd),
+            env=env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+        )
     except FileNotFoundError as e:
         if cwd is not None and not os.path.isdir(cwd):
             raise UsageError(f"working directory {str(cwd)!r} does not exist") from None
-        raise ToolMissing(f"{argv[0]!r} not found ({e.strerror}); `mpilab doctor` says what "
-                          "the kit needs") from None
+        raise ToolMissing(
+            f"{argv[0]!r} not found ({e.strerror}); `mpilab doctor` says what the kit needs"
+        ) from None
     streams = Streams(proc, output_cap)
     try:
         timed_out = not streams.read_until(deadline)
         if not timed_out:
-            try:   # the pipes are closed; the program may still be finishing
-                proc.wait(timeout=None if deadline == math.inf
-                          else max(deadline - time.monotonic(), 0.01))
+            try:  # the pipes are closed; the program may still be finishing
+                proc.wait(timeout=None if deadline == math.inf else max(deadline - time.monotonic(), 0.01))
             except subprocess.TimeoutExpired:
                 timed_out = True
         if timed_out:
@@ -216,8 +233,7 @@ def run(argv, *, timeout=None, env=None, cwd=None, stdin=subprocess.DEVNULL, out
     streams.close()
     out, n_out = streams.text(proc.stdout, marker)
     err, n_err = streams.text(proc.stderr, marker)
-    return Finished(argv, None if timed_out else proc.returncode, out, err, timed_out, timeout,
-                    n_out, n_err)
+    return Finished(argv, None if timed_out else proc.returncode, out, err, timed_out, timeout, n_out, n_err)
 
 
 def run_checked(argv, *, timeout=None, shown=None, **kw):

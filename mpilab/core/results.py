@@ -14,12 +14,31 @@ from pathlib import Path
 import pandas as pd
 
 from mpilab import __version__
-from mpilab.core.errors import one_of, ParseError, UsageError
+from mpilab.core.errors import ParseError, UsageError, one_of
 
-KEY_COLUMNS = ("collective", "algorithm", "flavour", "launcher", "platform", "mapping",
-               "nprocs", "bytes", "datatype", "root", "repetition")
-FIGURE_COLUMNS = ("iterations", "warmup", "avg_us", "min_us", "max_us", "maxrank_avg_us",
-                  "maxrank_median_us", "probe_us")
+KEY_COLUMNS = (
+    "collective",
+    "algorithm",
+    "flavour",
+    "launcher",
+    "platform",
+    "mapping",
+    "nprocs",
+    "bytes",
+    "datatype",
+    "root",
+    "repetition",
+)
+FIGURE_COLUMNS = (
+    "iterations",
+    "warmup",
+    "avg_us",
+    "min_us",
+    "max_us",
+    "maxrank_avg_us",
+    "maxrank_median_us",
+    "probe_us",
+)
 FORCING_COLUMNS = ("requested", "forced", "evidence")
 PROVENANCE_COLUMNS = ("library", "host", "date", "kit_version", "command", "job")
 COLUMNS = KEY_COLUMNS + FIGURE_COLUMNS + FORCING_COLUMNS + PROVENANCE_COLUMNS
@@ -38,8 +57,7 @@ LIBRARY_DEFAULT = ("native", "default")
 #: Bytes above which the drivers use their "large" iteration and warm-up counts (as OSU).
 LARGE_MESSAGE = 8192
 #: Provenance block keys (``c_reference/include/labprov.h``) that are columns of every row.
-_FROM_META = ("collective", "algorithm", "flavour", "nprocs", "datatype", "root", "library",
-              "host", "date")
+_FROM_META = ("collective", "algorithm", "flavour", "nprocs", "datatype", "root", "library", "host", "date")
 
 
 def _typed(column, value):
@@ -86,8 +104,13 @@ def row(**columns):
     missing = [c for c in REQUIRED if out[c] is None]
     if missing:
         raise UsageError(f"a results row needs {', '.join(missing)}; got {columns!r}")
-    defaults = {"requested": out["algorithm"], "repetition": 0, "datatype": "char", "root": 0,
-                "kit_version": __version__}
+    defaults = {
+        "requested": out["algorithm"],
+        "repetition": 0,
+        "datatype": "char",
+        "root": 0,
+        "kit_version": __version__,
+    }
     if out["algorithm"] in LIBRARY_DEFAULT:
         defaults.update(forced="no", evidence="library default")
     else:
@@ -147,8 +170,9 @@ def check_row(row):
     """Raise :class:`UsageError` if ``row`` has a column that is not in :data:`COLUMNS`."""
     unknown = [k for k in row if k not in COLUMNS]
     if unknown:
-        raise UsageError(f"unknown result column(s) {', '.join(map(repr, unknown))}; "
-                         f"valid: {', '.join(COLUMNS)}")
+        raise UsageError(
+            f"unknown result column(s) {', '.join(map(repr, unknown))}; valid: {', '.join(COLUMNS)}"
+        )
 
 
 def append_rows(path, rows):
@@ -195,12 +219,13 @@ def _upgrade_table(f, path, header, writer):
     """Rewrite a table written before :data:`ADDED_COLUMNS` with the current header (in place,
     under the caller's lock); anything else that is not the current header is an error."""
     old = header.split(",")
-    if tuple(old) != COLUMNS[:len(old)] or len(old) < len(COLUMNS) - len(ADDED_COLUMNS):
-        raise ParseError(f"{path}: line 1: the header is not the results table's; expected "
-                         f"{','.join(COLUMNS)}")
+    if tuple(old) != COLUMNS[: len(old)] or len(old) < len(COLUMNS) - len(ADDED_COLUMNS):
+        raise ParseError(
+            f"{path}: line 1: the header is not the results table's; expected {','.join(COLUMNS)}"
+        )
     f.seek(0)
     kept = list(csv.DictReader(f))
-    f.truncate(0)                      # "a+" writes at the end: now the start
+    f.truncate(0)  # "a+" writes at the end: now the start
     writer.writeheader()
     writer.writerows(kept)
 

@@ -1,17 +1,20 @@
 """Sizes in bytes as the kit's drivers and OSU write them: ``32``, ``4K``, ``1M``, ``MIN:MAX``."""
+
 import re
 
 from mpilab.core.errors import UsageError
 
-_SUFFIX = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+_SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 
 def parse_bytes(text):
     """``"32"`` -> 32, ``"1K"`` -> 1024, ``"1M"`` -> 1048576 (binary suffixes, as collbench)."""
     m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", str(text), re.IGNORECASE)
     if not m:
-        raise UsageError(f"bad size {text!r}; valid: an integer number of bytes, "
-                         "optionally with K, M or G (e.g. 32, 4K, 1M)")
+        raise UsageError(
+            f"bad size {text!r}; valid: an integer number of bytes, "
+            "optionally with K, M or G (e.g. 32, 4K, 1M)"
+        )
     return int(m.group(1)) * _SUFFIX[m.group(2).upper()]
 
 
@@ -24,8 +27,10 @@ def parse_size_range(text, smallest=1):
     lo, sep, hi = str(text).partition(":")
     lo_b, hi_b = (parse_bytes(lo), parse_bytes(hi)) if sep else (smallest, parse_bytes(lo))
     if lo_b < smallest or hi_b < lo_b:
-        raise UsageError(f"bad size range {text!r}; valid: MIN:MAX with {smallest} <= MIN <= MAX "
-                         f"(e.g. {'32' if smallest else '0'}:{'1M' if smallest else '4M'})")
+        raise UsageError(
+            f"bad size range {text!r}; valid: MIN:MAX with {smallest} <= MIN <= MAX "
+            f"(e.g. {'32' if smallest else '0'}:{'1M' if smallest else '4M'})"
+        )
     return lo_b, hi_b
 
 

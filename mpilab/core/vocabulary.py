@@ -51,14 +51,17 @@ def openmpi_env(environ=None):
     env.update({k: v for k, v in OPENMPI_PMIX_ENV.items() if k not in environ})
     return env
 
+
 #: ``mpirun.openmpi --map-by <mapping> --bind-to <object>``: there is no "node" binding
 #: object, so a node-mapped rank is bound to one core of its node.
 OPENMPI_BIND = {"core": "core", "socket": "socket", "node": "core"}
 #: ``mpirun.mpich`` (hydra) options per mapping: hydra maps over hosts with ``-ppn 1``, it has
 #: no ``-map-by node``.
-MPICH_PLACEMENT = {"core": ("-bind-to", "core", "-map-by", "core"),
-                   "socket": ("-bind-to", "socket", "-map-by", "socket"),
-                   "node": ("-bind-to", "core", "-ppn", "1")}
+MPICH_PLACEMENT = {
+    "core": ("-bind-to", "core", "-map-by", "core"),
+    "socket": ("-bind-to", "socket", "-map-by", "socket"),
+    "node": ("-bind-to", "core", "-ppn", "1"),
+}
 
 #: ``srun --mpi=<plugin>`` of each real flavour (Open MPI speaks PMIx, MPICH PMI-2).
 SRUN_MPI = {"openmpi": "pmix", "mpich": "pmi2"}

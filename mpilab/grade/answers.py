@@ -11,6 +11,7 @@ as its axes, labels and line data, a table as its columns and rows.
 So an answer is only data. A notebook that replaces the kit's functions, redefines builtins or
 patches a library can change what it hands in, never how the grader judges it.
 """
+
 import ast
 import json
 import math
@@ -34,6 +35,7 @@ MAX_SREPR = 20_000
 
 
 # ---- encoding (in the student's kernel) ------------------------------------------------------
+
 
 def encode(value):
     """Turn an answer into JSON-able data tagged with its kind.
@@ -60,20 +62,28 @@ def encode(value):
         value = value.to_frame()
     if isinstance(value, pd.DataFrame):
         frame = value.reset_index() if _named_index(value) else value
-        return {"kind": "table", "columns": [str(c) for c in frame.columns],
-                "rows": [[_cell(v) for v in row] for row in frame.itertuples(index=False)]}
+        return {
+            "kind": "table",
+            "columns": [str(c) for c in frame.columns],
+            "rows": [[_cell(v) for v in row] for row in frame.itertuples(index=False)],
+        }
     if isinstance(value, np.ndarray):
-        return {"kind": "array", "shape": list(value.shape),
-                "values": [_cell(v) for v in value.ravel().tolist()]}
+        return {
+            "kind": "array",
+            "shape": list(value.shape),
+            "values": [_cell(v) for v in value.ravel().tolist()],
+        }
     if hasattr(value, "savefig") or hasattr(value, "get_lines"):
         return encode_figure(value)
     if isinstance(value, (list, tuple)):
         return {"kind": "list", "items": [encode(v) for v in value]}
     if isinstance(value, dict):
         return {"kind": "dict", "items": [[str(k), encode(v)] for k, v in value.items()]}
-    raise UsageError(f"cannot hand in a {type(value).__name__}; valid: a number, text, a sympy "
-                     "expression, a pandas table, a numpy array, a matplotlib figure, or a "
-                     "list or dict of those")
+    raise UsageError(
+        f"cannot hand in a {type(value).__name__}; valid: a number, text, a sympy "
+        "expression, a pandas table, a numpy array, a matplotlib figure, or a "
+        "list or dict of those"
+    )
 
 
 def _named_index(df):
@@ -83,7 +93,7 @@ def _named_index(df):
 def _number(v):
     v = float(v) if not isinstance(v, int) else v
     if isinstance(v, float) and not math.isfinite(v):
-        return str(v)          # JSON has no NaN or infinity
+        return str(v)  # JSON has no NaN or infinity
     return v
 
 
@@ -106,20 +116,34 @@ def encode_figure(fig_or_ax):
         lines = []
         for line in ax.get_lines():
             xs, ys = line.get_data()
-            lines.append({"label": str(line.get_label()),
-                          "x": [_cell(v) for v in np.asarray(xs, dtype=float).tolist()],
-                          "y": [_cell(v) for v in np.asarray(ys, dtype=float).tolist()]})
-        out.append({"xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
-                    "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "title": ax.get_title(),
-                    "legend": None if legend is None else [t.get_text() for t in legend.get_texts()],
-                    "lines": lines})
+            lines.append(
+                {
+                    "label": str(line.get_label()),
+                    "x": [_cell(v) for v in np.asarray(xs, dtype=float).tolist()],
+                    "y": [_cell(v) for v in np.asarray(ys, dtype=float).tolist()],
+                }
+            )
+        out.append(
+            {
+                "xscale": ax.get_xscale(),
+                "yscale": ax.get_yscale(),
+                "xlabel": ax.get_xlabel(),
+                "ylabel": ax.get_ylabel(),
+                "title": ax.get_title(),
+                "legend": None if legend is None else [t.get_text() for t in legend.get_texts()],
+                "lines": lines,
+            }
+        )
     return {"kind": "figure", "axes": out}
 
 
 def payload(grade_id, answers):
     """The JSON payload of one hand-in: the cell's id and its encoded answers by name."""
-    return {"version": VERSION, "grade_id": str(grade_id),
-            "answers": {str(k): encode(v) for k, v in answers.items()}}
+    return {
+        "version": VERSION,
+        "grade_id": str(grade_id),
+        "answers": {str(k): encode(v) for k, v in answers.items()},
+    }
 
 
 def hand_in(grade_id, **answers):
@@ -127,7 +151,7 @@ def hand_in(grade_id, **answers):
 
     Shows one output: the payload (MIME type :data:`MIME`) and a line saying what was handed in.
     """
-    from IPython.display import display   # only in a kernel: the grader never imports IPython
+    from IPython.display import display  # only in a kernel: the grader never imports IPython
 
     data = payload(grade_id, answers)
     names = ", ".join(answers) or "no value (the grader reads your files)"
@@ -136,6 +160,7 @@ def hand_in(grade_id, **answers):
 
 
 # ---- reading back (in the trusted grader) ----------------------------------------------------
+
 
 def collect(cell):
     """The payloads of a notebook cell's outputs for that cell's own grade id.
@@ -215,16 +240,57 @@ def decode(data):
 
 
 #: The sympy classes a cost expression may be built from (srepr names).
-SYMPY_CLASSES = {name: getattr(sympy, name) for name in (
-    "Symbol", "Integer", "Rational", "Float", "Add", "Mul", "Pow", "log", "ceiling", "floor",
-    "Max", "Min", "Abs", "sqrt", "Piecewise", "Eq", "Ne", "Lt", "Le", "Gt", "Ge",
-    "StrictLessThan", "StrictGreaterThan", "LessThan", "GreaterThan", "Equality", "Unequality",
-    "And", "Or", "Not", "Mod", "Tuple")}
+SYMPY_CLASSES = {
+    name: getattr(sympy, name)
+    for name in (
+        "Symbol",
+        "Integer",
+        "Rational",
+        "Float",
+        "Add",
+        "Mul",
+        "Pow",
+        "log",
+        "ceiling",
+        "floor",
+        "Max",
+        "Min",
+        "Abs",
+        "sqrt",
+        "Piecewise",
+        "Eq",
+        "Ne",
+        "Lt",
+        "Le",
+        "Gt",
+        "Ge",
+        "StrictLessThan",
+        "StrictGreaterThan",
+        "LessThan",
+        "GreaterThan",
+        "Equality",
+        "Unequality",
+        "And",
+        "Or",
+        "Not",
+        "Mod",
+        "Tuple",
+    )
+}
 SYMPY_CLASSES["ExprCondPair"] = ExprCondPair
-SYMPY_CONSTANTS = {"Half": sympy.S.Half, "One": sympy.S.One, "Zero": sympy.S.Zero,
-                   "NegativeOne": sympy.S.NegativeOne, "Infinity": sympy.oo,
-                   "NegativeInfinity": -sympy.oo, "true": sympy.true, "false": sympy.false,
-                   "BooleanTrue": sympy.true, "BooleanFalse": sympy.false, "E": sympy.E}
+SYMPY_CONSTANTS = {
+    "Half": sympy.S.Half,
+    "One": sympy.S.One,
+    "Zero": sympy.S.Zero,
+    "NegativeOne": sympy.S.NegativeOne,
+    "Infinity": sympy.oo,
+    "NegativeInfinity": -sympy.oo,
+    "true": sympy.true,
+    "false": sympy.false,
+    "BooleanTrue": sympy.true,
+    "BooleanFalse": sympy.false,
+    "E": sympy.E,
+}
 
 
 def safe_sympy(text):
@@ -252,7 +318,7 @@ def _build(node, depth):
     if depth > 200:
         raise BadAnswer("the expression is nested too deeply")
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
-        if isinstance(node.value, int) and abs(node.value) > 10 ** 30:
+        if isinstance(node.value, int) and abs(node.value) > 10**30:
             raise BadAnswer("a number in the expression is too large")
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -281,10 +347,12 @@ def _build(node, depth):
             raise BadAnswer("an exponent in the expression is too large")
         if name == "Symbol" and (len(args) != 1 or not isinstance(args[0], str)):
             raise BadAnswer("a symbol must be named by one string")
-        if name in ("Integer", "Rational", "Float") and not all(isinstance(a, (int, float, str)) for a in args):
+        if name in ("Integer", "Rational", "Float") and not all(
+            isinstance(a, (int, float, str)) for a in args
+        ):
             raise BadAnswer(f"{name} takes numbers only")
         try:
             return cls(*args, **kwargs)
-        except Exception as exc:   # sympy raises many kinds on nonsense arguments
+        except Exception as exc:  # sympy raises many kinds on nonsense arguments
             raise BadAnswer(f"{name}{tuple(args)} is not a valid expression ({exc})") from None
     raise BadAnswer("the expression holds something other than sympy numbers, symbols and functions")

@@ -56,7 +56,11 @@ OUTPUT_CAP = int(os.environ.get("MPILAB_CELL_OUTPUT_CAP", "1000000"))
 KERNEL_MEMORY_MB = int(os.environ.get("MPILAB_KERNEL_MEMORY_MB", "8192"))
 #: Python names a kernel spec uses for "this interpreter" (jupyter_client swaps them for
 #: sys.executable, which it cannot do once the command starts with the sandbox's).
-_PYTHON_NAMES = {"python", f"python{sys.version_info[0]}", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
+_PYTHON_NAMES = {
+    "python",
+    f"python{sys.version_info[0]}",
+    f"python{sys.version_info[0]}.{sys.version_info[1]}",
+}
 
 
 def confined_argv(argv, memory_mb=KERNEL_MEMORY_MB, network=False):
@@ -116,14 +120,26 @@ class ConfinedKernel:
         self._mounted = False
         self.box = None
         try:
-            sandbox_init.tmpfs(self.own, size=self.limits.disk_mb << 20, inodes=self.limits.files, mode=0o700,
-                               name="mpilab-own")
+            sandbox_init.tmpfs(
+                self.own,
+                size=self.limits.disk_mb << 20,
+                inodes=self.limits.files,
+                mode=0o700,
+                name="mpilab-own",
+            )
             self._mounted = True
             os.chown(self.own, self.uid, self.gid)
             sandbox_init.copy_tree(f"/proc/self/fd/{self._real}", self.own, self.uid, self.gid)
-            self.box = sandbox.Sandbox(self.limits, hide=hidden_from_kernels(), work=False, network=network,
-                                       keep=[(self.own, True), (self.runtime, True)], own=[self.connection_file],
-                                       address_space_mb=memory_mb, report=False)
+            self.box = sandbox.Sandbox(
+                self.limits,
+                hide=hidden_from_kernels(),
+                work=False,
+                network=network,
+                keep=[(self.own, True), (self.runtime, True)],
+                own=[self.connection_file],
+                address_space_mb=memory_mb,
+                report=False,
+            )
         except BaseException:
             self.close()
             raise
@@ -191,8 +207,9 @@ class GuardedExecute(Execute):
     stuck or dead and a cell that prints without end (see the module's description)."""
 
     output_cap = Integer(OUTPUT_CAP, help="Characters of stream output kept per cell.").tag(config=True)
-    kernel_memory_mb = Integer(KERNEL_MEMORY_MB, help="Address-space limit of the kernel, MiB (0: none).").tag(
-        config=True)
+    kernel_memory_mb = Integer(
+        KERNEL_MEMORY_MB, help="Address-space limit of the kernel, MiB (0: none)."
+    ).tag(config=True)
     kernel_network = Bool(False, help="Let the kernel keep the host network.").tag(config=True)
     confine_kernel = Bool(True, help="Confine the kernel where the machine allows it.").tag(config=True)
 
@@ -216,16 +233,19 @@ class GuardedExecute(Execute):
             km.transport = "ipc"
             km.ip = os.path.join(self._confined.runtime, "ipc")
             km.connection_file = self._confined.connection_file
-            self.log.info("kernel confined as %s, limits %s", sandbox.sandbox_user()[0], self._confined.limits)
+            self.log.info(
+                "kernel confined as %s, limits %s", sandbox.sandbox_user()[0], self._confined.limits
+            )
         else:
             wrapper, _ = confined_argv([], self.kernel_memory_mb, self.kernel_network)
             km.kernel_spec_manager = _ConfinedKernelSpecs(parent=km, wrap=lambda argv: [*wrapper, *argv])
-            self.log.info("kernel limits: %s (not confined: %s)", " ".join(wrapper) or "none",
-                          sandbox.isolation()[1])
+            self.log.info(
+                "kernel limits: %s (not confined: %s)", " ".join(wrapper) or "none", sandbox.isolation()[1]
+            )
         return km
 
     async def async_start_new_kernel(self, **kwargs):
-        if self._confined:   # the pipe the sandbox's first process watches (restarts reuse it)
+        if self._confined:  # the pipe the sandbox's first process watches (restarts reuse it)
             kwargs["pass_fds"] = self._confined.pass_fds
         return await super().async_start_new_kernel(**kwargs)
 
@@ -242,18 +262,27 @@ class GuardedExecute(Execute):
             if isinstance(exc, DeadKernelError):
                 why = "the kernel died while this cell ran (it crashed, or it hit its memory limit)"
             else:
-                why = (f"this cell ran past its time limit ({self._get_timeout(cell)} s) and did not "
-                       "stop when interrupted")
+                why = (
+                    f"this cell ran past its time limit ({self._get_timeout(cell)} s) and did not "
+                    "stop when interrupted"
+                )
             limit = self._confined.limit_hit(before) if self._confined else ""
             if limit:
                 why += f"; this notebook hit a limit of the grader: {limit}"
             self.log.error("cell %d: %s; restarting the kernel", cell_index, why)
             await ensure_async(self.km.restart_kernel(now=True))
             await ensure_async(self.kc.wait_for_ready(timeout=self.startup_timeout))
-            cell.outputs.append(new_output(
-                "error", ename="KernelRestarted", evalue=why,
-                traceback=[f"KernelRestarted: {why}. The grader restarted the kernel: the cells "
-                           "below ran in a fresh kernel, without this notebook's variables."]))
+            cell.outputs.append(
+                new_output(
+                    "error",
+                    ename="KernelRestarted",
+                    evalue=why,
+                    traceback=[
+                        f"KernelRestarted: {why}. The grader restarted the kernel: the cells "
+                        "below ran in a fresh kernel, without this notebook's variables."
+                    ],
+                )
+            )
             self.nb["cells"][cell_index] = cell
             return cell
         finally:
@@ -261,9 +290,12 @@ class GuardedExecute(Execute):
                 watchdog.cancel()
             if self._confined and before is not None:
                 limit = self._confined.limit_hit(before)
-                if limit and not any("hit a limit of the grader" in str(o.get("evalue", "")) for o in cell.outputs):
-                    cell.outputs.append(new_output("stream", name="stderr",
-                                                   text=f"[grader] this cell hit a limit: {limit}\n"))
+                if limit and not any(
+                    "hit a limit of the grader" in str(o.get("evalue", "")) for o in cell.outputs
+                ):
+                    cell.outputs.append(
+                        new_output("stream", name="stderr", text=f"[grader] this cell hit a limit: {limit}\n")
+                    )
 
     async def _stop_at_process_cap(self, before):
         """Kill the kernel (and all it started) as soon as a fork fails at the process cap: a
@@ -291,6 +323,9 @@ class GuardedExecute(Execute):
             self._printed += len(text)
             if len(text) > room:
                 self._cut = True
-                text = text[:room] + f"\n[output cut at {self.output_cap} characters; the rest was thrown away]\n"
+                text = (
+                    text[:room]
+                    + f"\n[output cut at {self.output_cap} characters; the rest was thrown away]\n"
+                )
                 msg = {**msg, "content": {**msg["content"], "text": text}}
         return super().output(outs, msg, display_id, cell_index)

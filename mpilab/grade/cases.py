@@ -6,6 +6,7 @@ keeps most of its points) and into the feedback the student reads: a summary lin
 per failed case, naming the case ("hidden: Open MPI, P = 7, in-place count=8: rank 3: block 2
 ... is 0, expected 12"), never the code that checks it.
 """
+
 from dataclasses import asdict, dataclass, field
 
 #: Failed cases listed in the feedback of one cell (the rest are counted).
@@ -71,8 +72,10 @@ class CellVerdict:
     def text(self):
         """The feedback: a summary line, the note, then the failed cases (at most :data:`MAX_LISTED`)."""
         passed = sum(c.passed for c in self.cases)
-        lines = [f"mpilab grader: {self.score:g} of {self.points:g} points "
-                 f"({passed} of {len(self.cases)} cases passed)"]
+        lines = [
+            f"mpilab grader: {self.score:g} of {self.points:g} points "
+            f"({passed} of {len(self.cases)} cases passed)"
+        ]
         if self.note:
             lines.append(self.note)
         failed = _grouped([c for c in self.cases if not c.passed])
@@ -86,15 +89,26 @@ class CellVerdict:
         return "\n".join(lines)
 
     def to_dict(self):
-        return {"grade_id": self.grade_id, "points": self.points, "score": self.score,
-                "note": self.note, "cases": [asdict(c) for c in self.cases],
-                "explanation": self.explanation, "html": self.html}
+        return {
+            "grade_id": self.grade_id,
+            "points": self.points,
+            "score": self.score,
+            "note": self.note,
+            "cases": [asdict(c) for c in self.cases],
+            "explanation": self.explanation,
+            "html": self.html,
+        }
 
     @classmethod
     def from_dict(cls, data):
-        return cls(data["grade_id"], float(data["points"]),
-                   [Case(**c) for c in data.get("cases", [])], data.get("note", ""),
-                   data.get("explanation", ""), data.get("html", ""))
+        return cls(
+            data["grade_id"],
+            float(data["points"]),
+            [Case(**c) for c in data.get("cases", [])],
+            data.get("note", ""),
+            data.get("explanation", ""),
+            data.get("html", ""),
+        )
 
 
 def _grouped(cases):

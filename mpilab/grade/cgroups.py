@@ -8,6 +8,7 @@ import os
 import signal
 import time
 
+
 def read_text(path, default=""):
     try:
         with open(path) as f:
@@ -33,7 +34,7 @@ def parents():
     return {} if TROUBLE else find_parents()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def find_parents():
     """Where this process may make a cgroup per run: ``{"memory": dir, "pids": dir}``.
 
@@ -50,7 +51,7 @@ def find_parents():
             fstype, opts = fields[sep + 1], fields[sep + 3].split(",")
             for ctl in ("memory", "pids") if fstype == "cgroup" else ("v2",) if fstype == "cgroup2" else ():
                 if ctl == "v2" or ctl in opts:
-                    mounts.setdefault(ctl, (fields[4], fields[3]))   # (mount point, its root)
+                    mounts.setdefault(ctl, (fields[4], fields[3]))  # (mount point, its root)
     with open("/proc/self/cgroup") as f:
         for line in f:
             _, ctls, path = line.rstrip("\n").split(":", 2)
@@ -59,7 +60,7 @@ def find_parents():
 
     def directory(ctl):
         mnt, root = mounts[ctl]
-        rel = own[ctl][len(root):] if root != "/" and own[ctl].startswith(root) else own[ctl]
+        rel = own[ctl][len(root) :] if root != "/" and own[ctl].startswith(root) else own[ctl]
         return mnt, os.path.normpath(os.path.join(mnt, rel.lstrip("/")))
 
     parents = {}
@@ -94,8 +95,10 @@ def note():
     """What the runs here go without, for lack of cgroups ("" when both are there)."""
     found = parents()
     missing = [c for c in ("memory", "pids") if c not in found]
-    what = {"memory": "no cap on a run's total memory (only per process)",
-            "pids": "no cap on a run's processes (only the sandbox user's, shared by all runs)"}
+    what = {
+        "memory": "no cap on a run's total memory (only per process)",
+        "pids": "no cap on a run's processes (only the sandbox user's, shared by all runs)",
+    }
     if TROUBLE and missing:
         return f"cgroups failed here ({TROUBLE[0]}): " + "; ".join(what[c] for c in missing)
     return "; ".join(f"no writable {c} cgroup here: {what[c]}" for c in missing)
@@ -111,7 +114,7 @@ class Cgroups:
         name = f"mpilab-{os.getpid()}-{Cgroups._made}-{os.urandom(3).hex()}"
         self.dirs, self.v2 = {}, {}
         try:
-            for parent in sorted(set(parents().values())):   # v2: one directory for both
+            for parent in sorted(set(parents().values())):  # v2: one directory for both
                 remove_stale(parent)
                 os.mkdir(os.path.join(parent, name))
                 for ctl, p in parents().items():
@@ -153,8 +156,10 @@ class Cgroups:
         oom = pids = 0
         if "memory" in self.dirs:
             d = self.dirs["memory"]
-            oom = counter(read_text(os.path.join(d, "memory.events" if self.v2["memory"] else "memory.oom_control")),
-                           "oom_kill")
+            oom = counter(
+                read_text(os.path.join(d, "memory.events" if self.v2["memory"] else "memory.oom_control")),
+                "oom_kill",
+            )
         if "pids" in self.dirs:
             pids = counter(read_text(os.path.join(self.dirs["pids"], "pids.events")), "max")
         return oom, pids
@@ -199,7 +204,10 @@ def remove_stale(parent):
     for name in names:
         d = os.path.join(parent, name)
         try:
-            if time.time() - os.stat(d).st_mtime > STALE_S and not read_text(os.path.join(d, "cgroup.procs")).strip():
-                os.rmdir(d)   # refused while anything is in it
+            if (
+                time.time() - os.stat(d).st_mtime > STALE_S
+                and not read_text(os.path.join(d, "cgroup.procs")).strip()
+            ):
+                os.rmdir(d)  # refused while anything is in it
         except OSError:
             pass

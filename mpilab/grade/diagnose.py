@@ -19,6 +19,7 @@ block 0 to rank 1"), lists the extra and missing messages and, for a deadlock, t
 This module holds no answer: the reference's schedule is traced from the key's C code (the
 instructor's ``liblabcoll.a``), never written here.
 """
+
 import base64
 import html
 import importlib.resources
@@ -88,7 +89,6 @@ class Diagnosis:
     seconds: float = 0.0
     timelines: tuple = ()
 
-
     def text(self):
         return "\n".join(["What your code did, message by message:"] + [f"  {line}" for line in self.lines])
 
@@ -97,15 +97,21 @@ class Diagnosis:
         items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines)
         img = ""
         if self.png:
-            alt = (f"Timing diagrams: the reference {self.algorithm} above, yours below, "
-                   f"P = {NPROCS}, simulated")
-            img = (f'<img alt="{html.escape(alt)}" style="max-width:100%" '
-                   f'src="data:image/png;base64,{base64.b64encode(self.png).decode()}"/>')
-        return (f'<div class="mpilab-diagnosis"><p><b>What your {html.escape(self.algorithm)} did, '
-                f"message by message</b> (traced once under SMPI)</p><ul>{items}</ul>{img}</div>")
+            alt = (
+                f"Timing diagrams: the reference {self.algorithm} above, yours below, P = {NPROCS}, simulated"
+            )
+            img = (
+                f'<img alt="{html.escape(alt)}" style="max-width:100%" '
+                f'src="data:image/png;base64,{base64.b64encode(self.png).decode()}"/>'
+            )
+        return (
+            f'<div class="mpilab-diagnosis"><p><b>What your {html.escape(self.algorithm)} did, '
+            f"message by message</b> (traced once under SMPI)</p><ul>{items}</ul>{img}</div>"
+        )
 
 
 # --- reading the run ---------------------------------------------------------------------------
+
 
 def block_words(word):
     """(owner, element) of a word of the harness's data, or None for a word no rank sent."""
@@ -132,10 +138,19 @@ def describe(data, nbytes, nprocs, block_bytes=4 * BLOCK_INTS):
         owners = [q[0] for q in parts]
         return ("block " if len(owners) == 1 else "blocks ") + ", ".join(map(str, owners))
     if len(parts) == 1:
-        return (f"{size} that is no rank's data (a part of a buffer nothing was written to)" if parts[0] is None
-                else f"{size} from element {parts[0][1]} of block {parts[0][0]}")
-    pieces = ["bytes no rank sent" if q is None else f"block {q[0]}" if q[1] == 0
-              else f"block {q[0]} from element {q[1]}" for q in parts]
+        return (
+            f"{size} that is no rank's data (a part of a buffer nothing was written to)"
+            if parts[0] is None
+            else f"{size} from element {parts[0][1]} of block {parts[0][0]}"
+        )
+    pieces = [
+        "bytes no rank sent"
+        if q is None
+        else f"block {q[0]}"
+        if q[1] == 0
+        else f"block {q[0]} from element {q[1]}"
+        for q in parts
+    ]
     return f"{size}: " + ", then ".join(pieces)
 
 
@@ -161,10 +176,16 @@ def first_divergence(student, reference, name, blocked, finished, stuck=True):
             ref = reference[r][i] if i < len(reference[r]) else None
             if (mine and mine[:2]) == (ref and ref[:2]):
                 continue
-            did = (f"rank {r} sent {mine[1]} to rank {mine[0]}" if mine else
-                   f"rank {r} sent nothing ({_why_silent(r, blocked, finished, stuck)})")
-            should = (f"{name} sends {ref[1]} to rank {ref[0]}" if ref else
-                      f"{name} has only {len(reference[r])} steps on rank {r}")
+            did = (
+                f"rank {r} sent {mine[1]} to rank {mine[0]}"
+                if mine
+                else f"rank {r} sent nothing ({_why_silent(r, blocked, finished, stuck)})"
+            )
+            should = (
+                f"{name} sends {ref[1]} to rank {ref[0]}"
+                if ref
+                else f"{name} has only {len(reference[r])} steps on rank {r}"
+            )
             return f"step {i + 1}: {did}; {should}", (r, i)
     return None, None
 
@@ -181,15 +202,22 @@ def message_differences(student, reference, name):
     uses, then, between pairs both use, the contents that differ (as multisets)."""
     mine = Counter((r, d, what) for r, v in student.items() for d, what, _ in v)
     ref = Counter((r, d, what) for r, v in reference.items() for d, what, _ in v)
-    mine_pairs, ref_pairs = Counter((r, d) for r, d, _ in mine.elements()), Counter((r, d) for r, d, _ in ref.elements())
+    mine_pairs, ref_pairs = (
+        Counter((r, d) for r, d, _ in mine.elements()),
+        Counter((r, d) for r, d, _ in ref.elements()),
+    )
     out = []
-    for pairs, others, text in ((mine_pairs, ref_pairs, f"went between ranks {name} never connects"),
-                                (ref_pairs, mine_pairs, f"of {name} between ranks yours never connected were not sent")):
+    for pairs, others, text in (
+        (mine_pairs, ref_pairs, f"went between ranks {name} never connects"),
+        (ref_pairs, mine_pairs, f"of {name} between ranks yours never connected were not sent"),
+    ):
         only = sorted(p for p in pairs if p not in others)
         if only:
             n = sum(pairs[p] for p in only)
-            listed = ", ".join(f"{s} → {d}" + (f" ({pairs[(s, d)]}×)" if pairs[(s, d)] > 1 else "")
-                               for s, d in only[:MAX_LISTED])
+            listed = ", ".join(
+                f"{s} → {d}" + (f" ({pairs[(s, d)]}×)" if pairs[(s, d)] > 1 else "")
+                for s, d in only[:MAX_LISTED]
+            )
             more = f" and {len(only) - MAX_LISTED} more pairs" if len(only) > MAX_LISTED else ""
             out.append(f"{n} message{'s' if n > 1 else ''} {text}: {listed}{more}")
     common = set(mine_pairs) & set(ref_pairs)
@@ -198,8 +226,10 @@ def message_differences(student, reference, name):
         if not items:
             continue
         keys = sorted(items)
-        listed = "; ".join(f"rank {s} → rank {d}: {what}" + (f" ({items[(s, d, what)]}×)" if items[(s, d, what)] > 1 else "")
-                           for s, d, what in keys[:MAX_LISTED])
+        listed = "; ".join(
+            f"rank {s} → rank {d}: {what}" + (f" ({items[(s, d, what)]}×)" if items[(s, d, what)] > 1 else "")
+            for s, d, what in keys[:MAX_LISTED]
+        )
         more = f" and {len(keys) - MAX_LISTED} more" if len(keys) > MAX_LISTED else ""
         out.append(f"{sum(items.values())} {label} compared with {name}: {listed}{more}")
     return out
@@ -233,30 +263,37 @@ def wait_for(blocked, nprocs):
             path.append(r)
             r = next((p for p in edges[r] if p in edges), edges[r][0])
         if r in seen:
-            cycle = path[seen[r]:]
+            cycle = path[seen[r] :]
             break
     out = []
     if cycle:
         calls = {blocked[r]["call"] for r in cycle}
-        hops = ", ".join(f"{'rank ' if k == 0 else ''}{r} waits for {cycle[(k + 1) % len(cycle)]}"
-                         + ("" if len(calls) == 1 else f" (in MPI_{blocked[r]['call']})")
-                         for k, r in enumerate(cycle))
+        hops = ", ".join(
+            f"{'rank ' if k == 0 else ''}{r} waits for {cycle[(k + 1) % len(cycle)]}"
+            + ("" if len(calls) == 1 else f" (in MPI_{blocked[r]['call']})")
+            for k, r in enumerate(cycle)
+        )
         tail = f", all in MPI_{calls.pop()}" if len(calls) == 1 else ""
-        out.append(f"deadlock: {hops}{tail}. Nobody can go first: at least one rank must "
-                   "send before it receives (MPI_Sendrecv does both at once)")
+        out.append(
+            f"deadlock: {hops}{tail}. Nobody can go first: at least one rank must "
+            "send before it receives (MPI_Sendrecv does both at once)"
+        )
     for r in sorted(set(blocked) - set(cycle or ())):
         b = blocked[r]
         peers = ", ".join("any rank" if p < 0 else f"rank {p}" for p in edges[r]) or "nobody"
         out.append(f"rank {r} was blocked in MPI_{b['call']}, waiting for {peers}")
     free = sorted(set(range(nprocs)) - set(blocked))
     if blocked and free:
-        out.append(f"rank{'s' if len(free) > 1 else ''} {', '.join(map(str, free))} "
-                   f"{'were' if len(free) > 1 else 'was'} not blocked in a point-to-point call "
-                   "(returned from your function, or computing)")
+        out.append(
+            f"rank{'s' if len(free) > 1 else ''} {', '.join(map(str, free))} "
+            f"{'were' if len(free) > 1 else 'was'} not blocked in a point-to-point call "
+            "(returned from your function, or computing)"
+        )
     return out
 
 
 # --- running -----------------------------------------------------------------------------------
+
 
 def build(c_file, algorithm):
     """Build the trace harness with the student's file for SMPI; return the scratch directory."""
@@ -268,16 +305,25 @@ def build(c_file, algorithm):
     defines = [f"STUDENT_FN={harness.STUDENT_FUNCTIONS[algorithm]}"]
     extra = [f"-I{paths.c_reference_dir() / 'include'}", str(tracer), str(lib)]
     with importlib.resources.as_file(harness.data_file("grading", HARNESS)) as source:
-        return harness.build([source, c_file], "smpi", "trace_student_smpi", defines,
-                             student=c_file, extra=extra)
+        return harness.build(
+            [source, c_file], "smpi", "trace_student_smpi", defines, student=c_file, extra=extra
+        )
 
 
 def _times(stdout):
     return {m.group(1): float(m.group(2)) for m in re.finditer(r"^TIME (\w+) ([0-9.]+)$", stdout, re.M)}
 
 
-def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints=BLOCK_INTS,
-                       platform=PLATFORM, timeout=TIMEOUT, draw=True):
+def diagnose_allgather(
+    c_file,
+    algorithm,
+    failed=True,
+    nprocs=NPROCS,
+    block_ints=BLOCK_INTS,
+    platform=PLATFORM,
+    timeout=TIMEOUT,
+    draw=True,
+):
     """Trace a student's allgather once under SMPI and compare it with the reference.
 
     Parameters
@@ -311,18 +357,28 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
         run = runner.Run("smpi", nprocs, platform, "core")
         args = ["--count", str(block_ints), "--reference", algorithm]
         cmd = runner.argv(work, "trace_student_smpi", args, run, cfg=CFG)
-        res = runner.sandbox.run(cmd, cwd=work, timeout=timeout, memory_mb=runner.SMPI_MEMORY_MB,
-                                 env={"LABTRACE_DIR": work, "LABTRACE_LIVE": "1",
-                                      "LABTRACE_PROBE": str(4 * block_ints)},
-                                 copy_back="always")   # a crash's trace is what explains it
+        res = runner.sandbox.run(
+            cmd,
+            cwd=work,
+            timeout=timeout,
+            memory_mb=runner.SMPI_MEMORY_MB,
+            env={"LABTRACE_DIR": work, "LABTRACE_LIVE": "1", "LABTRACE_PROBE": str(4 * block_ints)},
+            copy_back="always",
+        )  # a crash's trace is what explains it
         times = _times(res.stdout)
         try:
             ref = trace.read_trace(work, region=1)
             mine = trace.read_trace(work, region=2)
         except ParseError as exc:
-            return Diagnosis(algorithm, "crash", [f"the diagnostic run left no usable trace: {exc}; "
-                                                  f"{runner.failure(res, run) or ''}".rstrip("; ")],
-                             seconds=time.monotonic() - started)
+            return Diagnosis(
+                algorithm,
+                "crash",
+                [
+                    f"the diagnostic run left no usable trace: {exc}; "
+                    f"{runner.failure(res, run) or ''}".rstrip("; ")
+                ],
+                seconds=time.monotonic() - started,
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finished = "DONE" in res.stdout.split()
@@ -330,13 +386,23 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
     wrong = [line.split() for line in res.stdout.splitlines() if line.startswith(("WRONG ", "RETURNED "))]
     student_us, reference_us = times.get("student"), times.get("reference")
     stopped = None if finished else runner.failure(res, run)
-    status = ("deadlock" if not finished and (res.timed_out or "Deadlock detected" in res.stderr)
-              else "crash" if not finished else "wrong" if wrong else
-              "slow" if reference_us and student_us > SLOW * reference_us else "ok")
+    status = (
+        "deadlock"
+        if not finished and (res.timed_out or "Deadlock detected" in res.stderr)
+        else "crash"
+        if not finished
+        else "wrong"
+        if wrong
+        else "slow"
+        if reference_us and student_us > SLOW * reference_us
+        else "ok"
+    )
     if status == "ok" and not failed:
         return Diagnosis(algorithm, "ok", [], student_us, reference_us, seconds=time.monotonic() - started)
-    where = (f"P = {nprocs}, {units.format_bytes(4 * block_ints)} per rank (MPI_INT), simulated "
-             f"{platform}, every send synchronous")
+    where = (
+        f"P = {nprocs}, {units.format_bytes(4 * block_ints)} per rank (MPI_INT), simulated "
+        f"{platform}, every send synchronous"
+    )
     lines = [f"The grader ran your {algorithm} once with the tracer: {where}."]
     mine_sends, ref_sends = sends(mine), sends(ref)
     first, at = first_divergence(mine_sends, ref_sends, name, blocked, finished, status == "deadlock")
@@ -351,10 +417,12 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
         where = "; ".join(f"rank {r} was in MPI_{b['call']}" for r, b in sorted(blocked.items()))
         running = sorted(set(range(nprocs)) - set(blocked))
         if running:
-            where += ("; " if where else "") + (f"rank{'s' if len(running) > 1 else ''} "
-                                                f"{', '.join(map(str, running))} "
-                                                f"{'were' if len(running) > 1 else 'was'} running your code "
-                                                "(the crash is in one of them)")
+            where += ("; " if where else "") + (
+                f"rank{'s' if len(running) > 1 else ''} "
+                f"{', '.join(map(str, running))} "
+                f"{'were' if len(running) > 1 else 'was'} running your code "
+                "(the crash is in one of them)"
+            )
         lines.append(f"at that moment: {where}")
     lines += message_differences(mine_sends, ref_sends, name)
     bad = []
@@ -362,26 +430,37 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
         if w[0] == "WRONG":
             r, blk, el, val = map(int, w[1:5])
             got = block_words(val)
-            has = ("nothing (never written)" if val == -1 else "no rank's data" if got is None or got[0] >= nprocs
-                   else f"block {got[1] and f'{got[0]} (element {got[1]})' or got[0]}")
+            has = (
+                "nothing (never written)"
+                if val == -1
+                else "no rank's data"
+                if got is None or got[0] >= nprocs
+                else f"block {got[1] and f'{got[0]} (element {got[1]})' or got[0]}"
+            )
             bad.append(f"rank {r}'s block {blk} holds {has}")
         else:
             lines.append(f"rank {w[1]}: your function returned {w[2]} instead of MPI_SUCCESS")
     if bad:
         more = f" and {len(bad) - MAX_LISTED} more" if len(bad) > MAX_LISTED else ""
-        lines.append(f"wrong result on {len(bad)} rank{'s' if len(bad) > 1 else ''}: "
-                     f"{'; '.join(bad[:MAX_LISTED])}{more}")
+        lines.append(
+            f"wrong result on {len(bad)} rank{'s' if len(bad) > 1 else ''}: "
+            f"{'; '.join(bad[:MAX_LISTED])}{more}"
+        )
     if student_us is not None and reference_us:
         ratio = student_us / reference_us
-        lines.append(f"time of one call: yours {student_us:.1f} µs, {name} {reference_us:.1f} µs "
-                     f"({ratio:.2f}×{', more than ' + format(SLOW, 'g') + '× slower' if ratio > SLOW else ''})")
+        lines.append(
+            f"time of one call: yours {student_us:.1f} µs, {name} {reference_us:.1f} µs "
+            f"({ratio:.2f}×{', more than ' + format(SLOW, 'g') + '× slower' if ratio > SLOW else ''})"
+        )
     elif reference_us:
         lines.append(f"time of one call: {name} {reference_us:.1f} µs; yours never finished")
     if not first and status in ("ok", "slow"):
         lines.append(f"your messages are those of {name}, in the same order")
     if status == "ok":
-        lines.append("this run was right: the cases that failed differ from it (their names above say "
-                     "how: MPI_IN_PLACE, a datatype, a sub-communicator, another P)")
+        lines.append(
+            "this run was right: the cases that failed differ from it (their names above say "
+            "how: MPI_IN_PLACE, a datatype, a sub-communicator, another P)"
+        )
     diag = Diagnosis(algorithm, status, lines, student_us, reference_us, timelines=(ref, mine))
     if draw:
         fig, _ = figure(ref, mine, algorithm, blocked, mine_sends, at)
@@ -395,6 +474,7 @@ def diagnose_allgather(c_file, algorithm, failed=True, nprocs=NPROCS, block_ints
 
 # --- drawing -----------------------------------------------------------------------------------
 
+
 def figure(ref, mine, algorithm, blocked=None, mine_sends=None, at=None):
     """Both timelines on one time axis, the first differing send and the blocked calls in red.
 
@@ -407,26 +487,50 @@ def figure(ref, mine, algorithm, blocked=None, mine_sends=None, at=None):
     name = NAMES.get(algorithm, algorithm)
     ref.label = f"{name[0].upper()}{name[1:]} (the reference)"
     mine.label = f"your {algorithm}" + (" (never finished: blocked)" if blocked else "")
-    fig, axes = plot_side_by_side(ref, mine, title=f"{algorithm}, P = {mine.nprocs}: "
-                                  f"the reference above, yours below (simulated)")
+    fig, axes = plot_side_by_side(
+        ref, mine, title=f"{algorithm}, P = {mine.nprocs}: the reference above, yours below (simulated)"
+    )
     ax = axes[1]
     right = max(ref.total_us, mine.total_us, max([b["start_us"] for b in blocked.values()] + [0])) * 1.15 + 1
     ax.set_xlim(0, right)
     for r, b in blocked.items():
-        ax.broken_barh([(b["start_us"], right - b["start_us"])], (r - 0.3, 0.6), facecolors="none",
-                       edgecolors="tab:red", hatch="//", linewidth=1.0)
+        ax.broken_barh(
+            [(b["start_us"], right - b["start_us"])],
+            (r - 0.3, 0.6),
+            facecolors="none",
+            edgecolors="tab:red",
+            hatch="//",
+            linewidth=1.0,
+        )
         peers = ", ".join(str(p) for p in _waits_for(b) if p is not None)
-        ax.text(b["start_us"] + 0.02 * right, r, f"blocked in MPI_{b['call']}, waits for {peers}",
-                va="center", fontsize="small", color="tab:red",
-                bbox=dict(facecolor="white", edgecolor="none", pad=1))
+        ax.text(
+            b["start_us"] + 0.02 * right,
+            r,
+            f"blocked in MPI_{b['call']}, waits for {peers}",
+            va="center",
+            fontsize="small",
+            color="tab:red",
+            bbox=dict(facecolor="white", edgecolor="none", pad=1),
+        )
     if at is not None and mine_sends:
         r, i = at
         if i < len(mine_sends[r]):
             row = mine_sends[r][i][2]
-            ax.broken_barh([(row.start_us, max(row.end_us - row.start_us, 0.01 * right))], (r - 0.42, 0.84),
-                           facecolors="none", edgecolors="tab:red", linewidth=2.0)
-            ax.annotate("first difference", xy=(row.start_us, r - 0.42), xytext=(row.start_us, r - 0.9),
-                        color="tab:red", fontsize="small", arrowprops=dict(arrowstyle="->", color="tab:red"))
+            ax.broken_barh(
+                [(row.start_us, max(row.end_us - row.start_us, 0.01 * right))],
+                (r - 0.42, 0.84),
+                facecolors="none",
+                edgecolors="tab:red",
+                linewidth=2.0,
+            )
+            ax.annotate(
+                "first difference",
+                xy=(row.start_us, r - 0.42),
+                xytext=(row.start_us, r - 0.9),
+                color="tab:red",
+                fontsize="small",
+                arrowprops=dict(arrowstyle="->", color="tab:red"),
+            )
     if mine.total_us == 0 and not blocked:
         ax.text(0.5, 0.5, "no point-to-point call", transform=ax.transAxes, ha="center")
     return fig, axes

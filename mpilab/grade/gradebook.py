@@ -1,10 +1,11 @@
 """The course's gradebook read back as a table: the scores nbgrader recorded, per student and cell."""
+
 import os
 
 import pandas as pd
 from nbgrader.api import Gradebook, MissingEntry
 
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 
 
 def score_table(course_root, assignment):
@@ -40,6 +41,6 @@ def score_table(course_root, assignment):
                     row[grade.name] = grade.score
             row["total"], row["max"] = sub.score, sub.max_score
             rows.append(row)
-    if not rows:   # every student stopped before nbgrader recorded a submission
+    if not rows:  # every student stopped before nbgrader recorded a submission
         return pd.DataFrame(columns=["student", "total", "max"]).set_index("student")
     return pd.DataFrame(rows).sort_values("student").set_index("student")

@@ -7,6 +7,7 @@ student's file is compiled on its own first (:func:`seal_object`): it may not ru
 function the harness relies on. :func:`build_allgather` (lab 2) and :func:`build_bcast` (lab 6)
 build the shipped harnesses; :mod:`mpilab.grade.runner` runs them.
 """
+
 import importlib.resources
 import os
 import re
@@ -25,6 +26,7 @@ SEALED_HEADER = "sealed.h"
 #: Lab 3's node shim for SMPI (see docs/DEVELOPING.md, "Nodes under SMPI").
 SMPI_NODES = ("smpi_nodes.h", "smpi_nodes.c")
 
+
 def data_file(*parts):
     """A file shipped in ``mpilab/data`` (a Traversable; use :func:`importlib.resources.as_file`)."""
     return importlib.resources.files("mpilab").joinpath("data", *parts)
@@ -34,8 +36,18 @@ class BuildError(AssertionError):
     """The student's code does not compile; the message has the compiler's words."""
 
 
-def build(sources, flavour, program, defines=(), work=None, smpi_nodes=False, student=None,
-          extra=(), timeout=120, keep=None):
+def build(
+    sources,
+    flavour,
+    program,
+    defines=(),
+    work=None,
+    smpi_nodes=False,
+    student=None,
+    extra=(),
+    timeout=120,
+    keep=None,
+):
     """Compile C files for one flavour in a scratch directory, under the sandbox.
 
     Parameters
@@ -94,8 +106,10 @@ def build(sources, flavour, program, defines=(), work=None, smpi_nodes=False, st
         cc += ["-include", SMPI_NODES[0]]
     names = [os.path.basename(f) for f in sources]
     if keep is not None:
-        names = names[:1] + [seal_object(work, cc + [f"-D{d}" for d in defines], name, keep, flavour, timeout)
-                             for name in names[1:]]
+        names = names[:1] + [
+            seal_object(work, cc + [f"-D{d}" for d in defines], name, keep, flavour, timeout)
+            for name in names[1:]
+        ]
     cmd = cc + ([SMPI_NODES[1]] if smpi_nodes and flavour == "smpi" else []) + names + [ABORT_REPORTER]
     cmd += [f"-D{d}" for d in defines] + list(extra) + ["-o", program]
     res = sandbox.run(cmd, cwd=work, timeout=timeout)
@@ -123,10 +137,14 @@ def seal_object(work, cc, name, keep, flavour, timeout):
     res = sandbox.run(["readelf", "-S", "-W", obj], cwd=work, timeout=timeout)
     found = _BEFORE_MAIN.search(res.stdout)
     if not res.ok or found:
-        raise BuildError(f"{name} runs code before main (a {found.group(1) if found else 'unreadable'} "
-                         "section, e.g. __attribute__((constructor))): the grader does not run such a file; "
-                         "keep to the function the skeleton asks for")
-    res = sandbox.run(["objcopy", *[f"--keep-global-symbol={k}" for k in keep], obj], cwd=work, timeout=timeout)
+        raise BuildError(
+            f"{name} runs code before main (a {found.group(1) if found else 'unreadable'} "
+            "section, e.g. __attribute__((constructor))): the grader does not run such a file; "
+            "keep to the function the skeleton asks for"
+        )
+    res = sandbox.run(
+        ["objcopy", *[f"--keep-global-symbol={k}" for k in keep], obj], cwd=work, timeout=timeout
+    )
     if not res.ok:
         raise BuildError(f"{name}: objcopy failed: {(res.stderr or res.stdout)[-500:]}")
     return obj
@@ -135,6 +153,7 @@ def seal_object(work, cc, name, keep, flavour, timeout):
 #: The allgather harness and the function each lab-2 skeleton defines.
 ALLGATHER_HARNESS = "check_student.c"
 STUDENT_FUNCTIONS = {name: a.skeleton for name, a in algorithms.skeletons("allgather").items()}
+
 
 def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
     """Build the allgather harness with a student's file (``check_student`` or ``check_student_smpi``).
@@ -148,13 +167,23 @@ def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
     if reference:
         lib = paths.build_dir(flavour) / "liblabcoll.a"
         if not lib.exists():
-            raise BuildError(f"{lib} is missing: build the reference with make -C c_reference FLAVOUR={flavour}")
+            raise BuildError(
+                f"{lib} is missing: build the reference with make -C c_reference FLAVOUR={flavour}"
+            )
         defines.append("WITH_REFERENCE")
         extra = [f"-I{paths.c_reference_dir() / 'include'}", str(lib)]
     program = "check_student" + ("_smpi" if flavour == "smpi" else "")
     with importlib.resources.as_file(data_file("grading", ALLGATHER_HARNESS)) as harness:
-        return build([harness, c_file], flavour, program, defines, work=work, student=c_file, extra=extra,
-                     keep=[STUDENT_FUNCTIONS[algorithm]])
+        return build(
+            [harness, c_file],
+            flavour,
+            program,
+            defines,
+            work=work,
+            student=c_file,
+            extra=extra,
+            keep=[STUDENT_FUNCTIONS[algorithm]],
+        )
 
 
 #: Lab 6's broadcast harness and the function each of its skeletons defines.
@@ -190,13 +219,21 @@ def build_bcast(c_files, flavour, work=None, require=()):
     files = [os.fspath(f) for f in c_files]
     with importlib.resources.as_file(data_file("grading", BCAST_HARNESS)) as harness:
         try:
-            return build([harness, *files], flavour, program, work=work,
-                         student=files[-1] if files else None, extra=extra, keep=list(BCAST_FUNCTIONS.values()))
+            return build(
+                [harness, *files],
+                flavour,
+                program,
+                work=work,
+                student=files[-1] if files else None,
+                extra=extra,
+                keep=list(BCAST_FUNCTIONS.values()),
+            )
         except BuildError as exc:
             missing = [n for n in require if f"`{BCAST_FUNCTIONS[n]}'" in str(exc)]
             if missing:
-                raise BuildError(f"{os.path.basename(files[-1])} does not define "
-                                 f"{BCAST_FUNCTIONS[missing[0]]} (keep the skeleton's function name "
-                                 f"and signature):\n{exc}") from None
+                raise BuildError(
+                    f"{os.path.basename(files[-1])} does not define "
+                    f"{BCAST_FUNCTIONS[missing[0]]} (keep the skeleton's function name "
+                    f"and signature):\n{exc}"
+                ) from None
             raise
-

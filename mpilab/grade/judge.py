@@ -14,6 +14,7 @@ limit, and prints ``{"verdicts": {grade_id: CellVerdict as dict}}`` on standard 
 it runs comes from the notebook: answers are decoded as data, and student C code is built from
 the submitted files and run in :mod:`mpilab.grade.sandbox`.
 """
+
 import importlib
 import json
 import os
@@ -48,9 +49,11 @@ def load_rubric(lab):
     try:
         module = importlib.import_module(f"{KEY_PACKAGE}.rubrics.{lab}")
     except ModuleNotFoundError as exc:
-        raise KeyMissing(f"no rubric for {lab!r} in the answer key ({exc.name} not found): grade "
-                         f"from the instructor's checkout, where solutions/ is installed "
-                         f"(scripts/setup.sh installs it into .venv)") from None
+        raise KeyMissing(
+            f"no rubric for {lab!r} in the answer key ({exc.name} not found): grade "
+            f"from the instructor's checkout, where solutions/ is installed "
+            f"(scripts/setup.sh installs it into .venv)"
+        ) from None
     return module.RUBRIC
 
 
@@ -129,17 +132,29 @@ def judge_cell(verdict, grade_id, cell, ctx, timeout=CELL_TIMEOUT):
         cases = list(verdict(answers, ctx))
         note = ""
         if answers is None and getattr(verdict, "needs", ()):
-            note = ("This cell handed nothing in: it did not reach its last line (an error above "
-                    "it, or the notebook changed the kit's functions). Only your files were graded.")
+            note = (
+                "This cell handed nothing in: it did not reach its last line (an error above "
+                "it, or the notebook changed the kit's functions). Only your files were graded."
+            )
         explanation = _explain(verdict, grade_id, answers, ctx, cases)
     except _Timeout:
-        cases = [Case("the grader's time limit", False,
-                      f"judging this cell took more than {timeout:g} s and was stopped")]
+        cases = [
+            Case(
+                "the grader's time limit",
+                False,
+                f"judging this cell took more than {timeout:g} s and was stopped",
+            )
+        ]
         note = ""
-    except Exception as exc:   # a bug of the grader must not cost other cells their verdict
+    except Exception as exc:  # a bug of the grader must not cost other cells their verdict
         print(f"judge: verdict of {grade_id} failed:\n{traceback.format_exc()}", file=sys.stderr)
-        cases = [Case("the grader", False, f"the grader failed on this cell ({type(exc).__name__}: "
-                      f"{exc}); tell your instructor")]
+        cases = [
+            Case(
+                "the grader",
+                False,
+                f"the grader failed on this cell ({type(exc).__name__}: {exc}); tell your instructor",
+            )
+        ]
         note = ""
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -158,7 +173,7 @@ def _explain(verdict, grade_id, answers, ctx, cases):
     except _Timeout:
         print(f"judge: the explanation of {grade_id} ran out of time; left out", file=sys.stderr)
         return "", ""
-    except Exception:   # feedback is a bonus: its failure must not cost the verdict
+    except Exception:  # feedback is a bonus: its failure must not cost the verdict
         print(f"judge: the explanation of {grade_id} failed:\n{traceback.format_exc()}", file=sys.stderr)
         return "", ""
     return tuple(out) if out else ("", "")
@@ -173,9 +188,17 @@ def run(request):
     for grade_id, cell in request.get("cells", {}).items():
         verdict = rubric.get(grade_id)
         if verdict is None:
-            out[grade_id] = CellVerdict(grade_id, float(cell.get("points", 0)), [Case(
-                "the answer key", False, f"the answer key has no verdict for cell {grade_id!r}; "
-                "tell your instructor")])
+            out[grade_id] = CellVerdict(
+                grade_id,
+                float(cell.get("points", 0)),
+                [
+                    Case(
+                        "the answer key",
+                        False,
+                        f"the answer key has no verdict for cell {grade_id!r}; tell your instructor",
+                    )
+                ],
+            )
             print(f"judge: no verdict for {lab} {grade_id}", file=sys.stderr)
             continue
         out[grade_id] = judge_cell(verdict, grade_id, cell, ctx)

@@ -16,8 +16,10 @@ from nbgrader.plugins import FileNameCollectorPlugin
 from traitlets import Unicode
 
 #: A Blackboard file name, matched against the whole extracted path (as nbgrader does).
-BLACKBOARD_NAME = (r"^(?:.*/)?[^/]+?_(?P<student_id>[^/]+)_attempt_"
-                   r"(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)_(?P<file_id>[^/]+)$")
+BLACKBOARD_NAME = (
+    r"^(?:.*/)?[^/]+?_(?P<student_id>[^/]+)_attempt_"
+    r"(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)_(?P<file_id>[^/]+)$"
+)
 #: The timestamp's format in those names.
 BLACKBOARD_TIME = "%Y-%m-%d-%H-%M-%S"
 
@@ -30,7 +32,9 @@ class BlackboardCollector(FileNameCollectorPlugin):
     the time itself, so of two attempts of one file the later one is kept.
     """
 
-    named_regexp = Unicode(BLACKBOARD_NAME, help="A submitted file's name (see mpilab.grade.lms).").tag(config=True)
+    named_regexp = Unicode(BLACKBOARD_NAME, help="A submitted file's name (see mpilab.grade.lms).").tag(
+        config=True
+    )
 
     def collect(self, submitted_file):
         """The student id, file name and attempt time of one extracted file, or None (skip)."""

@@ -23,8 +23,11 @@ _MPICH_ABORT = re.compile(r"MPI_Abort\([^,]+, (-?\d+)\) - process (\d+)")
 _MPICH_SIGNAL = re.compile(r"RANK (\d+) PID \d+ RUNNING AT \S+\s*=\s*KILLED BY SIGNAL: (\d+)")
 #: The grader's own MPI_Abort (mpilab/data/grading/report_abort.c, linked into student programs).
 _MPILAB_ABORT = re.compile(r"^mpilab: rank (-?\d+) called MPI_Abort with error code (-?\d+)$", re.M)
-#: SMPI: "[thin00-s0-c02:2:(3) 0.000000] ...: [smpi_pmpi/WARNING] MPI_Abort was called, ..." (actor 2 = rank 2)
-_SMPI_ABORT = re.compile(r"^\[[^:\]\s]+:(\d+):\(\d+\) [\d.]+\] \S+ \[smpi_pmpi/WARNING\] MPI_Abort was called", re.M)
+#: SMPI: "[thin00-s0-c02:2:(3) 0.000000] ...: [smpi_pmpi/WARNING] MPI_Abort was called, ..." (actor 2 = rank
+#: 2)
+_SMPI_ABORT = re.compile(
+    r"^\[[^:\]\s]+:(\d+):\(\d+\) [\d.]+\] \S+ \[smpi_pmpi/WARNING\] MPI_Abort was called", re.M
+)
 
 
 # --- limits ------------------------------------------------------------------------------------
@@ -36,14 +39,23 @@ _SMPI_ABORT = re.compile(r"^\[[^:\]\s]+:(\d+):\(\d+\) [\d.]+\] \S+ \[smpi_pmpi/W
 #: P = 8 (113 MiB of memory in all), 34 MiB on MPICH at P = 8, 2 MiB under SMPI at P = 48; a
 #: grading kernel with lab 0's four MPI engines ran 118 processes and threads.
 LIMIT_VARS = {
-    "disk_mb": ("DISK_MB", 512, 1024, "MiB of disk: /tmp, /var/tmp, /dev/shm and the working directory "
-                                      "together (one tmpfs; a kernel's own directory is a second one)"),
+    "disk_mb": (
+        "DISK_MB",
+        512,
+        1024,
+        "MiB of disk: /tmp, /var/tmp, /dev/shm and the working directory "
+        "together (one tmpfs; a kernel's own directory is a second one)",
+    ),
     "files": ("FILES", 20000, 50000, "files and directories on that disk"),
     "file_mb": ("FILE_MB", 512, 1024, "MiB of one file (RLIMIT_FSIZE)"),
     "procs": ("PROCS", 256, 512, "processes and threads at once (a pids cgroup)"),
-    "total_memory_mb": ("TOTAL_MEMORY_MB", 4096, 8192,
-                        "MiB of memory of all its processes together, files in its tmpfs included "
-                        "(a memory cgroup; the address-space limit per process is separate)"),
+    "total_memory_mb": (
+        "TOTAL_MEMORY_MB",
+        4096,
+        8192,
+        "MiB of memory of all its processes together, files in its tmpfs included "
+        "(a memory cgroup; the address-space limit per process is separate)",
+    ),
 }
 #: RLIMIT_NPROC of the sandbox user: processes and threads of every confined run at once (it
 #: counts per user, across runs); MPILAB_SANDBOX_USER_PROCS overrides.
@@ -67,8 +79,10 @@ class Limits:
         (``"KERNEL"``), each from its ``MPILAB_<kind>_*`` variable or its default."""
         if kind not in ("SANDBOX", "KERNEL"):
             raise UsageError(f"unknown kind of sandbox {kind!r}; valid: KERNEL, SANDBOX")
-        values = {field: positive_env(f"MPILAB_{kind}_{suffix}", program if kind == "SANDBOX" else kernel)
-                  for field, (suffix, program, kernel, _) in LIMIT_VARS.items()}
+        values = {
+            field: positive_env(f"MPILAB_{kind}_{suffix}", program if kind == "SANDBOX" else kernel)
+            for field, (suffix, program, kernel, _) in LIMIT_VARS.items()
+        }
         return cls(kind=kind, **values)
 
     def var(self, field):
@@ -85,7 +99,7 @@ class Limits:
             "file_mb": f"it wrote a file larger than {value} MiB ({var})",
             "procs": f"it started more than {value} processes/threads and was stopped ({var})",
             "total_memory_mb": f"it used more than {value} MiB of memory with all its processes together "
-                               f"({var}); the system killed {killed} of its processes",
+            f"({var}); the system killed {killed} of its processes",
         }[field]
 
 
@@ -103,6 +117,7 @@ def positive_env(var, default):
 
 
 # --- what a run did ----------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class SandboxResult:
@@ -165,8 +180,12 @@ class SandboxResult:
         SMPI's message (SMPI does not give the error code).
         """
         text = self.stdout + "\n" + self.stderr
-        for pattern, rank_group, code_group in ((_MPILAB_ABORT, 1, 2), (_OMPI_ABORT, 1, 2), (_MPICH_ABORT, 2, 1),
-                                                (_SMPI_ABORT, 1, None)):
+        for pattern, rank_group, code_group in (
+            (_MPILAB_ABORT, 1, 2),
+            (_OMPI_ABORT, 1, 2),
+            (_MPICH_ABORT, 2, 1),
+            (_SMPI_ABORT, 1, None),
+        ):
             m = pattern.search(text)
             if m:
                 code = f" with error code {m.group(code_group)}" if code_group else ""
@@ -201,8 +220,12 @@ class SandboxResult:
         if self.limit:
             return "the program hit a limit: " + self.limit
         if self.timed_out:
-            cut = f"; it printed {max(self.stdout_bytes, self.stderr_bytes):,} bytes (output cut at " \
-                  f"{self.output_cap} bytes)" if self.output_cut else ""
+            cut = (
+                f"; it printed {max(self.stdout_bytes, self.stderr_bytes):,} bytes (output cut at "
+                f"{self.output_cap} bytes)"
+                if self.output_cut
+                else ""
+            )
             return timeout_message(self.timeout) + cut
         if self.ok:
             return None

@@ -11,6 +11,7 @@ tests. ``tests/test_release.py`` checks that no graded answer is in the tree or 
 
 Usage: ``python -m mpilab.grade.release [DEST]`` (default ``dist/student``).
 """
+
 import argparse
 import fnmatch
 import os
@@ -24,13 +25,36 @@ from mpilab.core.errors import UsageError
 
 #: What the student tree holds, relative to the repository's root (folders are copied whole,
 #: but for :data:`LEFT_OUT`).
-SHIPPED = ("README.md", "Makefile", "pyproject.toml", "environment.yml", ".gitignore",
-           "mpilab", "c_reference", "labs", "labext", "docs", "slurm_templates", "containers",
-           "scripts/setup.sh", "scripts/build-image.sh", "scripts/local-slurm.sh",
-           "scripts/packages.txt")
+SHIPPED = (
+    "README.md",
+    "Makefile",
+    "pyproject.toml",
+    "environment.yml",
+    ".gitignore",
+    "mpilab",
+    "c_reference",
+    "labs",
+    "labext",
+    "docs",
+    "slurm_templates",
+    "containers",
+    "scripts/setup.sh",
+    "scripts/build-image.sh",
+    "scripts/local-slurm.sh",
+    "scripts/packages.txt",
+)
 #: Never shipped, wherever they are: build products, caches, notebooks' checkpoints.
-LEFT_OUT = ("build", "__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info", "*.sif",
-            "test-output", ".pytest_cache", "node_modules")
+LEFT_OUT = (
+    "build",
+    "__pycache__",
+    "*.pyc",
+    ".ipynb_checkpoints",
+    "*.egg-info",
+    "*.sif",
+    "test-output",
+    ".pytest_cache",
+    "node_modules",
+)
 #: The instructor's side: never in the student tree.
 INSTRUCTOR_SIDE = ("solutions", "grader", "tests", ".ci", "scripts/grade.sh")
 
@@ -39,8 +63,9 @@ def tracked(root):
     """The files git tracks under ``root`` (None outside a git checkout): untracked files of a
     developer's checkout (results, scratch) stay out of the release."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True,
-                             check=True).stdout
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     return {Path(p) for p in out.decode().split("\0") if p}
@@ -58,8 +83,10 @@ def build(dest, root=None):
     dest = Path(dest).resolve()
     for item in SHIPPED:
         if dest == root / item or (root / item) in dest.parents:
-            raise UsageError(f"the release cannot go inside {item}/ (it would copy itself); "
-                             f"choose another place, e.g. dist/student")
+            raise UsageError(
+                f"the release cannot go inside {item}/ (it would copy itself); "
+                f"choose another place, e.g. dist/student"
+            )
     missing = [item for item in SHIPPED if not (root / item).exists()]
     if missing:
         raise UsageError(f"{root} is not a full mpilab checkout: {', '.join(missing)} missing")
@@ -69,7 +96,7 @@ def build(dest, root=None):
     written = []
     for item in SHIPPED:
         src = root / item
-        for path in ([src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file())):
+        for path in [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file()):
             rel = path.relative_to(root)
             if any(fnmatch.fnmatch(part, pat) for part in rel.parts for pat in LEFT_OUT):
                 continue
@@ -82,13 +109,18 @@ def build(dest, root=None):
     (dest / "RELEASE.txt").write_text(
         "The student's side of the mpilab kit (make student-release). Start with README.md:\n"
         "'make lab' opens the labs in JupyterLab. The answer key and the course's grader are\n"
-        "the instructor's and are not part of this tree.\n")
+        "the instructor's and are not part of this tree.\n"
+    )
     return written
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m mpilab.grade.release", description=__doc__.split("\n\n")[0])
-    parser.add_argument("dest", nargs="?", default="dist/student", help="where to write the tree (default dist/student)")
+    parser = argparse.ArgumentParser(
+        prog="python -m mpilab.grade.release", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "dest", nargs="?", default="dist/student", help="where to write the tree (default dist/student)"
+    )
     args = parser.parse_args(argv)
     try:
         files = build(args.dest)

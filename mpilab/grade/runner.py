@@ -11,6 +11,7 @@ directory holding only the files it needs and under :mod:`mpilab.grade.sandbox`'
 * :func:`benchmark_c` times students' allgathers next to ``MPI_Allgather`` (lab 2);
 * :func:`benchmark_bcast` does the same for lab 6's broadcasts.
 """
+
 import datetime as dt
 import io
 import os
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mpilab.core.errors import LaunchError, one_of, ToolMissing
+from mpilab.core.errors import LaunchError, ToolMissing, one_of
 from mpilab.core.vocabulary import COMPILERS, MPIRUN
 from mpilab.grade import harness, outcome, sandbox, sealed
 from mpilab.grade.cases import Case
@@ -83,8 +84,9 @@ def smpi_platform(platform, work):
 def argv(work, program, args, run, cfg=()):
     """The command that runs ``program args`` as ``run`` says."""
     if run.flavour == "smpi":
-        lau = launch.get_launcher("smpi", platform=smpi_platform(run.platform or "orfeo-thin", work),
-                                  workdir=work, cfg=list(cfg))
+        lau = launch.get_launcher(
+            "smpi", platform=smpi_platform(run.platform or "orfeo-thin", work), workdir=work, cfg=list(cfg)
+        )
         return lau.command(os.path.join(work, program), list(args), run.nprocs, run.mapping).argv
     if run.flavour == "openmpi":
         return MPIRUN_OPENMPI + [str(run.nprocs), f"./{program}", *args]
@@ -93,8 +95,13 @@ def argv(work, program, args, run, cfg=()):
 
 def execute(work, command, run, timeout=RUN_TIMEOUT):
     """Run a command of :func:`argv` in the sandbox with the flavour's memory cap."""
-    return sandbox.run(command, cwd=work, timeout=timeout, env=RUN_ENV,
-                       memory_mb=SMPI_MEMORY_MB if run.flavour == "smpi" else REAL_MEMORY_MB)
+    return sandbox.run(
+        command,
+        cwd=work,
+        timeout=timeout,
+        env=RUN_ENV,
+        memory_mb=SMPI_MEMORY_MB if run.flavour == "smpi" else REAL_MEMORY_MB,
+    )
 
 
 _SMPI_FAILED = re.compile(r"Execution failed with code (\d+)")
@@ -104,7 +111,9 @@ _SMPI_FAILED = re.compile(r"Execution failed with code (\d+)")
 _RUNTIME_MESSAGE = re.compile(
     r"^(?:(?:malloc|free|realloc|calloc|malloc_consolidate|munmap_chunk|_int_\w+)\(\): .+"
     r"|double free or corruption.*|corrupted (?:size|double-linked list|top size).*"
-    r"|\*\*\* .+ \*\*\*: terminated|Fatal glibc error: .+|.+: Assertion `.+' failed\.)$", re.M)
+    r"|\*\*\* .+ \*\*\*: terminated|Fatal glibc error: .+|.+: Assertion `.+' failed\.)$",
+    re.M,
+)
 
 
 def runtime_message(res):
@@ -119,6 +128,8 @@ def with_runtime_message(why, res):
     if why and said and said not in why:
         return f"{why} — the C library said: {said}"
     return why
+
+
 _CASE = re.compile(r"^CASE (\S+)(?: (.*?))?\t(PASS|FAIL|TIMEOUT)(?:\t(.*))?$")
 
 
@@ -126,7 +137,8 @@ def failure(res, run):
     """Why a run failed, in the words students read; None if it ended normally.
 
     A crash keeps the C library's own message (:func:`runtime_message`), e.g. "rank 1 crashed:
-    signal 6 (SIGABRT) — the C library said: malloc(): corrupted top size". Under SMPI every rank runs inside one process: a crash has no rank to name, and a deadlock
+    signal 6 (SIGABRT) — the C library said: malloc(): corrupted top size". Under SMPI every rank runs
+    inside one process: a crash has no rank to name, and a deadlock
     is found by the simulator (which then exits with status 0) rather than by a time-out.
     """
     return with_runtime_message(_failure(res, run), res)
@@ -146,8 +158,10 @@ def _failure(res, run):
     code = int(m.group(1)) if m else res.returncode
     if code is not None and code > 128:
         sig = code - 128
-        return (f"a rank crashed: signal {sig} ({outcome.signal_name(sig)}) (the simulator runs "
-                "every rank in one process and cannot say which)")
+        return (
+            f"a rank crashed: signal {sig} ({outcome.signal_name(sig)}) (the simulator runs "
+            "every rank in one process and cannot say which)"
+        )
     if res.ok:
         return None
     last = (res.stderr.strip() or res.stdout.strip()).splitlines()[-3:]
@@ -205,8 +219,15 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
         run_kinds = list(run.kinds or kinds)
         exe = program + ("_smpi" if run.flavour == "smpi" else "")
         if run.flavour != "smpi" and len(hung_first) >= 2:
-            out += [Case(f"{run.label}, {k}", False, f"not run: the first case hung at P = "
-                         f"{hung_first[0]} and P = {hung_first[1]}", hidden=run.hidden) for k in run_kinds]
+            out += [
+                Case(
+                    f"{run.label}, {k}",
+                    False,
+                    f"not run: the first case hung at P = {hung_first[0]} and P = {hung_first[1]}",
+                    hidden=run.hidden,
+                )
+                for k in run_kinds
+            ]
             continue
         left, tries = list(run_kinds), 0
         while left and tries < 2:
@@ -235,7 +256,11 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
                 message = ""
                 if bad:
                     d, s, m = bad[0]
-                    m = f"no result after {case_timeout:.0f} s — {outcome.DEADLOCK_HINT}" if s == "TIMEOUT" else m
+                    m = (
+                        f"no result after {case_timeout:.0f} s — {outcome.DEADLOCK_HINT}"
+                        if s == "TIMEOUT"
+                        else m
+                    )
                     message = f"{d}: {m}" if d else m
                     if len(group) > 1:
                         message += f" ({len(bad)} of the {len(group)} cases of this kind failed)"
@@ -244,20 +269,27 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
             if hung is not None:
                 if hung == run_kinds[0]:
                     hung_first.append(run.nprocs)
-                    out += [Case(f"{run.label}, {k}", False, f"not run: the {hung} case hung",
-                                 hidden=run.hidden) for k in left]
+                    out += [
+                        Case(f"{run.label}, {k}", False, f"not run: the {hung} case hung", hidden=run.hidden)
+                        for k in left
+                    ]
                     left = []
                 continue
             if not left:
                 break
-            why = failure(res, run) or ("the program printed no result" if not by_kind
-                                         else "the program ended before this case")
+            why = failure(res, run) or (
+                "the program printed no result" if not by_kind else "the program ended before this case"
+            )
             if forged:
-                why += (f" ({forged} CASE line{'s' if forged > 1 else ''} without the harness's seal "
-                        "counted for nothing: only the harness reports results)")
+                why += (
+                    f" ({forged} CASE line{'s' if forged > 1 else ''} without the harness's seal "
+                    "counted for nothing: only the harness reports results)"
+                )
             out.append(Case(f"{run.label}, {left.pop(0)}", False, why, hidden=run.hidden))
-        out += [Case(f"{run.label}, {k}", False, "not run: the program kept failing", hidden=run.hidden)
-                for k in left]
+        out += [
+            Case(f"{run.label}, {k}", False, "not run: the program kept failing", hidden=run.hidden)
+            for k in left
+        ]
     return out
 
 
@@ -314,10 +346,17 @@ def run_c(c_file, flavour="openmpi", nprocs=4, mapping="core", platform="orfeo-t
         cmd = launch.get_launcher(flavour, **opts).command(os.path.join(work, exe), [], nprocs, mapping)
         if shutil.which(cmd.argv[0]) is None:
             raise ToolMissing(f"{cmd.argv[0]!r} not found on PATH; `mpilab doctor` says how to install it")
-        res = sandbox.run(cmd.argv, cwd=work, timeout=timeout, env={**RUN_ENV, **cmd.env},
-                          memory_mb=SMPI_MEMORY_MB if flavour == "smpi" else REAL_MEMORY_MB)
+        res = sandbox.run(
+            cmd.argv,
+            cwd=work,
+            timeout=timeout,
+            env={**RUN_ENV, **cmd.env},
+            memory_mb=SMPI_MEMORY_MB if flavour == "smpi" else REAL_MEMORY_MB,
+        )
         if not res.ok:
-            where = f"{name} on {flavour}" + (f" ({platform}, mapping {mapping})" if flavour == "smpi" else "")
+            where = f"{name} on {flavour}" + (
+                f" ({platform}, mapping {mapping})" if flavour == "smpi" else ""
+            )
             raise LaunchError(f"{where}, P = {nprocs}: {with_runtime_message(res.failure(), res)}")
         return res.stdout
     finally:
@@ -334,9 +373,19 @@ BENCH_SMPI_CFG = ("smpi/coll-selector:ompi",)
 ALLGATHER_KINDS = ("int", "char", "double", "in-place", "sub-communicator")
 
 
-def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(8192,),
-                    flavour="openmpi", platform="orfeo-thin", mapping="core", native=True,
-                    iters=None, warmup=None, timeout=RUN_TIMEOUT):
+def benchmark_bcast(
+    c_files,
+    nprocs=(2, 4),
+    sizes=(8, 1024, 65536),
+    segsizes=(8192,),
+    flavour="openmpi",
+    platform="orfeo-thin",
+    mapping="core",
+    native=True,
+    iters=None,
+    warmup=None,
+    timeout=RUN_TIMEOUT,
+):
     """Time students' broadcasts (and MPI_Bcast, ``native``), for real or simulated.
 
     All the files are built into one program, which checks every byte of one broadcast of an
@@ -378,8 +427,16 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
     it, wu = BENCH_ITERS[flavour]
     iters, warmup = it if iters is None else int(iters), wu if warmup is None else int(warmup)
     files = {a: os.fspath(f) for a, f in c_files.items()}
-    args = ["--sizes", ",".join(str(int(b)) for b in sizes), "--segsizes",
-            ",".join(str(int(s)) for s in segsizes), "--iters", str(iters), "--warmup", str(warmup)]
+    args = [
+        "--sizes",
+        ",".join(str(int(b)) for b in sizes),
+        "--segsizes",
+        ",".join(str(int(s)) for s in segsizes),
+        "--iters",
+        str(iters),
+        "--warmup",
+        str(warmup),
+    ]
     exe = "check_bcast" + ("_smpi" if flavour == "smpi" else "")
     frames = []
 
@@ -403,7 +460,9 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
                 if not res.ok:
                     if strict:
                         return False
-                    warnings.warn(f"{', '.join(names)} left out at P = {p}: {failure(res, run) or 'it failed'}")
+                    warnings.warn(
+                        f"{', '.join(names)} left out at P = {p}: {failure(res, run) or 'it failed'}"
+                    )
                     continue
                 for line in res.stdout.splitlines():
                     if line.startswith("# SKIP"):
@@ -415,7 +474,7 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
         return True
 
     if not time_group(list(files), native, strict=len(files) > 1):
-        for algorithm in files:        # one bad file costs only itself
+        for algorithm in files:  # one bad file costs only itself
             time_group([algorithm], False, strict=False)
         if native:
             time_group([], True, strict=False)
@@ -424,8 +483,15 @@ def benchmark_bcast(c_files, nprocs=(2, 4), sizes=(8, 1024, 65536), segsizes=(81
     return pd.concat(frames, ignore_index=True)
 
 
-def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin", mapping="core",
-                reference=False, timeout=RUN_TIMEOUT):
+def benchmark_c(
+    c_files,
+    nprocs=(2, 4),
+    flavour="openmpi",
+    platform="orfeo-thin",
+    mapping="core",
+    reference=False,
+    timeout=RUN_TIMEOUT,
+):
     """Time students' allgathers and MPI_Allgather (``native``), for real or simulated.
 
     Parameters
@@ -473,12 +539,20 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
         try:
             # a wrong algorithm's time means nothing: check it first (every kind, at the
             # smallest P above 1 that is timed)
-            run = Run(flavour, min([q for q in nprocs if q > 1] or nprocs), platform if flavour == "smpi" else None,
-                      mapping)
-            wrong = [c for c in run_cases(work, "check_student", [run], ALLGATHER_KINDS, timeout) if not c.passed]
+            run = Run(
+                flavour,
+                min([q for q in nprocs if q > 1] or nprocs),
+                platform if flavour == "smpi" else None,
+                mapping,
+            )
+            wrong = [
+                c for c in run_cases(work, "check_student", [run], ALLGATHER_KINDS, timeout) if not c.passed
+            ]
             if wrong:
-                warnings.warn(f"{algorithm} left out: it is not right yet, so its time would mean nothing "
-                              f"({wrong[0].name}: {wrong[0].message})")
+                warnings.warn(
+                    f"{algorithm} left out: it is not right yet, so its time would mean nothing "
+                    f"({wrong[0].name}: {wrong[0].message})"
+                )
                 continue
             for p in nprocs:
                 run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
@@ -503,4 +577,5 @@ def benchmark_c(c_files, nprocs=(2, 4), flavour="openmpi", platform="orfeo-thin"
     keep = list(c_files) + ["native"] + (["gather_bcast", "pairwise"] if reference else [])
     df = df[df["algorithm"].isin(keep)]
     return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False).agg(
-        maxrank_avg_us=("maxrank_avg_us", "mean"), date=("date", "min"))
+        maxrank_avg_us=("maxrank_avg_us", "mean"), date=("date", "min")
+    )

@@ -52,7 +52,7 @@ INIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_init.py
 _ABORT_LOG_INSIDE = "/tmp/.mpilab-abort.log"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sandbox_user():
     """The unprivileged user confined runs run as: ``(name, uid, gid, note)``.
 
@@ -67,22 +67,41 @@ def sandbox_user():
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
-        proc = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                               "--shell", "/usr/sbin/nologin", "--user-group", "--comment",
-                               "mpilab sandbox, runs untrusted student code", name],
-                              capture_output=True, text=True) if shutil.which("useradd") else None
+        proc = (
+            subprocess.run(
+                [
+                    "useradd",
+                    "--system",
+                    "--no-create-home",
+                    "--home-dir",
+                    "/nonexistent",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    "--user-group",
+                    "--comment",
+                    "mpilab sandbox, runs untrusted student code",
+                    name,
+                ],
+                capture_output=True,
+                text=True,
+            )
+            if shutil.which("useradd")
+            else None
+        )
         try:
-            pw = pwd.getpwnam(name)   # made now, or by a grader running at the same time
+            pw = pwd.getpwnam(name)  # made now, or by a grader running at the same time
         except KeyError:
             why = proc.stderr.strip() if proc else "useradd is not installed"
             note = f"could not create the user {name} ({why}); runs as nobody"
             pw = pwd.getpwnam("nobody")
     if pw.pw_uid == 0:
-        raise UsageError(f"MPILAB_SANDBOX_USER={name!r} is root; name an unprivileged user (default {SANDBOX_USER})")
+        raise UsageError(
+            f"MPILAB_SANDBOX_USER={name!r} is root; name an unprivileged user (default {SANDBOX_USER})"
+        )
     return pw.pw_name, pw.pw_uid, pw.pw_gid, note
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def isolation():
     """What confinement this machine allows, checked once by confining ``true``.
 
@@ -93,15 +112,17 @@ def isolation():
         missing even so (no usable cgroup: no cap on a run's total memory or processes); else
         ``(False, why)``, why naming what stays unisolated.
     """
-    unconfined = ("runs keep the host's network, files, processes and user, with no cap on disk, "
-                  "total memory or processes")
+    unconfined = (
+        "runs keep the host's network, files, processes and user, with no cap on disk, "
+        "total memory or processes"
+    )
     if os.geteuid() != 0:
         return False, f"not root: {unconfined}"
     missing = [tool for tool in ("unshare", "setpriv") if shutil.which(tool) is None]
     if missing:
         return False, f"{' and '.join(missing)} (util-linux) not installed: {unconfined}"
     why = _probe(cgroup=True)
-    if why and cgroups.parents():   # cgroups that look writable but fail: do without them
+    if why and cgroups.parents():  # cgroups that look writable but fail: do without them
         cgroups.TROUBLE.append(why)
         why = _probe(cgroup=False)
     if why:
@@ -115,8 +136,14 @@ def _probe(cgroup):
     try:
         sandbox_user()
         with Sandbox(Limits.from_env(), cgroup=cgroup) as box, tempfile.TemporaryDirectory() as empty:
-            proc = subprocess.run(box.argv(["true"]), cwd=empty, capture_output=True, text=True, timeout=60,
-                                  pass_fds=box.pass_fds)
+            proc = subprocess.run(
+                box.argv(["true"]),
+                cwd=empty,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                pass_fds=box.pass_fds,
+            )
             report = box.report()
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
@@ -175,8 +202,17 @@ def _kit_paths():
     """The directories a program of the kit needs, read-only: this interpreter's, the kit's, and the
     SimGrid platforms the kit generated (an SMPI run names its platform file, written in the
     grader's cache, e.g. under /root, when the platform is not shipped)."""
-    return sorted({sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                   str(paths.repo_root()), str(paths.PACKAGE_DIR), str(platforms._cache_dir())})
+    return sorted(
+        {
+            sys.base_prefix,
+            sys.prefix,
+            sys.exec_prefix,
+            os.path.dirname(os.path.realpath(sys.executable)),
+            str(paths.repo_root()),
+            str(paths.PACKAGE_DIR),
+            str(platforms._cache_dir()),
+        }
+    )
 
 
 def _under(path, top):
@@ -184,6 +220,7 @@ def _under(path, top):
 
 
 # --- one confined run --------------------------------------------------------------------------
+
 
 class Sandbox:
     """The pieces of one confined run that live outside it, and the command that starts it.
@@ -216,8 +253,19 @@ class Sandbox:
         RLIMIT_AS of every process of the run, MiB (0: what the caller's process has).
     """
 
-    def __init__(self, limits, hide=(), keep=(), work=True, own=(), network=False, cgroup=True, report=True,
-                 address_space_mb=0, copy_back="success"):
+    def __init__(
+        self,
+        limits,
+        hide=(),
+        keep=(),
+        work=True,
+        own=(),
+        network=False,
+        cgroup=True,
+        report=True,
+        address_space_mb=0,
+        copy_back="success",
+    ):
         user = sandbox_user()
         if user is None:
             raise UsageError("a confined run needs root (it switches to the sandbox user)")
@@ -243,17 +291,29 @@ class Sandbox:
     def argv(self, argv):
         """``argv`` wrapped to run confined."""
         lim = self.limits
-        settings = [f"uid={self.uid}", f"gid={self.gid}", f"disk={lim.disk_mb << 20}", f"files={lim.files}",
-                    f"work={'1' if self.work else ''}", f"parent_fd={self._watch_r}",
-                    f"report_fd={'' if self._report_fd is None else self._report_fd}",
-                    f"abort_log={_ABORT_LOG_INSIDE}", f"copy_back={self.copy_back}",
-                    f"rlimit=fsize:{lim.file_mb << 20}", "rlimit=core:0",
-                    f"rlimit=nproc:{positive_env('MPILAB_SANDBOX_USER_PROCS', USER_PROCS)}"]
+        settings = [
+            f"uid={self.uid}",
+            f"gid={self.gid}",
+            f"disk={lim.disk_mb << 20}",
+            f"files={lim.files}",
+            f"work={'1' if self.work else ''}",
+            f"parent_fd={self._watch_r}",
+            f"report_fd={'' if self._report_fd is None else self._report_fd}",
+            f"abort_log={_ABORT_LOG_INSIDE}",
+            f"copy_back={self.copy_back}",
+            f"rlimit=fsize:{lim.file_mb << 20}",
+            "rlimit=core:0",
+            f"rlimit=nproc:{positive_env('MPILAB_SANDBOX_USER_PROCS', USER_PROCS)}",
+        ]
         settings += [f"rlimit=as:{self.address_space_mb << 20}"] if self.address_space_mb else []
         settings += [f"cgroup={f}" for f in (self.cgroups.procs_files if self.cgroups else [])]
         settings += [f"hide={d}" for d in self.hide] + [f"open={d}" for d in self.open]
-        settings += [f"keep={'rw' if rw else 'ro'}:{p}" for p, rw in self.keep] + [f"own={f}" for f in self.own]
-        ns = ["--mount", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc"] + ([] if self.network else ["--net"])
+        settings += [f"keep={'rw' if rw else 'ro'}:{p}" for p, rw in self.keep] + [
+            f"own={f}" for f in self.own
+        ]
+        ns = ["--mount", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc"] + (
+            [] if self.network else ["--net"]
+        )
         return ["unshare", *ns, sys.executable, "-I", "-S", INIT, *settings, "--", *map(str, argv)]
 
     def report(self):
@@ -314,8 +374,18 @@ class Sandbox:
 
 # --- running a program -------------------------------------------------------------------------
 
-def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None, network=False,
-        copy_back="success"):
+
+def run(
+    argv,
+    *,
+    cwd,
+    timeout=60.0,
+    memory_mb=2048,
+    output_cap=200_000,
+    env=None,
+    network=False,
+    copy_back="success",
+):
     """Run ``argv`` in ``cwd`` under a time, memory and output limit, confined where possible.
 
     Parameters
@@ -370,11 +440,12 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
         full_env["MPILAB_ABORT_LOG"] = _ABORT_LOG_INSIDE
         wrapped = box.argv(cmd)
 
-        def poll():   # a fork bomb is stopped at once, not at the time limit
+        def poll():  # a fork bomb is stopped at once, not at the time limit
             return bool(box.cgroups and box.cgroups.new_events()[1])
 
-        timed_out, stopped, proc, streams = _run_streaming(wrapped, cwd, full_env, timeout, rlimits, output_cap,
-                                                           box.pass_fds, poll)
+        timed_out, stopped, proc, streams = _run_streaming(
+            wrapped, cwd, full_env, timeout, rlimits, output_cap, box.pass_fds, poll
+        )
         report = box.report()
         limit = box.limit_hit(report)
     if "setup_error" in report:
@@ -382,10 +453,23 @@ def run(argv, *, cwd, timeout=60.0, memory_mb=2048, output_cap=200_000, env=None
     out, n_out = streams.text(proc.stdout)
     err, n_err = streams.text(proc.stderr)
     returncode = None if timed_out or stopped else report.get("status", proc.returncode)
-    return _file_size_limit(SandboxResult(
-        argv=wrapped, returncode=returncode, stdout=out, stderr=_with_aborts(err, report.get("aborts", [])),
-        timed_out=timed_out, timeout=timeout, network_isolated=not network, note=note, stdout_bytes=n_out,
-        stderr_bytes=n_err, output_cap=output_cap, limit=limit), limits)
+    return _file_size_limit(
+        SandboxResult(
+            argv=wrapped,
+            returncode=returncode,
+            stdout=out,
+            stderr=_with_aborts(err, report.get("aborts", [])),
+            timed_out=timed_out,
+            timeout=timeout,
+            network_isolated=not network,
+            note=note,
+            stdout_bytes=n_out,
+            stderr_bytes=n_err,
+            output_cap=output_cap,
+            limit=limit,
+        ),
+        limits,
+    )
 
 
 def _file_size_limit(res, limits):
@@ -404,9 +488,11 @@ def _fits(cwd, limits):
         files += len(dirs) + len(names)
         size += sum(os.lstat(os.path.join(root, n)).st_size for n in names)
         if files >= limits.files or size >= (limits.disk_mb << 20) // 2:
-            raise UsageError(f"the working directory {cwd} holds more than a run may copy (half of "
-                             f"{limits.var('disk_mb')}={limits.disk_mb} MiB, or {limits.var('files')}="
-                             f"{limits.files} files); run in a directory made by sandbox.scratch_dir")
+            raise UsageError(
+                f"the working directory {cwd} holds more than a run may copy (half of "
+                f"{limits.var('disk_mb')}={limits.disk_mb} MiB, or {limits.var('files')}="
+                f"{limits.files} files); run in a directory made by sandbox.scratch_dir"
+            )
 
 
 def _run_unconfined(cmd, cwd, env, timeout, rlimits, output_cap, note):
@@ -423,10 +509,22 @@ def _run_unconfined(cmd, cwd, env, timeout, rlimits, output_cap, note):
         os.unlink(abort_log)
     out, n_out = streams.text(proc.stdout)
     err, n_err = streams.text(proc.stderr)
-    return _file_size_limit(SandboxResult(
-        argv=cmd, returncode=None if timed_out else proc.returncode, stdout=out, stderr=_with_aborts(err, aborts),
-        timed_out=timed_out, timeout=timeout, network_isolated=False, note=note, stdout_bytes=n_out,
-        stderr_bytes=n_err, output_cap=output_cap), Limits.from_env())
+    return _file_size_limit(
+        SandboxResult(
+            argv=cmd,
+            returncode=None if timed_out else proc.returncode,
+            stdout=out,
+            stderr=_with_aborts(err, aborts),
+            timed_out=timed_out,
+            timeout=timeout,
+            network_isolated=False,
+            note=note,
+            stdout_bytes=n_out,
+            stderr_bytes=n_err,
+            output_cap=output_cap,
+        ),
+        Limits.from_env(),
+    )
 
 
 def _with_aborts(err, aborts):
@@ -453,8 +551,16 @@ def _run_streaming(cmd, cwd, env, timeout, rlimits, output_cap, pass_fds=(), pol
     """Start ``cmd``, read its output until it ends or the time is up (then kill its group);
     ``poll()`` returning True also stops it. Returns (timed_out, stopped, proc, streams)."""
     deadline = time.monotonic() + timeout
-    proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=_preexec(rlimits), pass_fds=pass_fds)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=str(cwd),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_preexec(rlimits),
+        pass_fds=pass_fds,
+    )
     streams = process.Streams(proc, output_cap)
     stopped = False
     while True:
@@ -466,7 +572,7 @@ def _run_streaming(cmd, cwd, env, timeout, rlimits, output_cap, pass_fds=(), pol
             break
     timed_out = not stopped and not streams.done
     if not timed_out and not stopped:
-        try:   # the pipes are closed; the program may still be finishing
+        try:  # the pipes are closed; the program may still be finishing
             proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             timed_out = True

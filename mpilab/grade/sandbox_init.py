@@ -25,11 +25,11 @@ the run ends with it. It imports only the standard library (``python -I -S``: no
 environment or from site-packages can change what it does, and it starts fast).
 """
 
-import _signal as signal   # not signal, socket or json: their imports (enum, re) cost tens of ms
+import _signal as signal  # not signal, socket or json: their imports (enum, re) cost tens of ms
 import _socket
-import _thread
 import _stat as stat
 import _struct as struct
+import _thread
 import ctypes
 import fcntl
 import os
@@ -38,9 +38,15 @@ import sys
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 #: statvfs flags of a mount, and the mount flags that keep them on a remount
-_KEEP_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
-               os.ST_NOATIME: 1024, os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
-STAGE = "/dev/shm"   # covered, at the end, by the run's own /dev/shm
+_KEEP_FLAGS = {
+    os.ST_NOSUID: MS_NOSUID,
+    os.ST_NODEV: MS_NODEV,
+    os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: 1024,
+    os.ST_NODIRATIME: 2048,
+    os.ST_RELATIME: 1 << 21,
+}
+STAGE = "/dev/shm"  # covered, at the end, by the run's own /dev/shm
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -72,7 +78,9 @@ def remount_readonly(target):
 
 
 def tmpfs(target, size=None, mode=0o755, inodes=None, readonly=False, name="mpilab"):
-    opts = [f"mode={mode:o}"] + ([f"size={size}"] if size else []) + ([f"nr_inodes={inodes}"] if inodes else [])
+    opts = (
+        [f"mode={mode:o}"] + ([f"size={size}"] if size else []) + ([f"nr_inodes={inodes}"] if inodes else [])
+    )
     mount(name, target, "tmpfs", MS_NOSUID | MS_NODEV | (MS_RDONLY if readonly else 0), ",".join(opts))
 
 
@@ -97,8 +105,8 @@ def lo_up():
     s = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
     try:
         ifr = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), 0x8913, ifr))[1]   # SIOCGIFFLAGS
-        fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", flags | 1))   # SIOCSIFFLAGS, IFF_UP
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), 0x8913, ifr))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sH14x", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
     finally:
         s.close()
 
@@ -195,8 +203,11 @@ def setup(cfg, here):
             remount_readonly(mp)
     # covers and binds, shallowest first: a keep inside a cover comes after it, a cover inside
     # a keep after the keep
-    ops = [(p, "tmp", os.path.join(scratch, d)) for p, d in (("/tmp", "tmp"), ("/var/tmp", "var-tmp"))
-           if os.path.isdir(p)]
+    ops = [
+        (p, "tmp", os.path.join(scratch, d))
+        for p, d in (("/tmp", "tmp"), ("/var/tmp", "var-tmp"))
+        if os.path.isdir(p)
+    ]
     ops += [(p, "open", None) for p in cfg["open"]] + [(p, "hide", None) for p in cfg["hide"]]
     ops += [(p, "keep", (slot, mode)) for p, slot, mode in slots]
     hidden = []
@@ -204,7 +215,7 @@ def setup(cfg, here):
         if kind == "tmp":
             bind(arg, path)
         elif kind in ("open", "hide"):
-            if os.path.isdir(path):   # (not if it was under /tmp: that is new and empty already)
+            if os.path.isdir(path):  # (not if it was under /tmp: that is new and empty already)
                 tmpfs(path, size="64k", mode=0o755 if kind == "open" else 0o555, name=f"mpilab-{kind}")
                 hidden += [path] if kind == "hide" else []
         else:
@@ -240,9 +251,21 @@ def start(cfg, argv, here):
             # the first for its parent's death); this process watches the grader instead (parent_fd)
             if "JPY_PARENT_PID" in os.environ:
                 os.environ["JPY_PARENT_PID"] = "1"
-            os.execvp("setpriv", ["setpriv", f"--reuid={cfg['uid']}", f"--regid={cfg['gid']}", "--clear-groups",
-                                  "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *argv])
-        except BaseException as exc:   # noqa: BLE001 (the child never returns into PID 1's code)
+            os.execvp(
+                "setpriv",
+                [
+                    "setpriv",
+                    f"--reuid={cfg['uid']}",
+                    f"--regid={cfg['gid']}",
+                    "--clear-groups",
+                    "--inh-caps=-all",
+                    "--bounding-set=-all",
+                    "--no-new-privs",
+                    "--",
+                    *argv,
+                ],
+            )
+        except BaseException as exc:  # noqa: BLE001 (the child never returns into PID 1's code)
             os.write(2, f"mpilab sandbox: cannot start {argv[0]}: {exc}\n".encode())
         os._exit(127)
     while True:
@@ -253,11 +276,22 @@ def start(cfg, argv, here):
 
 def parse(args):
     """Settings given as ``key=value`` arguments (lists: the key repeated) up to ``--``."""
-    cfg = {"cgroup": [], "keep": [], "open": [], "hide": [], "rlimit": [], "own": [], "work": "", "report_fd": "",
-           "abort_log": "", "home": "/tmp", "copy_back": "success"}
+    cfg = {
+        "cgroup": [],
+        "keep": [],
+        "open": [],
+        "hide": [],
+        "rlimit": [],
+        "own": [],
+        "work": "",
+        "report_fd": "",
+        "abort_log": "",
+        "home": "/tmp",
+        "copy_back": "success",
+    }
     for i, arg in enumerate(args):
         if arg == "--":
-            return cfg, args[i + 1:]
+            return cfg, args[i + 1 :]
         key, _, value = arg.partition("=")
         if isinstance(cfg.get(key), list):
             cfg[key].append(value)
@@ -276,7 +310,7 @@ def _oom_score_adj(value):
 
 def main():
     cfg, argv = parse(sys.argv[1:])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # an interrupt is for the program (a kernel), not for us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is for the program (a kernel), not for us
     report = int(cfg["report_fd"]) if cfg["report_fd"] else None
     if report is not None:
         os.set_inheritable(report, False)
@@ -284,7 +318,7 @@ def main():
     here = os.getcwd()
     if cfg.get("parent_fd"):
         _thread.start_new_thread(_watch, (int(cfg["parent_fd"]),))
-    _oom_score_adj(-1000)   # never the OOM killer's choice in the run's cgroup (needs CAP_SYS_RESOURCE)
+    _oom_score_adj(-1000)  # never the OOM killer's choice in the run's cgroup (needs CAP_SYS_RESOURCE)
     try:
         real = setup(cfg, here)
     except OSError as exc:

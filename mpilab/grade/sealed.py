@@ -7,6 +7,7 @@ seed per rank (``seed.<rank>``, which only that rank reads, then deletes) and a 
 key; :func:`unseal` accepts a line only with the right hash. A function that prints passing lines
 of its own, or computes the other ranks' data instead of receiving it, gains nothing.
 """
+
 import os
 import re
 import secrets
@@ -29,15 +30,21 @@ def siphash24(key, data):
     def rounds(n):
         v0, v1, v2, v3 = v
         for _ in range(n):
-            v0 = (v0 + v1) & _MASK; v1 = _rotl(v1, 13) ^ v0; v0 = _rotl(v0, 32)   # noqa: E702
-            v2 = (v2 + v3) & _MASK; v3 = _rotl(v3, 16) ^ v2                      # noqa: E702
-            v0 = (v0 + v3) & _MASK; v3 = _rotl(v3, 21) ^ v0                      # noqa: E702
-            v2 = (v2 + v1) & _MASK; v1 = _rotl(v1, 17) ^ v2; v2 = _rotl(v2, 32)   # noqa: E702
+            v0 = (v0 + v1) & _MASK
+            v1 = _rotl(v1, 13) ^ v0
+            v0 = _rotl(v0, 32)  # noqa: E702
+            v2 = (v2 + v3) & _MASK
+            v3 = _rotl(v3, 16) ^ v2  # noqa: E702
+            v0 = (v0 + v3) & _MASK
+            v3 = _rotl(v3, 21) ^ v0  # noqa: E702
+            v2 = (v2 + v1) & _MASK
+            v1 = _rotl(v1, 17) ^ v2
+            v2 = _rotl(v2, 32)  # noqa: E702
         v[:] = [v0, v1, v2, v3]
 
     whole = len(data) - len(data) % 8
     for i in range(0, whole, 8):
-        w = int.from_bytes(data[i:i + 8], "little")
+        w = int.from_bytes(data[i : i + 8], "little")
         v[3] ^= w
         rounds(2)
         v[0] ^= w

@@ -9,6 +9,7 @@ fresh process) for the verdicts, and replaces every test cell's outputs with its
 feedback text, then the score as nbgrader reads it. What the notebook printed in a test cell is
 dropped, so text that imitates a pass changes nothing.
 """
+
 import json
 import os
 import subprocess
@@ -40,22 +41,26 @@ def verdict_outputs(verdict, handed):
     text = verdict.text() + ("" if handed is None else f"\n(handed in: {', '.join(handed) or 'your files'})")
     if verdict.score <= 0:
         first, *rest = text.splitlines()
-        return [new_output("error", ename="NotPassed", evalue=first, traceback=[first, *rest])] + \
-            ([_html_output(verdict)] if verdict.html else [])
+        return [new_output("error", ename="NotPassed", evalue=first, traceback=[first, *rest])] + (
+            [_html_output(verdict)] if verdict.html else []
+        )
     outputs = [new_output("stream", name="stdout", text=text + "\n")]
     if verdict.html:
         outputs.append(_html_output(verdict))
     if verdict.score < verdict.points:
-        outputs.append(new_output("execute_result", data={"text/plain": f"{verdict.score:g}"},
-                                  execution_count=None))
+        outputs.append(
+            new_output("execute_result", data={"text/plain": f"{verdict.score:g}"}, execution_count=None)
+        )
     return outputs
 
 
 def _html_output(verdict):
     """The verdict's HTML feedback (diagrams included) as a display output: nbgrader scores a
     cell by its error and execute_result outputs only, so this one changes no score."""
-    return new_output("display_data", data={"text/html": verdict.html,
-                                            "text/plain": verdict.explanation or "(see the HTML feedback)"})
+    return new_output(
+        "display_data",
+        data={"text/html": verdict.html, "text/plain": verdict.explanation or "(see the HTML feedback)"},
+    )
 
 
 class TrustedVerdicts(NbGraderPreprocessor):
@@ -63,13 +68,17 @@ class TrustedVerdicts(NbGraderPreprocessor):
 
     judge_timeout = Float(
         float(os.environ.get("MPILAB_JUDGE_TIMEOUT", "1800")),
-        help="Wall-time limit of the trusted grader for one notebook, seconds.").tag(config=True)
+        help="Wall-time limit of the trusted grader for one notebook, seconds.",
+    ).tag(config=True)
 
     without_rubric = Enum(
-        ["zero", "outputs"], default_value="zero", help="An assignment without a rubric in the answer key: 'zero' gives its test "
+        ["zero", "outputs"],
+        default_value="zero",
+        help="An assignment without a rubric in the answer key: 'zero' gives its test "
         "cells no point (the default: the notebook's outputs are the student's to forge), "
         "'outputs' scores them by the notebook's own outputs (only for trusted notebooks, e.g. "
-        "an instructor's own exercise)").tag(config=True)
+        "an instructor's own exercise)",
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
         cells = test_cells(nb)
@@ -78,29 +87,43 @@ class TrustedVerdicts(NbGraderPreprocessor):
         info = resources["nbgrader"]
         if key.module(f"rubrics.{info['assignment']}") is None:
             if self.without_rubric == "outputs":
-                self.log.warning("no rubric for %s in the answer key: the notebook's own outputs "
-                                 "are scored (TrustedVerdicts.without_rubric = 'outputs')", info["assignment"])
+                self.log.warning(
+                    "no rubric for %s in the answer key: the notebook's own outputs "
+                    "are scored (TrustedVerdicts.without_rubric = 'outputs')",
+                    info["assignment"],
+                )
                 return nb, resources
-            why = (f"no rubric for {info['assignment']} in the answer key (solutions/mpilab_key/"
-                   "rubrics): nothing here can be judged, so no point is given; tell your instructor")
+            why = (
+                f"no rubric for {info['assignment']} in the answer key (solutions/mpilab_key/"
+                "rubrics): nothing here can be judged, so no point is given; tell your instructor"
+            )
             self.log.error("%s", why)
             for gid, cell in cells.items():
-                v = CellVerdict(gid, float(cell.metadata.nbgrader.get("points", 0)),
-                                [Case("the grader", False, why)])
+                v = CellVerdict(
+                    gid, float(cell.metadata.nbgrader.get("points", 0)), [Case("the grader", False, why)]
+                )
                 cell.outputs = verdict_outputs(v, None)
             return nb, resources
         coursedir = CourseDirectory(config=self.config)
         submission = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
         workdir = resources.get("metadata", {}).get("path") or submission
         handed = {gid: answers.collect(cell) for gid, cell in cells.items()}
-        request = {"lab": info["assignment"], "submission": os.path.abspath(submission),
-                   "workdir": os.path.abspath(workdir),
-                   "cells": {gid: {"points": float(cell.metadata.nbgrader.get("points", 0)),
-                                   "answers": handed[gid]} for gid, cell in cells.items()}}
+        request = {
+            "lab": info["assignment"],
+            "submission": os.path.abspath(submission),
+            "workdir": os.path.abspath(workdir),
+            "cells": {
+                gid: {"points": float(cell.metadata.nbgrader.get("points", 0)), "answers": handed[gid]}
+                for gid, cell in cells.items()
+            },
+        }
         verdicts = self.judge(request)
         for gid, cell in cells.items():
-            v = verdicts.get(gid) or CellVerdict(gid, float(cell.metadata.nbgrader.get("points", 0)), [
-                Case("the grader", False, "the grader gave no verdict for this cell; tell your instructor")])
+            v = verdicts.get(gid) or CellVerdict(
+                gid,
+                float(cell.metadata.nbgrader.get("points", 0)),
+                [Case("the grader", False, "the grader gave no verdict for this cell; tell your instructor")],
+            )
             cell.outputs = verdict_outputs(v, None if handed[gid] is None else list(handed[gid]))
             self.log.info("%s: %g / %g", gid, v.score, v.points)
         return nb, resources
@@ -109,9 +132,14 @@ class TrustedVerdicts(NbGraderPreprocessor):
         """Run ``python -I -m mpilab.grade.judge`` on ``request``; return ``{grade_id: CellVerdict}``."""
         with tempfile.TemporaryDirectory(prefix="mpilab-judge-") as tmp:
             try:
-                proc = subprocess.run([sys.executable, "-I", "-m", "mpilab.grade.judge"],
-                                      input=json.dumps(request), capture_output=True, text=True,
-                                      cwd=tmp, timeout=self.judge_timeout)
+                proc = subprocess.run(
+                    [sys.executable, "-I", "-m", "mpilab.grade.judge"],
+                    input=json.dumps(request),
+                    capture_output=True,
+                    text=True,
+                    cwd=tmp,
+                    timeout=self.judge_timeout,
+                )
             except subprocess.TimeoutExpired:
                 self.log.error("the trusted grader ran past %s s", self.judge_timeout)
                 return self._failed(request, f"the grader ran past its {self.judge_timeout:g} s limit")
@@ -119,8 +147,9 @@ class TrustedVerdicts(NbGraderPreprocessor):
                 self.log.warning("trusted grader:\n%s", proc.stderr[-4000:])
             if proc.returncode != 0:
                 self.log.error("the trusted grader failed (exit %s)", proc.returncode)
-                return self._failed(request, f"the grader failed (exit {proc.returncode}): "
-                                             f"{proc.stderr.strip()[-300:]}")
+                return self._failed(
+                    request, f"the grader failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
+                )
             try:
                 data = json.loads(proc.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
@@ -129,5 +158,7 @@ class TrustedVerdicts(NbGraderPreprocessor):
 
     @staticmethod
     def _failed(request, why):
-        return {gid: CellVerdict(gid, cell["points"], [Case("the grader", False, why + "; tell your instructor")])
-                for gid, cell in request["cells"].items()}
+        return {
+            gid: CellVerdict(gid, cell["points"], [Case("the grader", False, why + "; tell your instructor")])
+            for gid, cell in request["cells"].items()
+        }

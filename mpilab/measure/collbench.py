@@ -9,14 +9,23 @@ import dataclasses
 import json
 
 from mpilab.core import paths, process, results
-from mpilab.core.errors import LaunchError, one_of, ParseError, ToolMissing
+from mpilab.core.errors import LaunchError, ParseError, ToolMissing, one_of
 from mpilab.core.vocabulary import COLLECTIVES
 from mpilab.measure import driver
 
 PROGRAM = "collbench"
 #: The columns of collbench's table (docs/DEVELOPING.md section 2).
-COLUMNS = ("bytes", "count", "iterations", "avg_us", "min_us", "max_us", "maxrank_avg_us",
-           "maxrank_median_us", "probe_us")
+COLUMNS = (
+    "bytes",
+    "count",
+    "iterations",
+    "avg_us",
+    "min_us",
+    "max_us",
+    "maxrank_avg_us",
+    "maxrank_median_us",
+    "probe_us",
+)
 
 
 def collbench_args(algo="native", coll="allgather", options=None):
@@ -26,12 +35,24 @@ def collbench_args(algo="native", coll="allgather", options=None):
         raise one_of("collective", coll, COLLECTIVES)
     options = options or driver.BenchOptions()
     lo, hi = options.size_range(PROGRAM, default="32:1M")
-    return (["--coll", coll, "--algo", algo, "-m", f"{lo}:{hi}", "--format", "csv"]
-            + dataclasses.replace(options, sizes=None).argv(PROGRAM))
+    return ["--coll", coll, "--algo", algo, "-m", f"{lo}:{hi}", "--format", "csv"] + dataclasses.replace(
+        options, sizes=None
+    ).argv(PROGRAM)
 
 
-def measure(launcher, coll, algo, nprocs, options=None, *, mapping="core", repetition=0,
-            timeout=600, program=None, **option_fields):
+def measure(
+    launcher,
+    coll,
+    algo,
+    nprocs,
+    options=None,
+    *,
+    mapping="core",
+    repetition=0,
+    timeout=600,
+    program=None,
+    **option_fields,
+):
     """Run collbench once (every size of ``options``) and return its results rows.
 
     Parameters
@@ -56,11 +77,19 @@ def measure(launcher, coll, algo, nprocs, options=None, *, mapping="core", repet
     """
     program = program or collbench_program(launcher.flavour)
     args = collbench_args(algo, coll, driver.options_of(options, **option_fields))
-    out, command = driver.run(launcher, program, args, nprocs, mapping, timeout, expect=PROGRAM,
-                              columns=COLUMNS)
-    return results.rows(out.meta, out.table, flavour=launcher.flavour, launcher=launcher.name,
-                        platform=launcher.platform, mapping=mapping, repetition=repetition,
-                        command=command)
+    out, command = driver.run(
+        launcher, program, args, nprocs, mapping, timeout, expect=PROGRAM, columns=COLUMNS
+    )
+    return results.rows(
+        out.meta,
+        out.table,
+        flavour=launcher.flavour,
+        launcher=launcher.name,
+        platform=launcher.platform,
+        mapping=mapping,
+        repetition=repetition,
+        command=command,
+    )
 
 
 def collbench_program(flavour):

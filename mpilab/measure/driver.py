@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 
 from mpilab.core import units
-from mpilab.core.errors import one_of, ParseError, UsageError
+from mpilab.core.errors import ParseError, UsageError, one_of
 
 #: Table columns read as integers; :data:`TEXT_FIELDS` as text; any other column is a number of
 #: microseconds (or another measure), read as a float, empty for "not measured".
@@ -112,8 +112,7 @@ def parse(text, source="driver output", program=None, columns=None):
             if opening:
                 name, version = opening.groups()
                 if program is not None and name != program:
-                    raise ParseError(f"{source}: line {no}: expected the output of {program}, "
-                                     f"got {line!r}")
+                    raise ParseError(f"{source}: line {no}: expected the output of {program}, got {line!r}")
                 continue
             key, sep, value = line[1:].strip().partition(":")
             if not sep or not _KEY.fullmatch(key.strip()):
@@ -123,13 +122,13 @@ def parse(text, source="driver output", program=None, columns=None):
         if header is None:
             header = tuple(h.strip() for h in line.split(","))
             if columns is not None and header != tuple(columns):
-                raise ParseError(f"{source}: line {no}: expected header {','.join(columns)}, "
-                                 f"got {line!r}")
+                raise ParseError(f"{source}: line {no}: expected header {','.join(columns)}, got {line!r}")
             continue
         fields = next(csv.reader(io.StringIO(line)))
         if len(fields) != len(header):
-            raise ParseError(f"{source}: line {no}: expected {len(header)} fields, "
-                             f"got {len(fields)}: {line!r}")
+            raise ParseError(
+                f"{source}: line {no}: expected {len(header)} fields, got {len(fields)}: {line!r}"
+            )
         try:
             rows.append({h: _value(h, v) for h, v in zip(header, fields)})
         except ValueError:
@@ -158,8 +157,17 @@ def _count(flag, value, least):
 
 #: The options each program takes, by :class:`BenchOptions` field.
 ACCEPTS = {
-    "collbench": ("sizes", "iters", "warmup", "iters_large", "warmup_large", "datatype", "root",
-                  "check", "probe"),
+    "collbench": (
+        "sizes",
+        "iters",
+        "warmup",
+        "iters_large",
+        "warmup_large",
+        "datatype",
+        "root",
+        "check",
+        "probe",
+    ),
     "pingpong": ("sizes", "iters", "warmup", "iters_large", "warmup_large"),
     "bench_reduce": ("sizes", "iters", "warmup", "check"),
 }
@@ -201,10 +209,15 @@ class BenchOptions:
     probe: object = None
 
     def __post_init__(self):
-        for flag, least in (("iters", 1), ("warmup", 0), ("iters_large", 1),
-                            ("warmup_large", 0), ("root", 0), ("probe", 0)):
-            object.__setattr__(self, flag, _count(flag.replace("_", "-"), getattr(self, flag),
-                                                  least))
+        for flag, least in (
+            ("iters", 1),
+            ("warmup", 0),
+            ("iters_large", 1),
+            ("warmup_large", 0),
+            ("root", 0),
+            ("probe", 0),
+        ):
+            object.__setattr__(self, flag, _count(flag.replace("_", "-"), getattr(self, flag), least))
         if self.datatype is not None and self.datatype not in DATATYPES:
             raise one_of("datatype", self.datatype, DATATYPES)
 
@@ -235,13 +248,17 @@ class BenchOptions:
         """
         if program not in ACCEPTS:
             raise one_of("driver", program, ACCEPTS)
-        given = [f for f in ("sizes", "iters", "warmup", "iters_large", "warmup_large",
-                             "datatype", "root", "probe") if getattr(self, f) is not None]
+        given = [
+            f
+            for f in ("sizes", "iters", "warmup", "iters_large", "warmup_large", "datatype", "root", "probe")
+            if getattr(self, f) is not None
+        ]
         given += ["check"] if self.check else []
         refused = [f for f in given if f not in ACCEPTS[program]]
         if refused:
-            raise UsageError(f"{program} does not take {', '.join(refused)}; valid: "
-                             f"{', '.join(ACCEPTS[program])}")
+            raise UsageError(
+                f"{program} does not take {', '.join(refused)}; valid: {', '.join(ACCEPTS[program])}"
+            )
         args = []
         if self.sizes is not None:
             if program == "bench_reduce":
@@ -265,8 +282,10 @@ def options_of(options=None, **fields):
     if options is None:
         return BenchOptions(**fields)
     if fields:
-        raise UsageError(f"give the benchmark options either as options= or as keywords, not "
-                         f"both (got options and {', '.join(sorted(fields))})")
+        raise UsageError(
+            f"give the benchmark options either as options= or as keywords, not "
+            f"both (got options and {', '.join(sorted(fields))})"
+        )
     return options
 
 

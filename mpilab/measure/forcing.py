@@ -137,54 +137,118 @@ _SG = "SimGrid 3.32 src/smpi/colls/"
 
 #: Known silent fallbacks inside forced algorithms, per (count, P). See :class:`Fallback`.
 FALLBACKS = (
-    Fallback("openmpi", "bcast", "split_binary_tree",
-             "count < 2, or segsize > 0 and max(segsize, type size) > floor(count/2) x type size "
-             "(the message is too small to split into two halves of segments)",
-             _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_split_bintree",
-             _ompi_split_bintree),
-    Fallback("openmpi", "bcast", "scatter_allgather", "count < P",
-             _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_scatter_allgather",
-             lambda c, p, ts, seg: "basic_linear" if c < p else None),
-    Fallback("openmpi", "bcast", "scatter_allgather_ring", "count < P",
-             _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_scatter_allgather_ring",
-             lambda c, p, ts, seg: "basic_linear" if c < p else None),
-    Fallback("openmpi", "reduce", "rabenseifner",
-             "count < the largest power of two <= P (for a commutative op such as MPI_SUM)",
-             _OMPI + "coll_base_reduce.c ompi_coll_base_reduce_intra_redscat_gather",
-             lambda c, p, ts, seg: "basic_linear" if c < _pof2_floor(p) else None),
-    Fallback("openmpi", "allreduce", "ring", "count < P",
-             _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_ring",
-             lambda c, p, ts, seg: "recursive_doubling" if c < p else None),
-    Fallback("openmpi", "allreduce", "segmented_ring",
-             "count < P x segcount (segcount = count when segsize is 0: always, at P >= 2), "
-             "then the ring's own count < P",
-             _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_ring_segmented",
-             _ompi_segmented_ring),
-    Fallback("openmpi", "allreduce", "rabenseifner",
-             "count < the largest power of two <= P (for a commutative op such as MPI_SUM)",
-             _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_redscat_allgather",
-             lambda c, p, ts, seg: "basic_linear" if c < _pof2_floor(p) else None),
-    Fallback("openmpi", "allgather", "recursive_doubling", "P is not a power of two",
-             _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_recursivedoubling",
-             lambda c, p, ts, seg: "lib:bruck" if p & (p - 1) else None),
-    Fallback("openmpi", "allgather", "neighbor", "P is odd",
-             _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_neighborexchange",
-             lambda c, p, ts, seg: "lib:ring" if p % 2 else None),
-    Fallback("openmpi", "allgather", "two_proc", "P != 2 (returns MPI_ERR_UNSUPPORTED_OPERATION)",
-             _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_two_procs",
-             lambda c, p, ts, seg: "nothing (an MPI error)" if p != 2 else None, fails=True),
-    Fallback("smpi", "allreduce", "ring", "count < P (SimGrid warns 'MPI_allreduce_lr use default')",
-             _SG + "allreduce/allreduce-lr.cpp allreduce__lr",
-             lambda c, p, ts, seg: "default" if c < p else None),
-    Fallback("smpi", "allreduce", "segmented_ring",
-             "count < P x segcount, the segment fixed at 1 MiB (so every message up to P MiB), "
-             "then lr's own count < P",
-             _SG + "allreduce/allreduce-ompi-ring-segmented.cpp allreduce__ompi_ring_segmented",
-             _smpi_segmented_ring),
-    Fallback("smpi", "allgather", "neighbor", "P is odd",
-             _SG + "allgather/allgather-ompi-neighborexchange.cpp",
-             lambda c, p, ts, seg: ("SimGrid's allgather ring (each rank's block sent straight to "
-                                    "every other rank, not lib:ring)") if p % 2 else None),
+    Fallback(
+        "openmpi",
+        "bcast",
+        "split_binary_tree",
+        "count < 2, or segsize > 0 and max(segsize, type size) > floor(count/2) x type size "
+        "(the message is too small to split into two halves of segments)",
+        _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_split_bintree",
+        _ompi_split_bintree,
+    ),
+    Fallback(
+        "openmpi",
+        "bcast",
+        "scatter_allgather",
+        "count < P",
+        _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_scatter_allgather",
+        lambda c, p, ts, seg: "basic_linear" if c < p else None,
+    ),
+    Fallback(
+        "openmpi",
+        "bcast",
+        "scatter_allgather_ring",
+        "count < P",
+        _OMPI + "coll_base_bcast.c ompi_coll_base_bcast_intra_scatter_allgather_ring",
+        lambda c, p, ts, seg: "basic_linear" if c < p else None,
+    ),
+    Fallback(
+        "openmpi",
+        "reduce",
+        "rabenseifner",
+        "count < the largest power of two <= P (for a commutative op such as MPI_SUM)",
+        _OMPI + "coll_base_reduce.c ompi_coll_base_reduce_intra_redscat_gather",
+        lambda c, p, ts, seg: "basic_linear" if c < _pof2_floor(p) else None,
+    ),
+    Fallback(
+        "openmpi",
+        "allreduce",
+        "ring",
+        "count < P",
+        _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_ring",
+        lambda c, p, ts, seg: "recursive_doubling" if c < p else None,
+    ),
+    Fallback(
+        "openmpi",
+        "allreduce",
+        "segmented_ring",
+        "count < P x segcount (segcount = count when segsize is 0: always, at P >= 2), "
+        "then the ring's own count < P",
+        _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_ring_segmented",
+        _ompi_segmented_ring,
+    ),
+    Fallback(
+        "openmpi",
+        "allreduce",
+        "rabenseifner",
+        "count < the largest power of two <= P (for a commutative op such as MPI_SUM)",
+        _OMPI + "coll_base_allreduce.c ompi_coll_base_allreduce_intra_redscat_allgather",
+        lambda c, p, ts, seg: "basic_linear" if c < _pof2_floor(p) else None,
+    ),
+    Fallback(
+        "openmpi",
+        "allgather",
+        "recursive_doubling",
+        "P is not a power of two",
+        _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_recursivedoubling",
+        lambda c, p, ts, seg: "lib:bruck" if p & (p - 1) else None,
+    ),
+    Fallback(
+        "openmpi",
+        "allgather",
+        "neighbor",
+        "P is odd",
+        _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_neighborexchange",
+        lambda c, p, ts, seg: "lib:ring" if p % 2 else None,
+    ),
+    Fallback(
+        "openmpi",
+        "allgather",
+        "two_proc",
+        "P != 2 (returns MPI_ERR_UNSUPPORTED_OPERATION)",
+        _OMPI + "coll_base_allgather.c ompi_coll_base_allgather_intra_two_procs",
+        lambda c, p, ts, seg: "nothing (an MPI error)" if p != 2 else None,
+        fails=True,
+    ),
+    Fallback(
+        "smpi",
+        "allreduce",
+        "ring",
+        "count < P (SimGrid warns 'MPI_allreduce_lr use default')",
+        _SG + "allreduce/allreduce-lr.cpp allreduce__lr",
+        lambda c, p, ts, seg: "default" if c < p else None,
+    ),
+    Fallback(
+        "smpi",
+        "allreduce",
+        "segmented_ring",
+        "count < P x segcount, the segment fixed at 1 MiB (so every message up to P MiB), "
+        "then lr's own count < P",
+        _SG + "allreduce/allreduce-ompi-ring-segmented.cpp allreduce__ompi_ring_segmented",
+        _smpi_segmented_ring,
+    ),
+    Fallback(
+        "smpi",
+        "allgather",
+        "neighbor",
+        "P is odd",
+        _SG + "allgather/allgather-ompi-neighborexchange.cpp",
+        lambda c, p, ts, seg: (
+            ("SimGrid's allgather ring (each rank's block sent straight to every other rank, not lib:ring)")
+            if p % 2
+            else None
+        ),
+    ),
 )
 
 
@@ -217,7 +281,7 @@ def prepare(flavour, collective, name, segsize=None, chain_fanout=None):
 
 def _ompi_name_matches(echoed, name):
     e = echoed.replace("-", "_")
-    name = name[len(libalgs.PREFIX):] if name.startswith(libalgs.PREFIX) else name
+    name = name[len(libalgs.PREFIX) :] if name.startswith(libalgs.PREFIX) else name
     return e == name or (e == "linear" and name == "basic_linear")
 
 
@@ -263,21 +327,29 @@ def verify(flavour, collective, name, stderr, returncode=0):
             return "unverified", "Open MPI echoed no MCA parameters (mpi_show_mca_params not honoured)"
         rules = echo.get("coll_tuned_dynamic_rules_filename")
         if rules:
-            return "no", (f"Open MPI read a rules file, coll_tuned_dynamic_rules_filename={rules}: "
-                          f"Open MPI 4.1 consults it before coll_tuned_{collective}_algorithm, so "
-                          f"the file, not the forced {name}, decides wherever it has a rule")
+            return "no", (
+                f"Open MPI read a rules file, coll_tuned_dynamic_rules_filename={rules}: "
+                f"Open MPI 4.1 consults it before coll_tuned_{collective}_algorithm, so "
+                f"the file, not the forced {name}, decides wherever it has a rule"
+            )
         if dyn not in ("true", "1") or got is None or not _ompi_name_matches(got, name):
-            return "no", (f"Open MPI read coll_tuned_use_dynamic_rules={dyn}, "
-                          f"coll_tuned_{collective}_algorithm={got}; requested {name}")
+            return "no", (
+                f"Open MPI read coll_tuned_use_dynamic_rules={dyn}, "
+                f"coll_tuned_{collective}_algorithm={got}; requested {name}"
+            )
         if not tuned or above:
             return "no", f"coll/tuned not the selected component (enabled above it: {above})"
-        return "yes", (f"Open MPI echoed coll_tuned_use_dynamic_rules={dyn}, "
-                       f"coll_tuned_{collective}_algorithm={got}; coll_base_verbose: tuned "
-                       f"Enabled at priority 30, nothing higher but self")
+        return "yes", (
+            f"Open MPI echoed coll_tuned_use_dynamic_rules={dyn}, "
+            f"coll_tuned_{collective}_algorithm={got}; coll_base_verbose: tuned "
+            f"Enabled at priority 30, nothing higher but self"
+        )
     if flavour == "mpich":
-        return "yes", (f"MPICH ran with MPIR_CVAR_{collective.upper()}_INTRA_ALGORITHM={alg.mpich}, "
-                       "DEVICE_COLLECTIVES=none, COLLECTIVE_FALLBACK=error and did not abort "
-                       "(inferred: MPICH prints no positive signal)")
+        return "yes", (
+            f"MPICH ran with MPIR_CVAR_{collective.upper()}_INTRA_ALGORITHM={alg.mpich}, "
+            "DEVICE_COLLECTIVES=none, COLLECTIVE_FALLBACK=error and did not abort "
+            "(inferred: MPICH prints no positive signal)"
+        )
     libalgs.check_flavour(flavour)
 
 
@@ -289,15 +361,26 @@ def run(launcher, program, args, nprocs, settings, mapping="core", timeout=600):
     """
     if launcher.flavour == "smpi" and settings.args:
         launcher = launcher.with_cfg(settings.args)
-    proc = launcher.run(program, args, nprocs, mapping, timeout=timeout, env=settings.env,
-                        check=False)
+    proc = launcher.run(program, args, nprocs, mapping, timeout=timeout, env=settings.env, check=False)
     cmdline = " ".join(f"{k}={v}" for k, v in sorted(settings.env.items()))
     cmdline = (cmdline + " " if cmdline else "") + " ".join(map(str, proc.args))
     return subprocess.CompletedProcess(cmdline, proc.returncode, proc.stdout, proc.stderr)
 
 
-def measure(launcher, collective, name, nprocs, options=None, *, mapping="core", repetition=0,
-            timeout=600, segsize=None, chain_fanout=None, **option_fields):
+def measure(
+    launcher,
+    collective,
+    name,
+    nprocs,
+    options=None,
+    *,
+    mapping="core",
+    repetition=0,
+    timeout=600,
+    segsize=None,
+    chain_fanout=None,
+    **option_fields,
+):
     """Run collbench's native ``collective`` with library algorithm ``name`` forced.
 
     Parameters
@@ -331,11 +414,18 @@ def measure(launcher, collective, name, nprocs, options=None, *, mapping="core",
     flavour = launcher.flavour
     name = libalgs.canonical(collective, name)
     settings = prepare(flavour, collective, name, segsize=segsize, chain_fanout=chain_fanout)
-    refused = [r for r in FALLBACKS if r.fails and (r.flavour, r.collective, r.algorithm) ==
-               (flavour, collective, name) and r.runs(1, nprocs) is not None]
+    refused = [
+        r
+        for r in FALLBACKS
+        if r.fails
+        and (r.flavour, r.collective, r.algorithm) == (flavour, collective, name)
+        and r.runs(1, nprocs) is not None
+    ]
     if refused:
-        raise UsageError(f"{flavour} cannot run {collective} algorithm {name!r} at P={nprocs}: "
-                         f"{refused[0].when} ({refused[0].source})")
+        raise UsageError(
+            f"{flavour} cannot run {collective} algorithm {name!r} at P={nprocs}: "
+            f"{refused[0].when} ({refused[0].source})"
+        )
     options = driver.options_of(options, **option_fields)
     program = collbench.collbench_program(flavour)
     args = collbench.collbench_args("native", collective, options)
@@ -343,17 +433,28 @@ def measure(launcher, collective, name, nprocs, options=None, *, mapping="core",
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
         if "not usable for the provided arguments" in proc.stderr or (
-                flavour == "mpich" and settings.forcing and "MPI error" in proc.stderr):
-            raise UsageError(f"{flavour} refused {collective} algorithm {name!r} at P={nprocs} "
-                             f"(COLLECTIVE_FALLBACK=error): {tail}")
+            flavour == "mpich" and settings.forcing and "MPI error" in proc.stderr
+        ):
+            raise UsageError(
+                f"{flavour} refused {collective} algorithm {name!r} at P={nprocs} "
+                f"(COLLECTIVE_FALLBACK=error): {tail}"
+            )
         raise LaunchError(f"exit {proc.returncode}: {proc.args}\nstderr tail:\n{tail}")
     forced, evidence = verify(flavour, collective, name, proc.stderr, proc.returncode)
-    out = driver.parse(proc.stdout, source=proc.args, program=collbench.PROGRAM,
-                       columns=collbench.COLUMNS)
-    rows = results.rows(out.meta, out.table, algorithm=name, flavour=flavour,
-                        launcher=launcher.name, platform=launcher.platform, mapping=mapping,
-                        repetition=repetition, forced=forced, evidence=evidence,
-                        command=proc.args)
+    out = driver.parse(proc.stdout, source=proc.args, program=collbench.PROGRAM, columns=collbench.COLUMNS)
+    rows = results.rows(
+        out.meta,
+        out.table,
+        algorithm=name,
+        flavour=flavour,
+        launcher=launcher.name,
+        platform=launcher.platform,
+        mapping=mapping,
+        repetition=repetition,
+        forced=forced,
+        evidence=evidence,
+        command=proc.args,
+    )
     segsize = int(settings.mca.get(f"coll_tuned_{collective}_algorithm_segmentsize", 0) or 0)
     given = [f"{k}={v}" for k, v in settings.mca.items() if k.endswith(("_segmentsize", "_chain_fanout"))]
     for r in rows:
@@ -379,7 +480,9 @@ def label_fallback(row, flavour, collective, name, segsize=0):
     rule, runs = fallback(flavour, collective, name, count, int(row["nprocs"]), ts, segsize)
     if rule is not None:
         row["forced"] = "fallback"
-        row["evidence"] = (f"{row['evidence']}; BUT at {row['bytes']} B (count {count}) and "
-                           f"P={row['nprocs']} {flavour} runs {runs} instead of {name}: "
-                           f"{rule.when} ({rule.source})")
+        row["evidence"] = (
+            f"{row['evidence']}; BUT at {row['bytes']} B (count {count}) and "
+            f"P={row['nprocs']} {flavour} runs {runs} instead of {name}: "
+            f"{rule.when} ({rule.source})"
+        )
     return row

@@ -18,12 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpilab.core import process
-from mpilab.core.errors import LaunchError, one_of, ToolMissing, UsageError
-from mpilab.core.vocabulary import (COMPILERS, LAUNCHERS, MAPPINGS, MPICH_PLACEMENT, OPENMPI_BIND,
-    REAL_FLAVOURS, SRUN_MPI, SRUN_MPI_PLUGINS, openmpi_env, srun_placement)
+from mpilab.core.errors import LaunchError, ToolMissing, UsageError, one_of
+from mpilab.core.vocabulary import (
+    COMPILERS,
+    LAUNCHERS,
+    MAPPINGS,
+    MPICH_PLACEMENT,
+    OPENMPI_BIND,
+    REAL_FLAVOURS,
+    SRUN_MPI,
+    SRUN_MPI_PLUGINS,
+    openmpi_env,
+    srun_placement,
+)
 from mpilab.simulate import platforms, routes
-
-
 
 #: Environment for Open MPI inside a container (FACTS.md, "Apptainer and MPI").
 CONTAINER_ENV = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
@@ -79,8 +87,7 @@ class Launcher:
         """
         raise NotImplementedError
 
-    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, cwd=None, env=None,
-            check=True):
+    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, cwd=None, env=None, check=True):
         """Run the program (:func:`mpilab.core.process.run`: its own process group, killed as a
         whole at the time-out); return the :class:`subprocess.CompletedProcess` (text output).
 
@@ -201,8 +208,9 @@ class SMPILauncher(Launcher):
     name = "smpirun"
     flavour = "smpi"
 
-    def __init__(self, platform="orfeo-thin", host_speed="1Gf", coll=None, cfg=(),
-                 smpirun="smpirun", workdir=None):
+    def __init__(
+        self, platform="orfeo-thin", host_speed="1Gf", coll=None, cfg=(), smpirun="smpirun", workdir=None
+    ):
         self.platform_arg = platform
         self.platform = Path(str(platform)).stem if str(platform).endswith(".xml") else str(platform)
         self.host_speed = host_speed
@@ -219,18 +227,29 @@ class SMPILauncher(Launcher):
         workdir = Path(self.workdir) if self.workdir else Path(tempfile.mkdtemp(prefix="mpilab-smpi-"))
         if not self.workdir:
             self._tmp.append(workdir)
-        hostfile = platforms.write_hostfile(self.platform_arg, nprocs, mapping,
-                                            workdir / f"hosts-{mapping}-{nprocs}.txt")
-        argv = [self.smpirun, "-np", str(nprocs), "-platform", str(xml), "-hostfile", str(hostfile),
-                f"--cfg=smpi/host-speed:{self.host_speed}",
-                "--cfg=smpi/simulate-computation:no",
-                f"--cfg=smpi/shared-malloc-blocksize:{SMPI_SHARED_MALLOC_BLOCKSIZE}",
-                "--cfg=smpi/display-timing:no"]
+        hostfile = platforms.write_hostfile(
+            self.platform_arg, nprocs, mapping, workdir / f"hosts-{mapping}-{nprocs}.txt"
+        )
+        argv = [
+            self.smpirun,
+            "-np",
+            str(nprocs),
+            "-platform",
+            str(xml),
+            "-hostfile",
+            str(hostfile),
+            f"--cfg=smpi/host-speed:{self.host_speed}",
+            "--cfg=smpi/simulate-computation:no",
+            f"--cfg=smpi/shared-malloc-blocksize:{SMPI_SHARED_MALLOC_BLOCKSIZE}",
+            "--cfg=smpi/display-timing:no",
+        ]
         argv += [f"--cfg=smpi/{c}:{n}" for c, n in sorted(self.coll.items())]
         cfg = [c if c.startswith("--cfg=") else f"--cfg={c}" for c in self.cfg]
         argv += cfg
-        if not any(c.startswith(("--cfg=smpi/barrier:", "--cfg=smpi/coll-selector:")) for c in cfg) \
-                and "barrier" not in self.coll:
+        if (
+            not any(c.startswith(("--cfg=smpi/barrier:", "--cfg=smpi/coll-selector:")) for c in cfg)
+            and "barrier" not in self.coll
+        ):
             o = routes.overheads(xml)
             if o["o_send"] > 0 or o["o_isend"] > 0:
                 argv.append(f"--cfg=smpi/barrier:{OVERHEAD_BARRIER}")
@@ -309,10 +328,12 @@ def host_image_mismatch(host_text, image_text):
     if host is None or image is None:
         return None
     if host[0] != image[0]:
-        return (f"host Open MPI {'.'.join(map(str, host))} and the image's Open MPI "
-                f"{'.'.join(map(str, image))} differ in major version; the hybrid model "
-                "(mpirun/srun outside, MPI inside) needs the same major version. Load a matching "
-                "module on the host or use the bind model (containers/README.md).")
+        return (
+            f"host Open MPI {'.'.join(map(str, host))} and the image's Open MPI "
+            f"{'.'.join(map(str, image))} differ in major version; the hybrid model "
+            "(mpirun/srun outside, MPI inside) needs the same major version. Load a matching "
+            "module on the host or use the bind model (containers/README.md)."
+        )
     return None
 
 
@@ -347,15 +368,15 @@ class ApptainerLauncher(Launcher):
 
     name = "apptainer"
 
-    def __init__(self, image, inner="openmpi", binds=(), apptainer="apptainer", check_mpi=True,
-                 **inner_opts):
+    def __init__(self, image, inner="openmpi", binds=(), apptainer="apptainer", check_mpi=True, **inner_opts):
         if not image:
             raise UsageError("apptainer launcher needs image=PATH.sif")
         self.image = str(image)
         self.inner = inner if isinstance(inner, Launcher) else get_launcher(inner, **inner_opts)
         if isinstance(self.inner, (SMPILauncher, ApptainerLauncher)):
-            raise UsageError(f"apptainer cannot wrap launcher {self.inner.name!r}; "
-                             "valid: openmpi, mpich, srun")
+            raise UsageError(
+                f"apptainer cannot wrap launcher {self.inner.name!r}; valid: openmpi, mpich, srun"
+            )
         self.flavour = self.inner.flavour
         self.platform = self.inner.platform
         self.binds = list(binds)
@@ -484,8 +505,13 @@ def compile_c(sources, flavour="openmpi", output=None, flags=("-O2", "-std=c11")
     return output.resolve()
 
 
-_CLASSES = {"openmpi": OpenMPILauncher, "mpich": MPICHLauncher, "smpi": SMPILauncher,
-            "srun": SrunLauncher, "apptainer": ApptainerLauncher}
+_CLASSES = {
+    "openmpi": OpenMPILauncher,
+    "mpich": MPICHLauncher,
+    "smpi": SMPILauncher,
+    "srun": SrunLauncher,
+    "apptainer": ApptainerLauncher,
+}
 
 
 def get_launcher(name, **opts):

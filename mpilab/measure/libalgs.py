@@ -47,7 +47,6 @@ from mpilab.core.errors import UsageError, one_of
 from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS
 
 
-
 @dataclass(frozen=True)
 class LibAlgorithm:
     """One library algorithm of one collective and how each back-end forces it.
@@ -88,52 +87,91 @@ def _t(coll, rows):
 
 # (name, Open MPI id, MPICH CVAR value, SMPI name, description[, Open MPI segment size])
 TABLE = {
-    "bcast": _t("bcast", [
-        ("default", 0, "auto", "default", "the library's own decision rules"),
-        ("basic_linear", 1, None, "flattree", "root sends to every rank in turn"),
-        ("chain", 2, None, None, "root feeds fanout chains (Open MPI: 4 chains by default)"),
-        ("pipeline", 3, None, "ompi_pipeline", "one chain, message cut into segments", 8192),
-        ("split_binary_tree", 4, None, None, "two halves down a binary tree, then swap"),
-        ("binary_tree", 5, None, None, "binary tree, two children per rank"),
-        ("binomial", 6, "binomial", "binomial_tree", "binomial tree, log2(p) rounds"),
-        ("knomial", 7, None, None, "k-nomial tree (radix 4)"),
-        ("scatter_allgather", 8, "scatter_recursive_doubling_allgather", "scatter_rdb_allgather",
-         "scatter then recursive-doubling allgather"),
-        ("scatter_allgather_ring", 9, "scatter_ring_allgather", "scatter_LR_allgather",
-         "scatter then ring allgather"),
-    ]),
-    "reduce": _t("reduce", [
-        ("default", 0, "auto", "default", "the library's own decision rules"),
-        ("basic_linear", 1, None, "ompi_basic_linear", "root receives from every rank in turn"),
-        ("chain", 2, None, "ompi_chain", "fanout chains towards the root"),
-        ("pipeline", 3, None, "ompi_pipeline", "one chain, message cut into segments", 8192),
-        ("binary", 4, None, "ompi_binary", "binary tree"),
-        ("binomial", 5, "binomial", "ompi_binomial", "binomial tree"),
-        ("in_order_binary", 6, None, "ompi_in_order_binary", "binary tree keeping operand order"),
-        ("rabenseifner", 7, "reduce_scatter_gather", None, "reduce-scatter then gather"),
-    ]),
-    "allreduce": _t("allreduce", [
-        ("default", 0, "auto", "default", "the library's own decision rules"),
-        ("basic_linear", 1, None, None, "reduce to 0 then broadcast, linear"),
-        ("nonoverlapping", 2, None, "redbcast", "reduce then bcast"),
-        ("recursive_doubling", 3, "recursive_doubling", "rdb", "recursive doubling"),
-        ("ring", 4, None, "lr", "ring reduce-scatter + allgather"),
-        ("segmented_ring", 5, None, "ompi_ring_segmented", "ring in phases of s-byte pieces", 8192),
-        ("rabenseifner", 6, "reduce_scatter_allgather", "rab_rdb", "reduce-scatter then allgather"),
-        ("smp", None, None, "smp_binomial", "intra-node then inter-node"),
-    ]),
-    "allgather": _t("allgather", [
-        ("default", 0, "auto", "default", "the library's own decision rules"),
-        ("linear", 1, None, "GB", "gather to 0 then broadcast"),
-        ("lib:bruck", 2, "brucks", "bruck", "Bruck's log(p) rounds (the library's; 'bruck' is the kit's)"),
-        ("recursive_doubling", 3, "recursive_doubling", "rdb", "recursive doubling (MPICH: p power of two)"),
-        ("lib:ring", 4, "ring", "NTSLR",
-         "ring: each block passes from neighbour to neighbour (the library's; 'ring' is the kit's; "
-         "on SMPI SimGrid's NTSLR, because SimGrid's 'ring' sends each block straight to its "
-         "destination)"),
-        ("neighbor", 5, None, "ompi_neighborexchange", "neighbour exchange (even p)"),
-        ("two_proc", 6, None, None, "two processes only"),
-    ]),
+    "bcast": _t(
+        "bcast",
+        [
+            ("default", 0, "auto", "default", "the library's own decision rules"),
+            ("basic_linear", 1, None, "flattree", "root sends to every rank in turn"),
+            ("chain", 2, None, None, "root feeds fanout chains (Open MPI: 4 chains by default)"),
+            ("pipeline", 3, None, "ompi_pipeline", "one chain, message cut into segments", 8192),
+            ("split_binary_tree", 4, None, None, "two halves down a binary tree, then swap"),
+            ("binary_tree", 5, None, None, "binary tree, two children per rank"),
+            ("binomial", 6, "binomial", "binomial_tree", "binomial tree, log2(p) rounds"),
+            ("knomial", 7, None, None, "k-nomial tree (radix 4)"),
+            (
+                "scatter_allgather",
+                8,
+                "scatter_recursive_doubling_allgather",
+                "scatter_rdb_allgather",
+                "scatter then recursive-doubling allgather",
+            ),
+            (
+                "scatter_allgather_ring",
+                9,
+                "scatter_ring_allgather",
+                "scatter_LR_allgather",
+                "scatter then ring allgather",
+            ),
+        ],
+    ),
+    "reduce": _t(
+        "reduce",
+        [
+            ("default", 0, "auto", "default", "the library's own decision rules"),
+            ("basic_linear", 1, None, "ompi_basic_linear", "root receives from every rank in turn"),
+            ("chain", 2, None, "ompi_chain", "fanout chains towards the root"),
+            ("pipeline", 3, None, "ompi_pipeline", "one chain, message cut into segments", 8192),
+            ("binary", 4, None, "ompi_binary", "binary tree"),
+            ("binomial", 5, "binomial", "ompi_binomial", "binomial tree"),
+            ("in_order_binary", 6, None, "ompi_in_order_binary", "binary tree keeping operand order"),
+            ("rabenseifner", 7, "reduce_scatter_gather", None, "reduce-scatter then gather"),
+        ],
+    ),
+    "allreduce": _t(
+        "allreduce",
+        [
+            ("default", 0, "auto", "default", "the library's own decision rules"),
+            ("basic_linear", 1, None, None, "reduce to 0 then broadcast, linear"),
+            ("nonoverlapping", 2, None, "redbcast", "reduce then bcast"),
+            ("recursive_doubling", 3, "recursive_doubling", "rdb", "recursive doubling"),
+            ("ring", 4, None, "lr", "ring reduce-scatter + allgather"),
+            ("segmented_ring", 5, None, "ompi_ring_segmented", "ring in phases of s-byte pieces", 8192),
+            ("rabenseifner", 6, "reduce_scatter_allgather", "rab_rdb", "reduce-scatter then allgather"),
+            ("smp", None, None, "smp_binomial", "intra-node then inter-node"),
+        ],
+    ),
+    "allgather": _t(
+        "allgather",
+        [
+            ("default", 0, "auto", "default", "the library's own decision rules"),
+            ("linear", 1, None, "GB", "gather to 0 then broadcast"),
+            (
+                "lib:bruck",
+                2,
+                "brucks",
+                "bruck",
+                "Bruck's log(p) rounds (the library's; 'bruck' is the kit's)",
+            ),
+            (
+                "recursive_doubling",
+                3,
+                "recursive_doubling",
+                "rdb",
+                "recursive doubling (MPICH: p power of two)",
+            ),
+            (
+                "lib:ring",
+                4,
+                "ring",
+                "NTSLR",
+                "ring: each block passes from neighbour to neighbour (the library's; 'ring' is the kit's; "
+                "on SMPI SimGrid's NTSLR, because SimGrid's 'ring' sends each block straight to its "
+                "destination)",
+            ),
+            ("neighbor", 5, None, "ompi_neighborexchange", "neighbour exchange (even p)"),
+            ("two_proc", 6, None, None, "two processes only"),
+        ],
+    ),
 }
 
 
@@ -162,11 +200,13 @@ def canonical(collective, name):
     name = str(name)
     if name in algs:
         return name
-    if name.startswith(PREFIX) and name[len(PREFIX):] in algs:
-        return name[len(PREFIX):]
+    if name.startswith(PREFIX) and name[len(PREFIX) :] in algs:
+        return name[len(PREFIX) :]
     if PREFIX + name in algs:
-        raise UsageError(f"{collective} algorithm {name!r} is the kit's own C algorithm "
-                         f"(c_reference), not a library one; the library's is {PREFIX + name!r}")
+        raise UsageError(
+            f"{collective} algorithm {name!r} is the kit's own C algorithm "
+            f"(c_reference), not a library one; the library's is {PREFIX + name!r}"
+        )
     raise one_of(f"{collective} library algorithm", name, algs)
 
 
@@ -250,8 +290,10 @@ def settings(flavour, collective, name, segsize=None, chain_fanout=None):
         if v is None:
             continue
         if flavour != "openmpi" or name == "default":
-            raise UsageError(f"{what} {v!r} only applies to an algorithm forced on openmpi "
-                             f"(coll_tuned_{collective}_algorithm_{what.replace('segsize', 'segmentsize')})")
+            raise UsageError(
+                f"{what} {v!r} only applies to an algorithm forced on openmpi "
+                f"(coll_tuned_{collective}_algorithm_{what.replace('segsize', 'segmentsize')})"
+            )
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise UsageError(f"bad {what} {v!r}; valid: an integer >= {low}")
     if not alg.available(flavour):
@@ -259,12 +301,12 @@ def settings(flavour, collective, name, segsize=None, chain_fanout=None):
         raise UsageError(
             f"{collective} algorithm {name!r} is not available on {flavour} "
             f"(available on: {', '.join(others) or 'none'}); "
-            f"{flavour} offers: {', '.join(names(collective, flavour))}")
+            f"{flavour} offers: {', '.join(names(collective, flavour))}"
+        )
     if name == "default":
         return Settings(forcing=False)
     if flavour == "openmpi":
-        mca = {"coll_tuned_use_dynamic_rules": "1",
-               f"coll_tuned_{collective}_algorithm": str(alg.ompi_id)}
+        mca = {"coll_tuned_use_dynamic_rules": "1", f"coll_tuned_{collective}_algorithm": str(alg.ompi_id)}
         seg = alg.ompi_segsize if segsize is None else segsize
         if seg or segsize is not None:
             mca[f"coll_tuned_{collective}_algorithm_segmentsize"] = str(seg)
@@ -272,9 +314,11 @@ def settings(flavour, collective, name, segsize=None, chain_fanout=None):
             mca[f"coll_tuned_{collective}_algorithm_chain_fanout"] = str(chain_fanout)
         return Settings(env={f"OMPI_MCA_{k}": v for k, v in mca.items()}, mca=mca)
     if flavour == "mpich":
-        env = {f"MPIR_CVAR_{collective.upper()}_INTRA_ALGORITHM": alg.mpich,
-               "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
-               "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
+        env = {
+            f"MPIR_CVAR_{collective.upper()}_INTRA_ALGORITHM": alg.mpich,
+            "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
+            "MPIR_CVAR_COLLECTIVE_FALLBACK": "error",
+        }
         return Settings(env=env)
     return Settings(args=[f"--cfg=smpi/{collective}:{alg.smpi}"])
 
@@ -284,8 +328,14 @@ def table_rows():
     rows = []
     for coll, algs in TABLE.items():
         for a in algs.values():
-            rows.append({"collective": coll, "algorithm": a.name,
-                         "openmpi": "n/a" if a.ompi_id is None else a.ompi_id,
-                         "mpich": a.mpich or "n/a", "smpi": a.smpi or "n/a",
-                         "description": a.description})
+            rows.append(
+                {
+                    "collective": coll,
+                    "algorithm": a.name,
+                    "openmpi": "n/a" if a.ompi_id is None else a.ompi_id,
+                    "mpich": a.mpich or "n/a",
+                    "smpi": a.smpi or "n/a",
+                    "description": a.description,
+                }
+            )
     return rows

@@ -13,6 +13,7 @@ for the collective call, one arrow per internal message, so that
 Times are SimGrid's simulated time (µs from the first rank's entry into the collective). The
 trace does not say how many bytes a message carried: ``bytes`` is left empty.
 """
+
 import shlex
 import tempfile
 from pathlib import Path
@@ -73,11 +74,19 @@ def read_paje(path, call):
         raise ParseError(f"{path}: cannot read the trace: {exc.strerror}") from None
     defs = _definitions(lines)
     names = {name: eid for eid, (name, _) in defs.items()}
-    needed = ("PajeCreateContainer", "PajeDefineEntityValue", "PajePushState", "PajePopState",
-              "PajeStartLink", "PajeEndLink")
+    needed = (
+        "PajeCreateContainer",
+        "PajeDefineEntityValue",
+        "PajePushState",
+        "PajePopState",
+        "PajeStartLink",
+        "PajeEndLink",
+    )
     if any(n not in names for n in needed):
-        raise ParseError(f"{path}: not a SimGrid Paje trace with states and links (missing "
-                         f"{', '.join(n for n in needed if n not in names)})")
+        raise ParseError(
+            f"{path}: not a SimGrid Paje trace with states and links (missing "
+            f"{', '.join(n for n in needed if n not in names)})"
+        )
     ranks, values, stack = {}, {}, {}
     spans, starts, ends = [], {}, {}
     for line in lines:
@@ -92,12 +101,13 @@ def read_paje(path, call):
         name, fields = defs[words[0]]
         ev = dict(zip(fields, words[1:]))
         if name == "PajeCreateContainer" and ev.get("Name", "").startswith("rank-"):
-            ranks[ev["Alias"]] = int(ev["Name"][len("rank-"):])
+            ranks[ev["Alias"]] = int(ev["Name"][len("rank-") :])
         elif name == "PajeDefineEntityValue":
             values[ev["Alias"]] = ev["Name"]
         elif name == "PajePushState":
-            stack.setdefault(ev["Container"], []).append((values.get(ev["Value"], ev["Value"]),
-                                                          float(ev["Time"])))
+            stack.setdefault(ev["Container"], []).append(
+                (values.get(ev["Value"], ev["Value"]), float(ev["Time"]))
+            )
         elif name == "PajePopState" and stack.get(ev["Container"]):
             what, t0 = stack[ev["Container"]].pop()
             if ev["Container"] in ranks:
@@ -109,26 +119,49 @@ def read_paje(path, call):
             ends[ev["Key"]] = (ev["EndContainer"], float(ev["Time"]))
     mine = [s for s in spans if s[1] in (f"PMPI_{call}", call)]
     if not mine:
-        raise ParseError(f"{path}: no rank entered MPI_{call} (calls traced: "
-                         f"{', '.join(sorted({s[1] for s in spans})) or 'none'})")
+        raise ParseError(
+            f"{path}: no rank entered MPI_{call} (calls traced: "
+            f"{', '.join(sorted({s[1] for s in spans})) or 'none'})"
+        )
     t0 = min(s[2] for s in mine)
-    calls = pd.DataFrame([dict(rank=r, call=call, start_us=(a - t0) * 1e6, end_us=(b - t0) * 1e6)
-                          for r, _, a, b in sorted(mine)]).reindex(columns=CALL_COLUMNS)
+    calls = pd.DataFrame(
+        [
+            dict(rank=r, call=call, start_us=(a - t0) * 1e6, end_us=(b - t0) * 1e6)
+            for r, _, a, b in sorted(mine)
+        ]
+    ).reindex(columns=CALL_COLUMNS)
     rows = []
     for k, (src, ts, state) in starts.items():
-        if k not in ends or src not in ranks or ends[k][0] not in ranks or state not in (f"PMPI_{call}", call):
+        if (
+            k not in ends
+            or src not in ranks
+            or ends[k][0] not in ranks
+            or state not in (f"PMPI_{call}", call)
+        ):
             continue
         te = ends[k][1]
         tag = k.split("_")[2] if k.count("_") >= 3 else ""
-        rows.append(dict(src=ranks[src], dst=ranks[ends[k][0]], tag=int(tag) if tag.lstrip("-").isdigit() else 0,
-                         bytes=np.nan, send_us=(ts - t0) * 1e6, recv_us=(te - t0) * 1e6))
-    messages = pd.DataFrame(rows, columns=MESSAGE_COLUMNS).sort_values(["send_us", "src", "dst"],
-                                                                      kind="stable").reset_index(drop=True)
+        rows.append(
+            dict(
+                src=ranks[src],
+                dst=ranks[ends[k][0]],
+                tag=int(tag) if tag.lstrip("-").isdigit() else 0,
+                bytes=np.nan,
+                send_us=(ts - t0) * 1e6,
+                recv_us=(te - t0) * 1e6,
+            )
+        )
+    messages = (
+        pd.DataFrame(rows, columns=MESSAGE_COLUMNS)
+        .sort_values(["send_us", "src", "dst"], kind="stable")
+        .reset_index(drop=True)
+    )
     return calls, messages, len(ranks)
 
 
-def run_library_traced(collective, algorithm, nprocs, nbytes, platform="orfeo-thin", mapping="core",
-                       cfg=(), timeout=300):
+def run_library_traced(
+    collective, algorithm, nprocs, nbytes, platform="orfeo-thin", mapping="core", cfg=(), timeout=300
+):
     """Run the library's ``collective`` with ``algorithm`` forced, once, on SMPI, traced.
 
     Parameters
@@ -167,21 +200,38 @@ def run_library_traced(collective, algorithm, nprocs, nbytes, platform="orfeo-th
         raise UsageError(f"bad nprocs {nprocs!r} or bytes {nbytes!r}; valid: integers >= 1")
     with tempfile.TemporaryDirectory(prefix="mpilab-libtrace-") as tmp:
         trace_file = Path(tmp) / "smpi.trace"
-        launcher = launch.get_launcher("smpi", platform=platform, workdir=tmp,
-                                       cfg=[*TRACING, f"tracing/filename:{trace_file}", *cfg,
-                                            *settings.args])
+        launcher = launch.get_launcher(
+            "smpi",
+            platform=platform,
+            workdir=tmp,
+            cfg=[*TRACING, f"tracing/filename:{trace_file}", *cfg, *settings.args],
+        )
         prog = collbench.collbench_program("smpi")
-        args = collbench.collbench_args("native", collective, BenchOptions(
-            sizes=(int(nbytes), int(nbytes)), iters=1, warmup=0, iters_large=1, warmup_large=0))
+        args = collbench.collbench_args(
+            "native",
+            collective,
+            BenchOptions(sizes=(int(nbytes), int(nbytes)), iters=1, warmup=0, iters_large=1, warmup_large=0),
+        )
         cmd = launcher.command(prog, args, int(nprocs), mapping)
         launcher.run(prog, args, int(nprocs), mapping, timeout=timeout)
         if not trace_file.is_file():
             raise LaunchError(f"SimGrid wrote no trace for {cmd}")
         calls, messages, found = read_paje(trace_file, collective.capitalize())
-    tl = Timeline(calls, messages, int(nprocs),
-                  f"measured, smpi on {launcher.platform}: the library's {collective} {algorithm}",
-                  dict(kind="measured", flavour="smpi", platform=launcher.platform, mapping=mapping,
-                       collective=collective, algorithm=libalgs.canonical(collective, algorithm),
-                       bytes=int(nbytes), command=str(cmd), ranks_traced=found))
+    tl = Timeline(
+        calls,
+        messages,
+        int(nprocs),
+        f"measured, smpi on {launcher.platform}: the library's {collective} {algorithm}",
+        dict(
+            kind="measured",
+            flavour="smpi",
+            platform=launcher.platform,
+            mapping=mapping,
+            collective=collective,
+            algorithm=libalgs.canonical(collective, algorithm),
+            bytes=int(nbytes),
+            command=str(cmd),
+            ranks_traced=found,
+        ),
+    )
     return tl
-

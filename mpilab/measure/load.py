@@ -23,9 +23,11 @@ import time
 from mpilab.core.errors import UsageError
 
 _CPU = "while True:\n    pass\n"
-_MEMORY = ("import numpy as np\n"
-           "a = np.ones({n} // 8); b = np.empty_like(a)\n"
-           "while True:\n    np.copyto(b, a); np.copyto(a, b)\n")
+_MEMORY = (
+    "import numpy as np\n"
+    "a = np.ones({n} // 8); b = np.empty_like(a)\n"
+    "while True:\n    np.copyto(b, a); np.copyto(a, b)\n"
+)
 
 
 @contextlib.contextmanager
@@ -63,18 +65,27 @@ def background(cpu=0, memory=0, cpus=None, memory_mib=256, settle=0.5):
     saved = os.sched_getaffinity(0)
     if cpus is not None:
         allowed = sorted(saved)
-        target = set(allowed[:cpus]) if isinstance(cpus, int) and not isinstance(cpus, bool) \
-            else set(cpus) & saved
+        target = (
+            set(allowed[:cpus]) if isinstance(cpus, int) and not isinstance(cpus, bool) else set(cpus) & saved
+        )
         if not target or (isinstance(cpus, int) and not 1 <= cpus):
-            raise UsageError(f"bad cpus {cpus!r}; valid: 1..{len(allowed)} or a set of the CPUs "
-                             f"this process may use ({', '.join(map(str, allowed))})")
+            raise UsageError(
+                f"bad cpus {cpus!r}; valid: 1..{len(allowed)} or a set of the CPUs "
+                f"this process may use ({', '.join(map(str, allowed))})"
+            )
         os.sched_setaffinity(0, target)
     hogs = []
     try:
         for c in code:
-            hogs.append(subprocess.Popen([sys.executable, "-c", c], stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         start_new_session=True))
+            hogs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", c],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         time.sleep(settle if hogs else 0)
         dead = [h for h in hogs if h.poll() is not None]
         if dead:

@@ -19,6 +19,7 @@ So, in 4.1's fixed rules,
 :func:`bcast` answers for one call, :func:`bcast_map` for a grid of process counts and sizes
 (the crossover map of lab 6, drawn from the library's rules instead of measurements).
 """
+
 from dataclasses import dataclass
 
 import pandas as pd
@@ -27,14 +28,29 @@ from mpilab.core.errors import UsageError
 from mpilab.measure import forcing, libalgs
 
 #: Where the rules come from.
-SOURCE = ("Open MPI v4.1.4 (= v4.1.5) ompi/mca/coll/tuned/coll_tuned_decision_fixed.c, "
-          "ompi_coll_tuned_bcast_intra_dec_fixed")
+SOURCE = (
+    "Open MPI v4.1.4 (= v4.1.5) ompi/mca/coll/tuned/coll_tuned_decision_fixed.c, "
+    "ompi_coll_tuned_bcast_intra_dec_fixed"
+)
 
 #: The rules, in the source's order: (communicator size below which the block applies, or None
 #: for the last block; [(message bytes below which, algorithm id), ..., (None, algorithm id)]).
 BCAST_RULES = (
-    (4, ((32, 3), (256, 5), (512, 3), (1024, 7), (32768, 1), (131072, 5), (262144, 2),
-         (524288, 1), (1048576, 6), (None, 5))),
+    (
+        4,
+        (
+            (32, 3),
+            (256, 5),
+            (512, 3),
+            (1024, 7),
+            (32768, 1),
+            (131072, 5),
+            (262144, 2),
+            (524288, 1),
+            (1048576, 6),
+            (None, 5),
+        ),
+    ),
     (8, ((64, 5), (128, 6), (2048, 5), (8192, 6), (1048576, 1), (None, 2))),
     (16, ((8, 7), (64, 5), (4096, 7), (16384, 5), (32768, 6), (None, 1))),
     (32, ((4096, 7), (1048576, 6), (None, 8))),
@@ -55,7 +71,8 @@ RUNS_AS = {
     "split_binary_tree": "two halves down a binary tree, then exchanged; not segmented",
     "binary_tree": "a binary tree, the whole message per hop",
     "binomial": "a binomial tree, the whole message per hop",
-    "knomial": "a radix-4 k-nomial tree (coll_tuned_bcast_algorithm_knomial_radix), the whole message per hop",
+    "knomial": "a radix-4 k-nomial tree (coll_tuned_bcast_algorithm_knomial_radix), "
+    "the whole message per hop",
     "scatter_allgather": "binomial scatter, then recursive-doubling allgather",
     "scatter_allgather_ring": "binomial scatter, then ring allgather",
 }
@@ -107,11 +124,14 @@ def bcast(nprocs, nbytes, type_size=1):
     try:
         nprocs, nbytes, type_size = int(nprocs), int(nbytes), int(type_size)
     except (TypeError, ValueError):
-        raise UsageError(f"nprocs, nbytes and type_size must be integers, not {nprocs!r}, "
-                         f"{nbytes!r}, {type_size!r}") from None
+        raise UsageError(
+            f"nprocs, nbytes and type_size must be integers, not {nprocs!r}, {nbytes!r}, {type_size!r}"
+        ) from None
     if nprocs < 2 or nbytes < 0 or type_size < 1 or nbytes % type_size:
-        raise UsageError(f"bad call P = {nprocs}, {nbytes} bytes of {type_size}-byte elements; "
-                         "valid: P >= 2, bytes >= 0 and a whole number of elements")
+        raise UsageError(
+            f"bad call P = {nprocs}, {nbytes} bytes of {type_size}-byte elements; "
+            "valid: P >= 2, bytes >= 0 and a whole number of elements"
+        )
     for size_below, sizes in BCAST_RULES:
         if size_below is None or nprocs < size_below:
             alg = next(a for below, a in sizes if below is None or nbytes < below)
@@ -136,6 +156,15 @@ def bcast_map(nprocs, sizes, type_size=1):
     for p in nprocs:
         for b in sizes:
             d = bcast(p, b, type_size)
-            rows.append(dict(nprocs=int(p), bytes=int(b), algorithm=d.algorithm, ompi_id=d.ompi_id,
-                             segsize=d.segsize, fanout=d.fanout, runs=d.runs))
+            rows.append(
+                dict(
+                    nprocs=int(p),
+                    bytes=int(b),
+                    algorithm=d.algorithm,
+                    ompi_id=d.ompi_id,
+                    segsize=d.segsize,
+                    fanout=d.fanout,
+                    runs=d.runs,
+                )
+            )
     return pd.DataFrame(rows)

@@ -22,21 +22,29 @@ import re
 import shutil
 from pathlib import Path
 
-from mpilab.core.errors import one_of, ParseError, UsageError
 from mpilab.core import results
+from mpilab.core.errors import ParseError, UsageError, one_of
 from mpilab.core.vocabulary import MAPPINGS
 from mpilab.measure import libalgs
 
 TITLES = {
-    "broadcast": "bcast", "reduce": "reduce", "allreduce": "allreduce",
-    "allgather": "allgather", "": "pt2pt",
+    "broadcast": "bcast",
+    "reduce": "reduce",
+    "allreduce": "allreduce",
+    "allgather": "allgather",
+    "": "pt2pt",
 }
 _TITLE = re.compile(r"^#\s*OSU MPI(?:-\w+)?\s+(\w*)\s*Latency Test\s*(v[\w.]+)?", re.I)
 _DTYPE = re.compile(r"^#\s*Datatype:\s*MPI_(\w+)\.?", re.I)
 
 
-_NAME_COLLECTIVES = {"bcast": "bcast", "reduce": "reduce", "allreduce": "allreduce",
-                     "allgather": "allgather", "latency": "pt2pt"}
+_NAME_COLLECTIVES = {
+    "bcast": "bcast",
+    "reduce": "reduce",
+    "allreduce": "allreduce",
+    "allgather": "allgather",
+    "latency": "pt2pt",
+}
 
 
 def library_algorithm(collective, name):
@@ -124,8 +132,10 @@ def parse(path):
             if m and coll is None:
                 word = m.group(1).lower()
                 if word not in TITLES:
-                    raise ParseError(f"{path}:{no}: unsupported OSU test {s!r}; "
-                                     f"supported: {', '.join(sorted(k for k in TITLES if k))}, latency")
+                    raise ParseError(
+                        f"{path}:{no}: unsupported OSU test {s!r}; "
+                        f"supported: {', '.join(sorted(k for k in TITLES if k))}, latency"
+                    )
                 coll, version = TITLES[word], m.group(2) or ""
                 continue
             m = _DTYPE.match(s)
@@ -144,8 +154,9 @@ def parse(path):
             raise ParseError(f"{path}:{no}: data before the '# Size ...' header line: {s!r}")
         fields = s.split()
         if len(fields) < len(header):
-            raise ParseError(f"{path}:{no}: expected {len(header)} columns "
-                             f"({', '.join(header)}), got {len(fields)}: {s!r}")
+            raise ParseError(
+                f"{path}:{no}: expected {len(header)} columns ({', '.join(header)}), got {len(fields)}: {s!r}"
+            )
         try:
             vals = dict(zip(header, fields))
             pt = {"bytes": int(vals["size"]), "avg_us": float(vals["avg"])}
@@ -164,8 +175,9 @@ def parse(path):
     return {"collective": coll, "version": version, "datatype": dtype, "points": points}
 
 
-def to_rows(path, nprocs=None, algorithm=None, mapping=None, flavour="", platform="",
-            repetition=0, **columns):
+def to_rows(
+    path, nprocs=None, algorithm=None, mapping=None, flavour="", platform="", repetition=0, **columns
+):
     """Parse ``path`` and return its results-table rows (:func:`mpilab.core.results.rows`).
 
     Parameters not given are read from the file name (see :func:`params_from_name`). OSU times
@@ -186,14 +198,18 @@ def to_rows(path, nprocs=None, algorithm=None, mapping=None, flavour="", platfor
             raise UsageError(f"bad --nprocs {nprocs} for {path} (osu_latency): valid: 2")
     nprocs = nprocs or guess.get("nprocs") or (2 if coll == "pt2pt" else None)
     if nprocs is None:
-        raise ParseError(f"{path}: the number of processes is missing: it is not in the file name "
-                         f"and was not given; pass --nprocs N (nprocs=N to import_osu/to_rows) or "
-                         f"name the file with npN, e.g. {coll}_np24_chain_core.txt")
+        raise ParseError(
+            f"{path}: the number of processes is missing: it is not in the file name "
+            f"and was not given; pass --nprocs N (nprocs=N to import_osu/to_rows) or "
+            f"name the file with npN, e.g. {coll}_np24_chain_core.txt"
+        )
     if algorithm is not None and coll != "pt2pt":
         given = library_algorithm(coll, algorithm)
         if given is None:
-            raise UsageError(f"unknown {coll} algorithm {algorithm!r} for {path}; valid: "
-                             f"{', '.join(libalgs.names(coll))} (`mpilab libalgs --coll {coll}`)")
+            raise UsageError(
+                f"unknown {coll} algorithm {algorithm!r} for {path}; valid: "
+                f"{', '.join(libalgs.names(coll))} (`mpilab libalgs --coll {coll}`)"
+            )
         algorithm = given
     algorithm = algorithm or guess.get("algorithm") or "default"
     mapping = mapping or guess.get("mapping") or ""
@@ -201,13 +217,29 @@ def to_rows(path, nprocs=None, algorithm=None, mapping=None, flavour="", platfor
         forced, evidence = "no", "OSU import: library default, nothing forced"
     else:
         forced = "unverified"
-        evidence = f"OSU import: algorithm {algorithm!r} named by the user/file name; OSU output does not show what ran"
-    meta = {"collective": coll, "algorithm": algorithm, "nprocs": nprocs,
-            "datatype": parsed["datatype"], "library": f"OSU {parsed['version']}".strip()}
+        evidence = (
+            f"OSU import: algorithm {algorithm!r} named by the user/file name; "
+            "OSU output does not show what ran"
+        )
+    meta = {
+        "collective": coll,
+        "algorithm": algorithm,
+        "nprocs": nprocs,
+        "datatype": parsed["datatype"],
+        "library": f"OSU {parsed['version']}".strip(),
+    }
     given = {"launcher": "osu-import", "command": f"import-osu {path}", **columns}
-    return results.rows(meta, parsed["points"], flavour=flavour, platform=platform,
-                        mapping=mapping, repetition=repetition, forced=forced,
-                        evidence=evidence, **given)
+    return results.rows(
+        meta,
+        parsed["points"],
+        flavour=flavour,
+        platform=platform,
+        mapping=mapping,
+        repetition=repetition,
+        forced=forced,
+        evidence=evidence,
+        **given,
+    )
 
 
 def import_osu(paths, output, **params):

@@ -13,7 +13,8 @@ mapping and turns its output into rows of the results table (collective ``pingpo
     one core on each of two nodes.
 
 Real runs (Open MPI, MPICH) place the ranks with the launcher's ``--map-by``/``--bind-to``
-options (:mod:`mpilab.measure.launch`: map and bind by the mapping's object). The program prints where each rank ran (``# rank_hosts``, ``# rank_cpus``) and every
+options (:mod:`mpilab.measure.launch`: map and bind by the mapping's object). The program prints where each
+rank ran (``# rank_hosts``, ``# rank_cpus``) and every
 row's ``evidence`` says so; when the machine cannot give the requested distance (one node, one
 socket) the row and a warning say that the mapping was **not** real. Under SMPI the platform's
 hostfile puts the ranks on the simulated hosts (:func:`mpilab.simulate.platforms.placement`).
@@ -27,6 +28,7 @@ Examples
 >>> rows = run("smpi", "socket", platform="orfeo-thin", sizes="0:1K")   # doctest: +SKIP
 >>> fit(rows)                                                           # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from mpilab.core import paths, results
-from mpilab.core.errors import one_of, ToolMissing, UsageError
+from mpilab.core.errors import ToolMissing, UsageError, one_of
 from mpilab.core.vocabulary import FLAVOURS, MAPPINGS
 from mpilab.measure import driver, launch
 from mpilab.measure.driver import BenchOptions
@@ -66,8 +68,6 @@ def program(flavour):
     if not p.exists():
         raise ToolMissing(f"{p} is not built; run: make -C c_reference FLAVOUR={flavour}")
     return p
-
-
 
 
 def _socket_of(cpu):
@@ -105,16 +105,20 @@ def placement_note(meta, mapping, flavour):
     where = f"rank 0 on {hosts[0]} cpu {cpus[0]}, rank 1 on {hosts[1]} cpu {cpus[1]}"
     if mapping == "node":
         if hosts[0] == hosts[1]:
-            return False, (f"NOT a node mapping: both ranks ran on host {hosts[0]} (one node); "
-                           f"this row measures two ranks of one node ({where})")
+            return False, (
+                f"NOT a node mapping: both ranks ran on host {hosts[0]} (one node); "
+                f"this row measures two ranks of one node ({where})"
+            )
         return True, where
     if hosts[0] != hosts[1]:
         return False, f"NOT a {mapping} mapping: the ranks ran on two hosts ({where})"
     if mapping == "socket" and hosts[0] == os.uname().nodename and min(cpus) >= 0:
         s0, s1 = _socket_of(cpus[0]), _socket_of(cpus[1])
         if s0 is not None and s0 == s1:
-            return False, (f"NOT a socket mapping: both ranks ran on socket {s0} of {hosts[0]} "
-                           f"(it has {len(_sockets())} socket(s)); {where}")
+            return False, (
+                f"NOT a socket mapping: both ranks ran on socket {s0} of {hosts[0]} "
+                f"(it has {len(_sockets())} socket(s)); {where}"
+            )
     if mapping == "core" and cpus[0] == cpus[1] and cpus[0] >= 0:
         return True, f"{where} (both started on one cpu: the ranks are not bound)"
     return True, where
@@ -132,8 +136,10 @@ def _simulated_note(hosts, mapping):
     got = "node" if n0 != n1 else "socket" if s0 != s1 else "core"
     if got == mapping:
         return True, where
-    return False, (f"NOT a {mapping} mapping: the platform placed the ranks at {got} distance "
-                   f"(it has no second {'node' if mapping == 'node' else 'socket'} to offer); {where}")
+    return False, (
+        f"NOT a {mapping} mapping: the platform placed the ranks at {got} distance "
+        f"(it has no second {'node' if mapping == 'node' else 'socket'} to offer); {where}"
+    )
 
 
 def _sockets():
@@ -152,12 +158,18 @@ def results_rows(out, *, launcher, mapping, repetition=0, command="", note=""):
     rank 0 times, so ``maxrank_avg_us`` is ``avg_us`` and ``maxrank_median_us`` the median;
     ``evidence`` says where the two ranks ran (``note``, from :func:`placement_note`).
     """
-    rank0 = [dict(r, maxrank_avg_us=r["avg_us"], maxrank_median_us=r["median_us"])
-             for r in out.table]
-    return results.rows(out.meta, rank0, flavour=launcher.flavour, launcher=launcher.name,
-                        platform=launcher.platform or "local", mapping=mapping,
-                        repetition=repetition, command=command,
-                        evidence=f"kit implementation; {note}" if note else None)
+    rank0 = [dict(r, maxrank_avg_us=r["avg_us"], maxrank_median_us=r["median_us"]) for r in out.table]
+    return results.rows(
+        out.meta,
+        rank0,
+        flavour=launcher.flavour,
+        launcher=launcher.name,
+        platform=launcher.platform or "local",
+        mapping=mapping,
+        repetition=repetition,
+        command=command,
+        evidence=f"kit implementation; {note}" if note else None,
+    )
 
 
 def _launcher(flavour, platform, launcher):
@@ -168,14 +180,27 @@ def _launcher(flavour, platform, launcher):
     if flavour == "smpi":
         return launch.get_launcher("smpi", platform=platform or "orfeo-thin")
     if platform not in (None, "local"):
-        raise UsageError(f"platform {platform!r} only applies to flavour smpi; real runs are "
-                         f"on this machine (platform 'local')")
+        raise UsageError(
+            f"platform {platform!r} only applies to flavour smpi; real runs are "
+            f"on this machine (platform 'local')"
+        )
     return launch.get_launcher(flavour)
 
 
-def run(flavour="smpi", mapping="core", platform=None, sizes=DEFAULT_SIZES, iters=None,
-        warmup=None, iters_large=None, warmup_large=None, output=None, repetition=0,
-        timeout=600, launcher=None):
+def run(
+    flavour="smpi",
+    mapping="core",
+    platform=None,
+    sizes=DEFAULT_SIZES,
+    iters=None,
+    warmup=None,
+    iters_large=None,
+    warmup_large=None,
+    output=None,
+    repetition=0,
+    timeout=600,
+    launcher=None,
+):
     """Launch the ping-pong once with two ranks placed by ``mapping``.
 
     Parameters
@@ -205,26 +230,36 @@ def run(flavour="smpi", mapping="core", platform=None, sizes=DEFAULT_SIZES, iter
     """
     if mapping not in MAPPINGS:
         raise one_of("mapping", mapping, MAPPINGS)
-    options = BenchOptions(sizes=sizes, iters=iters, warmup=warmup, iters_large=iters_large,
-                           warmup_large=warmup_large)
+    options = BenchOptions(
+        sizes=sizes, iters=iters, warmup=warmup, iters_large=iters_large, warmup_large=warmup_large
+    )
     args = options.argv(PROGRAM)
     launcher = _launcher(flavour, platform, launcher)
     flavour = launcher.flavour
-    out, command = driver.run(launcher, program(flavour), args, 2, mapping, timeout,
-                              expect=PROGRAM, columns=COLUMNS)
+    out, command = driver.run(
+        launcher, program(flavour), args, 2, mapping, timeout, expect=PROGRAM, columns=COLUMNS
+    )
     ok, note = placement_note(out.meta, mapping, flavour)
     if not ok:
-        warnings.warn(f"{flavour} ping-pong, mapping {mapping!r}: {note}", PlacementWarning,
-                      stacklevel=2)
-    rows = results_rows(out, launcher=launcher, mapping=mapping, repetition=repetition,
-                        command=command, note=note)
+        warnings.warn(f"{flavour} ping-pong, mapping {mapping!r}: {note}", PlacementWarning, stacklevel=2)
+    rows = results_rows(
+        out, launcher=launcher, mapping=mapping, repetition=repetition, command=command, note=note
+    )
     if output is not None:
         results.append_rows(output, rows)
     return pd.DataFrame(rows, columns=results.COLUMNS)
 
 
-def measure(flavour="smpi", mappings=MAPPINGS, output="results.csv", platform=None,
-            sizes=DEFAULT_SIZES, repetitions=1, progress=None, **kwargs):
+def measure(
+    flavour="smpi",
+    mappings=MAPPINGS,
+    output="results.csv",
+    platform=None,
+    sizes=DEFAULT_SIZES,
+    repetitions=1,
+    progress=None,
+    **kwargs,
+):
     """Run :func:`run` for each mapping and repetition, appending to ``output``; resume.
 
     A (mapping, repetition) whose rows are all in ``output`` already is skipped.
@@ -255,11 +290,24 @@ def measure(flavour="smpi", mappings=MAPPINGS, output="results.csv", platform=No
     stats = {"launched": 0, "skipped": 0, "rows": 0, "notes": []}
     for rep in range(int(repetitions)):
         for m in mappings:
-            keys = {results.key_of({"collective": COLLECTIVE, "algorithm": ALGORITHM,
-                                    "flavour": launcher.flavour, "launcher": launcher.name,
-                                    "platform": launcher.platform, "mapping": m, "nprocs": 2,
-                                    "bytes": b, "datatype": "char", "root": 0, "repetition": rep})
-                    for b in size_list}
+            keys = {
+                results.key_of(
+                    {
+                        "collective": COLLECTIVE,
+                        "algorithm": ALGORITHM,
+                        "flavour": launcher.flavour,
+                        "launcher": launcher.name,
+                        "platform": launcher.platform,
+                        "mapping": m,
+                        "nprocs": 2,
+                        "bytes": b,
+                        "datatype": "char",
+                        "root": 0,
+                        "repetition": rep,
+                    }
+                )
+                for b in size_list
+            }
             if keys <= done:
                 stats["skipped"] += 1
                 continue
@@ -267,8 +315,7 @@ def measure(flavour="smpi", mappings=MAPPINGS, output="results.csv", platform=No
                 progress(f"{launcher.flavour} ping-pong, mapping {m}, repetition {rep}")
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", PlacementWarning)
-                rows = run(mapping=m, sizes=sizes, output=output, repetition=rep,
-                           launcher=launcher, **kwargs)
+                rows = run(mapping=m, sizes=sizes, output=output, repetition=rep, launcher=launcher, **kwargs)
             stats["notes"] += [str(w.message) for w in caught if w.category is PlacementWarning]
             stats["launched"] += 1
             stats["rows"] += len(rows)

@@ -23,6 +23,7 @@ the kit's allgather ``bytes`` is one process's contribution. So an allgather thr
 P: a file for allgather needs thresholds ``bytes × P`` per communicator-size block, and
 :func:`rules_choose` multiplies the query by P as Open MPI does.
 """
+
 import os
 from pathlib import Path
 
@@ -75,16 +76,19 @@ def read_ompi_rules(path):
         try:
             return int(w)
         except ValueError:
-            raise ParseError(f"{path}: {what} must be an integer, found {w!r} "
-                             f"(number {pos[0]} of the file)") from None
+            raise ParseError(
+                f"{path}: {what} must be an integer, found {w!r} (number {pos[0]} of the file)"
+            ) from None
 
     names = {v: k for k, v in OMPI_COLL_IDS.items()}
     rows = []
     for _ in range(take("the number of collectives")):
         cid = take("a collective id")
         if cid not in names:
-            raise ParseError(f"{path}: collective id {cid} is not one the kit writes; valid: "
-                             + ", ".join(f"{i} ({n})" for i, n in sorted(names.items())))
+            raise ParseError(
+                f"{path}: collective id {cid} is not one the kit writes; valid: "
+                + ", ".join(f"{i} ({n})" for i, n in sorted(names.items()))
+            )
         coll = names[cid]
         ids = {a.ompi_id: a.name for a in libalgs.TABLE[coll].values() if a.ompi_id is not None}
         last_comm = -1
@@ -96,22 +100,36 @@ def read_ompi_rules(path):
             for _ in range(take(f"the number of message sizes of {coll} at {comm} processes")):
                 msg = take(f"a message size of {coll} at {comm} processes")
                 if msg <= last_msg:
-                    raise ParseError(f"{path}: {coll} message sizes at {comm} processes must "
-                                     f"increase: {msg} after {last_msg}")
+                    raise ParseError(
+                        f"{path}: {coll} message sizes at {comm} processes must "
+                        f"increase: {msg} after {last_msg}"
+                    )
                 last_msg = msg
                 alg = take(f"the algorithm id of {coll} at {comm} processes, {msg} bytes")
                 if alg not in ids:
-                    raise ParseError(f"{path}: {coll} algorithm id {alg} (at {comm} processes, "
-                                     f"{msg} bytes) is not an Open MPI {coll} algorithm; valid: "
-                                     + ", ".join(f"{i} ({n})" for i, n in sorted(ids.items())))
+                    raise ParseError(
+                        f"{path}: {coll} algorithm id {alg} (at {comm} processes, "
+                        f"{msg} bytes) is not an Open MPI {coll} algorithm; valid: "
+                        + ", ".join(f"{i} ({n})" for i, n in sorted(ids.items()))
+                    )
                 fan = take("the fan in/out")
                 seg = take("the segment size")
-                rows.append(dict(collective=coll, comm_size=comm, msg_size=msg, ompi_id=alg,
-                                 algorithm=ids[alg], faninout=fan, segsize=seg))
+                rows.append(
+                    dict(
+                        collective=coll,
+                        comm_size=comm,
+                        msg_size=msg,
+                        ompi_id=alg,
+                        algorithm=ids[alg],
+                        faninout=fan,
+                        segsize=seg,
+                    )
+                )
     if pos[0] != len(words):
         raise ParseError(f"{path}: {len(words) - pos[0]} numbers left over after the last rule")
-    return pd.DataFrame(rows, columns=["collective", "comm_size", "msg_size", "ompi_id",
-                                       "algorithm", "faninout", "segsize"])
+    return pd.DataFrame(
+        rows, columns=["collective", "comm_size", "msg_size", "ompi_id", "algorithm", "faninout", "segsize"]
+    )
 
 
 def rules_choose(rules, collective, nprocs, nbytes):
@@ -141,11 +159,14 @@ def rules_settings(path):
     ``coll_tuned_<coll>_algorithm`` (``coll_tuned_decision_dynamic.c``; checked on 4.1.4 by
     ``tests/test_selection.py``), so where the file has a rule it decides.
     """
-    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-           "OMPI_MCA_coll_tuned_dynamic_rules_filename": os.path.abspath(path),
-           **forcing.OMPI_VERIFY_ENV}
-    return libalgs.Settings(env=env, mca={k[len("OMPI_MCA_"):]: v for k, v in env.items()
-                                          if k.startswith("OMPI_MCA_")})
+    env = {
+        "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+        "OMPI_MCA_coll_tuned_dynamic_rules_filename": os.path.abspath(path),
+        **forcing.OMPI_VERIFY_ENV,
+    }
+    return libalgs.Settings(
+        env=env, mca={k[len("OMPI_MCA_") :]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
+    )
 
 
 def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetition=0, **kw):
@@ -173,33 +194,55 @@ def measure_with_rules(launcher, path, collective, nprocs, sizes="2:1M", repetit
         overrides where it has a rule).
     """
     if launcher.flavour != "openmpi":
-        raise UsageError(f"rules files are Open MPI's; launcher flavour is {launcher.flavour!r}, "
-                         "valid: openmpi")
+        raise UsageError(
+            f"rules files are Open MPI's; launcher flavour is {launcher.flavour!r}, valid: openmpi"
+        )
     path = os.path.abspath(path)
     if not os.path.isfile(path):
-        raise UsageError(f"rules file {path!r} does not exist; valid: the path of an Open MPI "
-                         f"dynamic rules file")
+        raise UsageError(
+            f"rules file {path!r} does not exist; valid: the path of an Open MPI dynamic rules file"
+        )
     timeout = kw.pop("timeout", 600)
     args = collbench.collbench_args("native", collective, BenchOptions(sizes=sizes, **kw))
-    proc = forcing.run(launcher, collbench.collbench_program("openmpi"), args, nprocs,
-                       rules_settings(path), timeout=timeout)
+    proc = forcing.run(
+        launcher, collbench.collbench_program("openmpi"), args, nprocs, rules_settings(path), timeout=timeout
+    )
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
         raise LaunchError(f"exit {proc.returncode}: {proc.args}\nstderr tail:\n{tail}")
     echo = dict(forcing._OMPI_ECHO.findall(proc.stderr))
-    if echo.get("coll_tuned_dynamic_rules_filename") == path and \
-            echo.get("coll_tuned_use_dynamic_rules") in ("true", "1"):
+    if echo.get("coll_tuned_dynamic_rules_filename") == path and echo.get("coll_tuned_use_dynamic_rules") in (
+        "true",
+        "1",
+    ):
         also = echo.get(f"coll_tuned_{collective}_algorithm")
-        forced, evidence = "yes", (f"Open MPI echoed coll_tuned_use_dynamic_rules=true and "
-                                   f"coll_tuned_dynamic_rules_filename={path}; " +
-                                   (f"coll_tuned_{collective}_algorithm={also} was also set, "
-                                    f"which Open MPI 4.1 consults only where the file has no rule"
-                                    if also else f"no coll_tuned_{collective}_algorithm forced"))
+        forced, evidence = (
+            "yes",
+            (
+                f"Open MPI echoed coll_tuned_use_dynamic_rules=true and "
+                f"coll_tuned_dynamic_rules_filename={path}; "
+                + (
+                    f"coll_tuned_{collective}_algorithm={also} was also set, "
+                    f"which Open MPI 4.1 consults only where the file has no rule"
+                    if also
+                    else f"no coll_tuned_{collective}_algorithm forced"
+                )
+            ),
+        )
     else:
         forced, evidence = "no", f"Open MPI echoed {echo or 'no MCA parameters'}"
-    out = driver.parse(proc.stdout, source=proc.args, program=collbench.PROGRAM,
-                       columns=collbench.COLUMNS)
-    return results.rows(out.meta, out.table, algorithm="rules", flavour="openmpi",
-                        launcher=launcher.name, platform="local", mapping="core",
-                        repetition=repetition, requested=path, forced=forced,
-                        evidence=evidence, command=proc.args)
+    out = driver.parse(proc.stdout, source=proc.args, program=collbench.PROGRAM, columns=collbench.COLUMNS)
+    return results.rows(
+        out.meta,
+        out.table,
+        algorithm="rules",
+        flavour="openmpi",
+        launcher=launcher.name,
+        platform="local",
+        mapping="core",
+        repetition=repetition,
+        requested=path,
+        forced=forced,
+        evidence=evidence,
+        command=proc.args,
+    )

@@ -12,7 +12,7 @@ import warnings
 from tqdm import tqdm
 
 from mpilab.core import results
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 from mpilab.measure import collbench, forcing, libalgs
 from mpilab.measure.driver import BenchOptions
 from mpilab.model.stats import measurement_order
@@ -59,20 +59,26 @@ def memory_estimate(flavour, coll, algo, nprocs, nbytes, check=False):
     (int, str)
     """
     recv = nprocs * nbytes if coll == "allgather" else nbytes
-    temp = nprocs * nbytes if coll == "allgather" and algo not in ("ring", "pairwise",
-                                                                    "gather_bcast") else 0
+    temp = nprocs * nbytes if coll == "allgather" and algo not in ("ring", "pairwise", "gather_bcast") else 0
     buffers = nbytes + recv + temp
-    parts = (f"{_gib(nbytes)} sent + {_gib(recv)} received"
-             + (f" + {_gib(temp)} temporary" if temp else "") + " per rank")
+    parts = (
+        f"{_gib(nbytes)} sent + {_gib(recv)} received"
+        + (f" + {_gib(temp)} temporary" if temp else "")
+        + " per rank"
+    )
     if flavour == "smpi":
         base = SMPI_BASE_BYTES + nprocs * SMPI_RANK_BYTES
         if not check:
-            return base, (f"the simulator: {_gib(SMPI_BASE_BYTES)} + {nprocs} ranks x "
-                          f"{_gib(SMPI_RANK_BYTES)}; buffers folded ({parts}, content-free)")
-        return base + nprocs * buffers, (f"{nprocs} ranks x ({parts}), real with --check, + "
-                                         f"the simulator {_gib(base)}")
-    return nprocs * (REAL_RANK_BYTES + buffers), (f"{nprocs} ranks x ({parts} + "
-                                                  f"{_gib(REAL_RANK_BYTES)} of MPI library)")
+            return base, (
+                f"the simulator: {_gib(SMPI_BASE_BYTES)} + {nprocs} ranks x "
+                f"{_gib(SMPI_RANK_BYTES)}; buffers folded ({parts}, content-free)"
+            )
+        return base + nprocs * buffers, (
+            f"{nprocs} ranks x ({parts}), real with --check, + the simulator {_gib(base)}"
+        )
+    return nprocs * (REAL_RANK_BYTES + buffers), (
+        f"{nprocs} ranks x ({parts} + {_gib(REAL_RANK_BYTES)} of MPI library)"
+    )
 
 
 def _gib(b):
@@ -98,14 +104,18 @@ def check_memory(launcher, coll, points, nbytes, check=False, limit=None):
     for algo, p in sorted(set(points), key=lambda x: (x[1], x[0])):
         need, how = memory_estimate(launcher.flavour, coll, algo, p, nbytes, check)
         if need > limit:
-            too_big.append(f"{coll} {algo} at P = {p}, {nbytes} bytes per rank: about "
-                           f"{_gib(need)} ({how})")
+            too_big.append(f"{coll} {algo} at P = {p}, {nbytes} bytes per rank: about {_gib(need)} ({how})")
     if too_big:
-        hint = " or run without --check (SMPI then folds the buffers)" if check and \
-            launcher.flavour == "smpi" else ""
-        raise UsageError(f"will not fit in memory, not launched: {'; '.join(too_big)}; the limit "
-                         f"is {_gib(limit)} (MemAvailable of this machine). Use fewer ranks or "
-                         f"smaller sizes{hint}")
+        hint = (
+            " or run without --check (SMPI then folds the buffers)"
+            if check and launcher.flavour == "smpi"
+            else ""
+        )
+        raise UsageError(
+            f"will not fit in memory, not launched: {'; '.join(too_big)}; the limit "
+            f"is {_gib(limit)} (MemAvailable of this machine). Use fewer ranks or "
+            f"smaller sizes{hint}"
+        )
 
 
 def parse_nprocs(text):
@@ -121,8 +131,10 @@ def parse_nprocs(text):
         part = part.strip()
         m = re.fullmatch(r"(-?\d+)(?:\.\.(-?\d+)(?::(-?\d+))?)?", part)
         if not m:
-            raise UsageError(f"bad process count {part!r} in {text!r}; valid: integers >= 1 "
-                             "separated by commas, or ranges like 2..48:2")
+            raise UsageError(
+                f"bad process count {part!r} in {text!r}; valid: integers >= 1 "
+                "separated by commas, or ranges like 2..48:2"
+            )
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) is not None else lo
         step = int(m.group(3)) if m.group(3) is not None else 1
@@ -158,22 +170,54 @@ def plan(algos, nprocs, repetitions=1, shuffle=False, seed=None):
     machine does not look like an effect of an algorithm or a process count.
     """
     points = [(a, p) for p in nprocs for a in algos]
-    return [(a, p, r) for (a, p), r in measurement_order(points, repetitions, shuffle=shuffle,
-                                                           seed=seed)]
+    return [(a, p, r) for (a, p), r in measurement_order(points, repetitions, shuffle=shuffle, seed=seed)]
 
 
 def _point_keys(launcher, coll, algo, p, rep, sizes, mapping, datatype="char", root=0):
-    rows = [{"collective": coll, "algorithm": algo, "flavour": launcher.flavour,
-             "launcher": launcher.name, "platform": launcher.platform, "mapping": mapping,
-             "nprocs": p, "bytes": b, "datatype": datatype, "root": root, "repetition": rep}
-            for b in sizes]
+    rows = [
+        {
+            "collective": coll,
+            "algorithm": algo,
+            "flavour": launcher.flavour,
+            "launcher": launcher.name,
+            "platform": launcher.platform,
+            "mapping": mapping,
+            "nprocs": p,
+            "bytes": b,
+            "datatype": datatype,
+            "root": root,
+            "repetition": rep,
+        }
+        for b in sizes
+    ]
     return [results.key_of(r) for r in rows]
 
 
-def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather", mapping="core",
-              iters=None, warmup=None, iters_large=None, warmup_large=None, repetitions=1,
-              check=False, timeout=600, progress=True, program=None, shuffle=False, seed=None,
-              probe=None, datatype=None, root=None, memory_limit=None):
+def run_sweep(
+    launcher,
+    output,
+    algos,
+    nprocs,
+    sizes="32:1M",
+    *,
+    coll="allgather",
+    mapping="core",
+    iters=None,
+    warmup=None,
+    iters_large=None,
+    warmup_large=None,
+    repetitions=1,
+    check=False,
+    timeout=600,
+    progress=True,
+    program=None,
+    shuffle=False,
+    seed=None,
+    probe=None,
+    datatype=None,
+    root=None,
+    memory_limit=None,
+):
     """Run a sweep and append its rows to ``output``; skip points already measured.
 
     Before launching anything it refuses (``UsageError``) a sweep with a point that will not
@@ -222,11 +266,20 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     if repetitions < 1:
         raise UsageError(f"bad repetitions {repetitions}; valid: an integer >= 1")
     if root not in (None, 0) and coll not in ROOTED:
-        raise UsageError(f"--root {root} given for {coll}, which has no root; valid: a root for "
-                         f"{' or '.join(ROOTED)} only")
-    options = BenchOptions(sizes=sizes, iters=iters, warmup=warmup, iters_large=iters_large,
-                           warmup_large=warmup_large, check=check, probe=probe,
-                           datatype=datatype, root=root)
+        raise UsageError(
+            f"--root {root} given for {coll}, which has no root; valid: a root for {' or '.join(ROOTED)} only"
+        )
+    options = BenchOptions(
+        sizes=sizes,
+        iters=iters,
+        warmup=warmup,
+        iters_large=iters_large,
+        warmup_large=warmup_large,
+        check=check,
+        probe=probe,
+        datatype=datatype,
+        root=root,
+    )
     size_list = options.size_list(collbench.PROGRAM)
     registered = set(collbench.algorithm_names(launcher.flavour, coll))
     # one spelling per algorithm in the table: lib:pipeline is stored as pipeline
@@ -234,8 +287,11 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
     done = results.measured_keys(output)
     points = plan(algos, nprocs, repetitions, shuffle=shuffle, seed=seed)
     key_opts = dict(datatype=datatype or "char", root=root or 0)
-    todo = [pt for pt in points
-            if not set(_point_keys(launcher, coll, *pt, size_list, mapping, **key_opts)) <= done]
+    todo = [
+        pt
+        for pt in points
+        if not set(_point_keys(launcher, coll, *pt, size_list, mapping, **key_opts)) <= done
+    ]
     check_memory(launcher, coll, [(a, p) for a, p, _ in todo], max(size_list), check, memory_limit)
     stats = {"launched": 0, "skipped": len(points) - len(todo), "rows": 0, "order": []}
     bar = tqdm(todo, disable=not progress, unit="launch", file=sys.stderr, dynamic_ncols=True)
@@ -243,11 +299,21 @@ def run_sweep(launcher, output, algos, nprocs, sizes="32:1M", *, coll="allgather
         bar.set_description(f"{launcher.flavour} {algo} P={p} rep={rep}")
         stats["order"].append((algo, p, rep))
         if algo in registered:
-            rows = collbench.measure(launcher, coll, algo, p, options, mapping=mapping,
-                                     repetition=rep, timeout=timeout, program=program)
-        else:   # a library algorithm (mpilab.measure.libalgs): forced and verified
-            rows = forcing.measure(launcher, coll, algo, p, options, mapping=mapping,
-                                   repetition=rep, timeout=timeout)
+            rows = collbench.measure(
+                launcher,
+                coll,
+                algo,
+                p,
+                options,
+                mapping=mapping,
+                repetition=rep,
+                timeout=timeout,
+                program=program,
+            )
+        else:  # a library algorithm (mpilab.measure.libalgs): forced and verified
+            rows = forcing.measure(
+                launcher, coll, algo, p, options, mapping=mapping, repetition=rep, timeout=timeout
+            )
         results.append_rows(output, rows)
         stats["launched"] += 1
         stats["rows"] += len(rows)
@@ -258,8 +324,10 @@ def check_mpich_nprocs(flavour, nprocs):
     """Warn (not fail) when MPICH runs oversubscribed: it busy-polls and timings mean little."""
     big = [p for p in nprocs if p > MPICH_MAX_NPROCS]
     if flavour == "mpich" and big:
-        warnings.warn(f"MPICH busy-polls when oversubscribed; process counts {big} > "
-                      f"{MPICH_MAX_NPROCS} will be slow and their timings unrepresentative",
-                      stacklevel=2)
+        warnings.warn(
+            f"MPICH busy-polls when oversubscribed; process counts {big} > "
+            f"{MPICH_MAX_NPROCS} will be slow and their timings unrepresentative",
+            stacklevel=2,
+        )
         return True
     return False

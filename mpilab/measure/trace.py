@@ -2,6 +2,7 @@
 read the per-rank logs back as a :class:`mpilab.model.timeline.Timeline`, next to the α-β
 prediction of the same run (:func:`predicted_and_measured`).
 """
+
 import io
 import os
 import re
@@ -12,10 +13,11 @@ import numpy as np
 import pandas as pd
 
 from mpilab.core import paths
-from mpilab.core.errors import one_of, ParseError, ToolMissing, UsageError
+from mpilab.core.errors import ParseError, ToolMissing, UsageError, one_of
 from mpilab.core.vocabulary import FLAVOURS
 from mpilab.measure import driver, launch, pingpong
-from mpilab.model import algorithms, fits as models, schedules
+from mpilab.model import algorithms, schedules
+from mpilab.model import fits as models
 from mpilab.model.timeline import POINT_TO_POINT, Timeline, largest_message, predict
 from mpilab.simulate.routes import platform_model
 
@@ -45,8 +47,14 @@ def _read_rank_log(path):
         parts = head.get(key, "").split()
         if len(parts) == 3:
             syncs.append(tuple(float(x) for x in parts))
-    return int(head["rank"]), int(head.get("nprocs", 0)), syncs, int(head.get("dropped", 0)), df, \
-        _blocked(head.get("blocked"))
+    return (
+        int(head["rank"]),
+        int(head.get("nprocs", 0)),
+        syncs,
+        int(head.get("dropped", 0)),
+        df,
+        _blocked(head.get("blocked")),
+    )
 
 
 def _blocked(line):
@@ -105,14 +113,19 @@ def read_trace(directory, region=None, drop_self=True):
         A region that is not in the logs.
     """
     directory = Path(directory)
-    files = {int(m.group(1)): directory / f for f in os.listdir(directory)
-             if (m := _TRACE_RE.match(f))} if directory.is_dir() else {}
+    files = (
+        {int(m.group(1)): directory / f for f in os.listdir(directory) if (m := _TRACE_RE.match(f))}
+        if directory.is_dir()
+        else {}
+    )
     if not files:
-        raise ParseError(f"no trace.<rank>.csv files in {str(directory)!r}; run a program linked "
-                         "with liblabtrace (e.g. build/<flavour>/timeline) there first")
+        raise ParseError(
+            f"no trace.<rank>.csv files in {str(directory)!r}; run a program linked "
+            "with liblabtrace (e.g. build/<flavour>/timeline) there first"
+        )
     frames, errors, dropped, blocked = [], {}, 0, {}
     nprocs = None
-    for r, path in sorted(files.items()):
+    for _r, path in sorted(files.items()):
         rank, p, syncs, drops, df, stuck = _read_rank_log(path)
         nprocs = nprocs or p
         offset, errors[rank] = _best_offset(syncs)
@@ -131,8 +144,11 @@ def read_trace(directory, region=None, drop_self=True):
     marks = log[log["call"] == "Pcontrol"]
     durations = {}
     for k, g in log.groupby("region"):
-        t0 = marks.loc[marks["region"] == k, "start"].min() if (marks["region"] == k).any() \
+        t0 = (
+            marks.loc[marks["region"] == k, "start"].min()
+            if (marks["region"] == k).any()
             else g["start"].min()
+        )
         durations[int(k)] = float(g["end"].max() - t0)
     regions = sorted(k for k in durations if k > 0) or sorted(durations)
     if region is None:
@@ -142,22 +158,31 @@ def read_trace(directory, region=None, drop_self=True):
     sel = log[log["region"] == region]
     start = marks.loc[marks["region"] == region, "start"]
     t0 = start.min() if len(start) else sel["start"].min()
-    rank_start = {int(r): float(t - t0) for r, t in
-                  marks[marks["region"] == region].groupby("rank")["start"].min().items()}
+    rank_start = {
+        int(r): float(t - t0)
+        for r, t in marks[marks["region"] == region].groupby("rank")["start"].min().items()
+    }
     sel = sel[sel["call"] != "Pcontrol"].copy()
     for col in ("start", "end", "done"):
         sel[col] = sel[col] - t0
     if drop_self:
-        peers_self = ((sel["dst"].isna() | (sel["dst"] == sel["rank"]))
-                      & (sel["src"].isna() | (sel["src"] == sel["rank"])))
+        peers_self = (sel["dst"].isna() | (sel["dst"] == sel["rank"])) & (
+            sel["src"].isna() | (sel["src"] == sel["rank"])
+        )
         sel = sel[~(sel["call"].isin(POINT_TO_POINT) & peers_self)]
-    calls = pd.DataFrame({
-        "rank": sel["rank"].astype(int), "call": sel["call"].astype(str),
-        "start_us": sel["start"], "end_us": sel["end"],
-        "dst": sel["dst"].astype("Int64"), "sbytes": sel["sbytes"].astype("Int64"),
-        "src": sel["src"].astype("Int64"), "rbytes": sel["rbytes"].astype("Int64"),
-        "tag": sel["stag"].fillna(sel["rtag"]).astype("Int64"),
-    })
+    calls = pd.DataFrame(
+        {
+            "rank": sel["rank"].astype(int),
+            "call": sel["call"].astype(str),
+            "start_us": sel["start"],
+            "end_us": sel["end"],
+            "dst": sel["dst"].astype("Int64"),
+            "sbytes": sel["sbytes"].astype("Int64"),
+            "src": sel["src"].astype("Int64"),
+            "rbytes": sel["rbytes"].astype("Int64"),
+            "tag": sel["stag"].fillna(sel["rtag"]).astype("Int64"),
+        }
+    )
     if "data" in sel and sel["data"].notna().any():
         calls["data"] = sel["data"].fillna("").astype(str)
     calls = calls.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
@@ -167,16 +192,26 @@ def read_trace(directory, region=None, drop_self=True):
         if b["region"] != region:
             continue
         b = dict(b, start_us=b.pop("start") - t0)
-        b["reqs"] = [row for row in sel[sel["rank"] == rank].to_dict("records")
-                     if row["call"] in ("Isend", "Irecv") and str(row.get("req")) in map(str, b["reqs"])]
+        b["reqs"] = [
+            row
+            for row in sel[sel["rank"] == rank].to_dict("records")
+            if row["call"] in ("Isend", "Irecv") and str(row.get("req")) in map(str, b["reqs"])
+        ]
         for row in b["reqs"]:
             row["start_us"] = row.pop("start")
         stuck[rank] = b
-    meta = dict(kind="measured", regions=durations, region=int(region), dropped_events=dropped,
-                blocked=stuck,
-                rank_start_us=rank_start,
-                clock_error_us={r: e * 1e6 for r, e in errors.items()},
-                unmatched_sends=unmatched_s, unmatched_recvs=unmatched_r, directory=str(directory))
+    meta = dict(
+        kind="measured",
+        regions=durations,
+        region=int(region),
+        dropped_events=dropped,
+        blocked=stuck,
+        rank_start_us=rank_start,
+        clock_error_us={r: e * 1e6 for r, e in errors.items()},
+        unmatched_sends=unmatched_s,
+        unmatched_recvs=unmatched_r,
+        directory=str(directory),
+    )
     return Timeline(calls, messages, int(nprocs), f"measured (region {region})", meta)
 
 
@@ -184,11 +219,25 @@ def _match(sel):
     """Pair sends and receives by (source, destination, tag) in posting order (MPI's rule)."""
     sends = sel[sel["call"].isin(["Send", "Isend", "Sendrecv"]) & (sel["dst"] >= 0)]
     recvs = sel[sel["call"].isin(["Recv", "Irecv", "Sendrecv"]) & (sel["src"] >= 0)]
-    sends = pd.DataFrame({"src": sends["rank"], "dst": sends["dst"], "tag": sends["stag"],
-                          "bytes": sends["sbytes"], "send_us": sends["start"]})
-    recvs = pd.DataFrame({"src": recvs["src"], "dst": recvs["rank"], "tag": recvs["rtag"],
-                          "rbytes": recvs["rbytes"], "posted": recvs["start"],
-                          "recv_us": np.where(recvs["call"] == "Irecv", recvs["done"], recvs["end"])})
+    sends = pd.DataFrame(
+        {
+            "src": sends["rank"],
+            "dst": sends["dst"],
+            "tag": sends["stag"],
+            "bytes": sends["sbytes"],
+            "send_us": sends["start"],
+        }
+    )
+    recvs = pd.DataFrame(
+        {
+            "src": recvs["src"],
+            "dst": recvs["rank"],
+            "tag": recvs["rtag"],
+            "rbytes": recvs["rbytes"],
+            "posted": recvs["start"],
+            "recv_us": np.where(recvs["call"] == "Irecv", recvs["done"], recvs["end"]),
+        }
+    )
     for df in (sends, recvs):
         for col in ("src", "dst", "tag", "bytes" if "bytes" in df else "rbytes"):
             df[col] = df[col].astype(int)
@@ -214,8 +263,20 @@ def timeline_program(flavour):
     return prog
 
 
-def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping="core", reps=3,
-               warmup=1, root=0, region=None, directory=None, timeout=300):
+def run_traced(
+    algorithm,
+    nprocs,
+    nbytes,
+    flavour="smpi",
+    platform=None,
+    mapping="core",
+    reps=3,
+    warmup=1,
+    root=0,
+    region=None,
+    directory=None,
+    timeout=300,
+):
     """Run the C algorithm under the PMPI tracer and return its measured :class:`Timeline`.
 
     Parameters
@@ -259,8 +320,20 @@ def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping
         launcher = launch.get_launcher("smpi", platform=platform, cfg=["smpi/wtime:0"])
     else:
         launcher = launch.get_launcher(flavour)
-    args = ["--coll", algorithms.collective_of(algorithm), "--algo", algorithm, "-b", str(int(nbytes)),
-            "--reps", str(reps), "--warmup", str(warmup), "--root", str(root)]
+    args = [
+        "--coll",
+        algorithms.collective_of(algorithm),
+        "--algo",
+        algorithm,
+        "-b",
+        str(int(nbytes)),
+        "--reps",
+        str(reps),
+        "--warmup",
+        str(warmup),
+        "--root",
+        str(root),
+    ]
     tmp = None
     if directory is None:
         tmp = tempfile.TemporaryDirectory(prefix="mpilab-trace-")
@@ -276,11 +349,17 @@ def run_traced(algorithm, nprocs, nbytes, flavour="smpi", platform=None, mapping
     finally:
         if tmp is not None:
             tmp.cleanup()
-    out = driver.parse(proc.stdout, source=f"output of {cmd}", program="timeline",
-                       columns=("rep", "max_us"))
+    out = driver.parse(proc.stdout, source=f"output of {cmd}", program="timeline", columns=("rep", "max_us"))
     rep_us = [r["max_us"] for r in out.table]
-    tl.meta.update(command=str(cmd), rep_us=rep_us, flavour=flavour, platform=launcher.platform,
-                   mapping=mapping, algorithm=algorithm, bytes=int(nbytes))
+    tl.meta.update(
+        command=str(cmd),
+        rep_us=rep_us,
+        flavour=flavour,
+        platform=launcher.platform,
+        mapping=mapping,
+        algorithm=algorithm,
+        bytes=int(nbytes),
+    )
     if tmp is not None:
         tl.meta["directory"] = None
     where = f"{flavour}" + (f" on {launcher.platform}" if flavour == "smpi" else "")
@@ -299,19 +378,32 @@ def pingpong_alpha_beta(flavour, max_bytes, mapping="core", timeout=300):
     (float, float)
     """
     hi = max(int(max_bytes), 1024)
-    rows = pingpong.run(flavour, mapping, sizes=(0, hi), iters=200, warmup=20, iters_large=50,
-                        warmup_large=5, timeout=timeout)
+    rows = pingpong.run(
+        flavour, mapping, sizes=(0, hi), iters=200, warmup=20, iters_large=50, warmup_large=5, timeout=timeout
+    )
     fit = models.hockney_fit(rows["bytes"].astype(float), rows["avg_us"].astype(float))
     return max(float(fit["alpha"]), 0.0), max(float(fit["beta"]), 0.0)
 
 
-def predicted_and_measured(algorithm, nprocs, nbytes, flavour="smpi", platform=None,
-                           mapping="core", alpha=None, beta=None, ports=1, eager_bytes=0,
-                           same_start=True, **run_opts):
+def predicted_and_measured(
+    algorithm,
+    nprocs,
+    nbytes,
+    flavour="smpi",
+    platform=None,
+    mapping="core",
+    alpha=None,
+    beta=None,
+    ports=1,
+    eager_bytes=0,
+    same_start=True,
+    **run_opts,
+):
     """Run the algorithm traced and predict it with the α-β model, for :func:`plot_side_by_side`.
 
     ``alpha`` and ``beta`` default, on SMPI, to each pair's route on the platform
-    (:func:`platform_model`, which also says how a shared port is shared) and, on a real MPI, to a ping-pong fit on this machine up to
+    (:func:`platform_model`, which also says how a shared port is shared) and, on a real MPI, to a ping-pong
+    fit on this machine up to
     the run's largest message (:func:`pingpong_alpha_beta`).
     ``same_start``: start each rank of the prediction when it started in the measured run
     (ranks leave the barrier before the run at slightly different times); False starts all
@@ -330,14 +422,25 @@ def predicted_and_measured(algorithm, nprocs, nbytes, flavour="smpi", platform=N
         alpha, beta = sharing.pop("alpha"), sharing.pop("beta")
         source = f"routes of {platform or 'orfeo-thin'}"
     elif alpha is None:
-        alpha, beta = pingpong_alpha_beta(flavour, largest_message(
-            algorithm, nprocs, nbytes, run_opts.get("root", 0)))
+        alpha, beta = pingpong_alpha_beta(
+            flavour, largest_message(algorithm, nprocs, nbytes, run_opts.get("root", 0))
+        )
         source = f"{flavour} ping-pong fit"
-    measured = run_traced(algorithm, nprocs, nbytes, flavour=flavour, platform=platform,
-                          mapping=mapping, **run_opts)
-    predicted = predict(algorithm, nprocs, nbytes, alpha, beta, ports=ports,
-                        eager_bytes=eager_bytes, root=run_opts.get("root", 0),
-                        start_us=measured.rank_start_us() if same_start else None, **sharing)
+    measured = run_traced(
+        algorithm, nprocs, nbytes, flavour=flavour, platform=platform, mapping=mapping, **run_opts
+    )
+    predicted = predict(
+        algorithm,
+        nprocs,
+        nbytes,
+        alpha,
+        beta,
+        ports=ports,
+        eager_bytes=eager_bytes,
+        root=run_opts.get("root", 0),
+        start_us=measured.rank_start_us() if same_start else None,
+        **sharing,
+    )
     predicted.meta["alpha_beta_from"] = source
     return predicted, measured
 

@@ -24,11 +24,12 @@ Examples
 >>> [a.name for a in algorithms.of("bcast")]
 ['linear', 'chain', 'pipeline', 'binomial', 'scatter_allgather']
 """
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable
 
 from mpilab.core import key
 from mpilab.core.errors import UsageError, one_of
@@ -84,13 +85,13 @@ class Algorithm:
     description: str
     restrictions: str
     side: str
-    lab: Optional[str] = None
-    skeleton: Optional[str] = None
-    skeleton_file: Optional[str] = None
-    function: Optional[str] = None
-    source: Optional[str] = None
+    lab: str | None = None
+    skeleton: str | None = None
+    skeleton_file: str | None = None
+    function: str | None = None
+    source: str | None = None
     point_to_point: bool = True
-    schedule: Optional[Callable] = None
+    schedule: Callable | None = None
     cost: object = None
     cost_note: str = ""
 
@@ -104,63 +105,136 @@ _TWO_LEVELS = "two levels with their own α and β (inside a node, between nodes
 def _task(collective, name, lab, description, restrictions, skeleton=None, skeleton_file=None, **more):
     """A record whose reference is in the answer key and that ``lab`` asks students to write in
     ``labs/<lab>/<name>.c``, defining ``student_<collective>_<name>`` unless said otherwise."""
-    return Algorithm(collective, name, description, restrictions, "key", lab=lab,
-                     skeleton=skeleton or f"student_{collective}_{name}",
-                     skeleton_file=skeleton_file or f"{name}.c", **more)
+    return Algorithm(
+        collective,
+        name,
+        description,
+        restrictions,
+        "key",
+        lab=lab,
+        skeleton=skeleton or f"student_{collective}_{name}",
+        skeleton_file=skeleton_file or f"{name}.c",
+        **more,
+    )
 
 
 #: The student's side of the registry (see the module's docstring).
 KIT = (
-    Algorithm("allgather", "gather_bcast",
-              "gather to rank 0, then broadcast the p blocks, from MPI_Isend/MPI_Irecv/MPI_Wait* only "
-              "(the homework's first algorithm)",
-              f"none: any p, MPI_IN_PLACE, {_ANY}", "kit", lab="lab2",
-              function="lab_allgather_gather_bcast", source="c_reference/allgather/gather_bcast.c",
-              schedule=schedules.gather_bcast),
-    Algorithm("allgather", "pairwise",
-              "pairwise exchange (recursive doubling) with MPI_Sendrecv, the data doubling each step "
-              "(the homework's second algorithm)",
-              f"none: any p (the ranks above the largest power of two fold in and out), MPI_IN_PLACE, {_ANY}",
-              "kit", lab="lab2", function="lab_allgather_pairwise", source="c_reference/allgather/pairwise.c",
-              schedule=schedules.pairwise),
-    _task("allgather", "ring", "lab2",
-          "ring: p - 1 steps of MPI_Sendrecv with the neighbours, one block per step",
-          f"none: any p, MPI_IN_PLACE, {_ANY}", function="lab_allgather_ring"),
-    _task("allgather", "bruck", "lab2",
-          "Bruck: ceil(log2 p) steps of MPI_Sendrecv to rank - 2^k, blocks rotated at the end",
-          f"none: any p, MPI_IN_PLACE, {_ANY}; a temporary buffer of p blocks", function="lab_allgather_bruck"),
-    _task("bcast", "linear", "lab6",
-          "the root sends the whole buffer to every other rank (MPI_Isend each, one MPI_Waitall)",
-          f"none: any p, any root, any count (also 0), {_ANY}"),
-    _task("bcast", "chain", "lab6",
-          "one chain from the root: every rank receives the whole buffer from the previous one "
-          "and sends it to the next",
-          f"none: any p, any root, any count (also 0), {_ANY}"),
-    _task("bcast", "pipeline", "lab6",
-          "the chain in segments: a rank forwards segment i while it receives segment i + 1",
-          f"none: any p, any root, any count (also 0), any segment size, {_ANY}"),
-    _task("bcast", "binomial", "lab6",
-          "binomial tree: ceil(log2 p) rounds, every rank but the root receives the whole buffer once",
-          f"none: any p, any root, any count (also 0), {_ANY}", function="lab_bcast_binomial"),
-    _task("bcast", "scatter_allgather", "lab6",
-          "van de Geijn: binomial scatter of p blocks, then a ring allgather of them",
-          f"none: any p, any root, any count (also 0 and count < p), {_ANY}"),
-    _task("reduce_scatter_block", "reduce_scatter", "lab3",
-          "recursive halving: log2 p exchanges of half the remaining blocks, each reduced on arrival",
-          _FOLDED, skeleton="student_reduce_scatter_block"),
-    _task("allreduce", "rabenseifner", "lab3",
-          "Rabenseifner: reduce-scatter by recursive halving, then allgather by recursive doubling",
-          _FOLDED, skeleton_file="allreduce_rabenseifner.c"),
-    _task("allreduce", "two_level", "lab3",
-          "node-aware: reduce inside each node, allreduce among the node leaders, broadcast inside "
-          "each node (the library's collectives on two communicators)",
-          f"any p, any count, {_LAB3}", skeleton_file="allreduce_two_level.c",
-          point_to_point=False, cost_note=_TWO_LEVELS),
-    Algorithm("reduce", "two_level",
-              "node-aware: reduce inside each node to its leader, then among the leaders (lab 3's "
-              "two-level allreduce with a reduce at the top; its reproduction study times it)",
-              "any p, any root, any datatype, MPI_IN_PLACE at the root; a commutative op", "key", lab="lab3",
-              point_to_point=False, cost_note=_TWO_LEVELS),
+    Algorithm(
+        "allgather",
+        "gather_bcast",
+        "gather to rank 0, then broadcast the p blocks, from MPI_Isend/MPI_Irecv/MPI_Wait* only "
+        "(the homework's first algorithm)",
+        f"none: any p, MPI_IN_PLACE, {_ANY}",
+        "kit",
+        lab="lab2",
+        function="lab_allgather_gather_bcast",
+        source="c_reference/allgather/gather_bcast.c",
+        schedule=schedules.gather_bcast,
+    ),
+    Algorithm(
+        "allgather",
+        "pairwise",
+        "pairwise exchange (recursive doubling) with MPI_Sendrecv, the data doubling each step "
+        "(the homework's second algorithm)",
+        f"none: any p (the ranks above the largest power of two fold in and out), MPI_IN_PLACE, {_ANY}",
+        "kit",
+        lab="lab2",
+        function="lab_allgather_pairwise",
+        source="c_reference/allgather/pairwise.c",
+        schedule=schedules.pairwise,
+    ),
+    _task(
+        "allgather",
+        "ring",
+        "lab2",
+        "ring: p - 1 steps of MPI_Sendrecv with the neighbours, one block per step",
+        f"none: any p, MPI_IN_PLACE, {_ANY}",
+        function="lab_allgather_ring",
+    ),
+    _task(
+        "allgather",
+        "bruck",
+        "lab2",
+        "Bruck: ceil(log2 p) steps of MPI_Sendrecv to rank - 2^k, blocks rotated at the end",
+        f"none: any p, MPI_IN_PLACE, {_ANY}; a temporary buffer of p blocks",
+        function="lab_allgather_bruck",
+    ),
+    _task(
+        "bcast",
+        "linear",
+        "lab6",
+        "the root sends the whole buffer to every other rank (MPI_Isend each, one MPI_Waitall)",
+        f"none: any p, any root, any count (also 0), {_ANY}",
+    ),
+    _task(
+        "bcast",
+        "chain",
+        "lab6",
+        "one chain from the root: every rank receives the whole buffer from the previous one "
+        "and sends it to the next",
+        f"none: any p, any root, any count (also 0), {_ANY}",
+    ),
+    _task(
+        "bcast",
+        "pipeline",
+        "lab6",
+        "the chain in segments: a rank forwards segment i while it receives segment i + 1",
+        f"none: any p, any root, any count (also 0), any segment size, {_ANY}",
+    ),
+    _task(
+        "bcast",
+        "binomial",
+        "lab6",
+        "binomial tree: ceil(log2 p) rounds, every rank but the root receives the whole buffer once",
+        f"none: any p, any root, any count (also 0), {_ANY}",
+        function="lab_bcast_binomial",
+    ),
+    _task(
+        "bcast",
+        "scatter_allgather",
+        "lab6",
+        "van de Geijn: binomial scatter of p blocks, then a ring allgather of them",
+        f"none: any p, any root, any count (also 0 and count < p), {_ANY}",
+    ),
+    _task(
+        "reduce_scatter_block",
+        "reduce_scatter",
+        "lab3",
+        "recursive halving: log2 p exchanges of half the remaining blocks, each reduced on arrival",
+        _FOLDED,
+        skeleton="student_reduce_scatter_block",
+    ),
+    _task(
+        "allreduce",
+        "rabenseifner",
+        "lab3",
+        "Rabenseifner: reduce-scatter by recursive halving, then allgather by recursive doubling",
+        _FOLDED,
+        skeleton_file="allreduce_rabenseifner.c",
+    ),
+    _task(
+        "allreduce",
+        "two_level",
+        "lab3",
+        "node-aware: reduce inside each node, allreduce among the node leaders, broadcast inside "
+        "each node (the library's collectives on two communicators)",
+        f"any p, any count, {_LAB3}",
+        skeleton_file="allreduce_two_level.c",
+        point_to_point=False,
+        cost_note=_TWO_LEVELS,
+    ),
+    Algorithm(
+        "reduce",
+        "two_level",
+        "node-aware: reduce inside each node to its leader, then among the leaders (lab 3's "
+        "two-level allreduce with a reduce at the top; its reproduction study times it)",
+        "any p, any root, any datatype, MPI_IN_PLACE at the root; a commutative op",
+        "key",
+        lab="lab3",
+        point_to_point=False,
+        cost_note=_TWO_LEVELS,
+    ),
 )
 
 _REGISTRY = None
@@ -177,8 +251,10 @@ def registry():
         unknown = sorted(set(done) - {(a.collective, a.name) for a in KIT})
         if unknown:
             raise UsageError(f"the answer key completes algorithms the registry does not have: {unknown}")
-        _REGISTRY = {(a.collective, a.name): dataclasses.replace(a, **done.get((a.collective, a.name), {}))
-                     for a in KIT}
+        _REGISTRY = {
+            (a.collective, a.name): dataclasses.replace(a, **done.get((a.collective, a.name), {}))
+            for a in KIT
+        }
     return _REGISTRY
 
 
@@ -223,6 +299,7 @@ def in_the_key():
 
 # --- schedules by name -------------------------------------------------------------------------
 
+
 def with_schedule():
     """``{name: record}`` of the algorithms this installation has a schedule of (names are unique
     among them: a schedule is asked for by name, as in ``mpilab timeline --algo ring``)."""
@@ -234,9 +311,11 @@ def _by_schedule_name(algorithm):
     if algorithm in known:
         return known[algorithm]
     if algorithm in in_the_key() and not key.installed():
-        raise UsageError(f"no schedule of {algorithm!r} here: the schedules of {', '.join(in_the_key())} "
-                         f"(algorithms the labs ask you to write) are in the answer key, in an "
-                         f"instructor's checkout; here: {', '.join(known)}")
+        raise UsageError(
+            f"no schedule of {algorithm!r} here: the schedules of {', '.join(in_the_key())} "
+            f"(algorithms the labs ask you to write) are in the answer key, in an "
+            f"instructor's checkout; here: {', '.join(known)}"
+        )
     raise one_of("algorithm with a schedule", algorithm, known)
 
 

@@ -36,6 +36,7 @@ Which costs the table holds depends on the installation: the costs of the kit's 
 libraries' algorithms answer the labs' questions and come from the answer key (the instructor's
 side, :mod:`mpilab.core.key`); a student's own go in with :func:`register`.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,11 +46,15 @@ from typing import NamedTuple
 import matplotlib.pyplot as plt
 import numpy as np
 import sympy
-from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application,
-    parse_expr, standard_transformations)
+from sympy.parsing.sympy_parser import (
+    convert_xor,
+    implicit_multiplication_application,
+    parse_expr,
+    standard_transformations,
+)
 
 from mpilab.core import key
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 
 p, n, alpha, beta, s = sympy.symbols("p n alpha beta s", positive=True)
 SYMBOLS = {"p": p, "n": n, "alpha": alpha, "beta": beta, "s": s}
@@ -138,7 +143,7 @@ def header_form(collective, name, exact=False, e=None):
             continue
         c = sympy.sstr(coef).replace("**", "^").replace("*", "·")
         terms.append(mark if coef == 1 else f"({c})·{mark}" if coef.is_Add else f"{c}·{mark}")
-    if parts:   # a term without alpha or beta: not expected in the table
+    if parts:  # a term without alpha or beta: not expected in the table
         terms.append(sympy.sstr(sum(k * v for k, v in parts.items())))
     return f"{' + '.join(terms)}    ({what}; {e.domain})"
 
@@ -215,9 +220,11 @@ def entry(collective, name):
     """
     known = table()
     if not known:
-        raise UsageError(f"no cost is known for {collective} {name}: the costs of the kit's and the "
-                         "libraries' algorithms are in the answer key (the instructor's side), and "
-                         "labs 2, 3 and 6 ask you to derive them; add yours with costs.register()")
+        raise UsageError(
+            f"no cost is known for {collective} {name}: the costs of the kit's and the "
+            "libraries' algorithms are in the answer key (the instructor's side), and "
+            "labs 2, 3 and 6 ask you to derive them; add yours with costs.register()"
+        )
     if collective not in {c for c, _ in known}:
         raise one_of("collective", collective, {c for c, _ in known})
     if (collective, name) not in known:
@@ -254,15 +261,18 @@ def in_domain(domain, nprocs):
     if domain not in DOMAINS:
         raise one_of("domain", domain, DOMAINS)
     arr = np.asarray(nprocs, dtype=float)
-    return np.array([float(v).is_integer() and DOMAINS[domain](int(v)) for v in arr.ravel()],
-                    dtype=bool).reshape(arr.shape)
+    return np.array(
+        [float(v).is_integer() and DOMAINS[domain](int(v)) for v in arr.ravel()], dtype=bool
+    ).reshape(arr.shape)
 
 
 # floor/ceiling of log2(2^k) computed as log(p)/log(2) can land just above or below k;
 # the table's floor and ceiling arguments are logs of integers or n/s, never within 1e-9 of
 # an integer unless they are one.
-_NUMERIC = [{"ceiling": lambda x: np.ceil(np.asarray(x) - 1e-9),
-             "floor": lambda x: np.floor(np.asarray(x) + 1e-9)}, "numpy"]
+_NUMERIC = [
+    {"ceiling": lambda x: np.ceil(np.asarray(x) - 1e-9), "floor": lambda x: np.floor(np.asarray(x) + 1e-9)},
+    "numpy",
+]
 
 
 def evaluate(collective, name, nprocs, nbytes, alpha_us, beta_us_per_byte, segment=8192):
@@ -324,10 +334,14 @@ def plot_model(table, ax=None, value="avg_us", model="model_us"):
         ``axes`` is an array with one Axes per process count (``ax`` itself when given).
     """
     d = table.attrs.get("detail", table)
-    missing = [c for c in ("algorithm", "nprocs", "bytes", value, model) if c not in getattr(d, "columns", ())]
+    missing = [
+        c for c in ("algorithm", "nprocs", "bytes", value, model) if c not in getattr(d, "columns", ())
+    ]
     if d is None or len(d) == 0 or missing:
-        raise UsageError("nothing to plot: give rows with algorithm, nprocs, bytes, "
-                         f"{value} and {model}" + (f" (missing: {', '.join(missing)})" if missing else ""))
+        raise UsageError(
+            "nothing to plot: give rows with algorithm, nprocs, bytes, "
+            f"{value} and {model}" + (f" (missing: {', '.join(missing)})" if missing else "")
+        )
     counts = sorted(d["nprocs"].unique())
     if ax is None:
         fig, axes = plt.subplots(1, len(counts), figsize=(5 * len(counts), 4), squeeze=False)
@@ -371,9 +385,17 @@ class CheckResult:
 
 
 _TRANSFORMS = standard_transformations + (implicit_multiplication_application, convert_xor)
-_ALLOWED_FUNCS = {"log": sympy.log, "ceiling": sympy.ceiling, "ceil": sympy.ceiling,
-                  "floor": sympy.floor, "sqrt": sympy.sqrt, "log2": lambda x: sympy.log(x, 2),
-                  "Rational": sympy.Rational, "Integer": sympy.Integer, "Float": sympy.Float}
+_ALLOWED_FUNCS = {
+    "log": sympy.log,
+    "ceiling": sympy.ceiling,
+    "ceil": sympy.ceiling,
+    "floor": sympy.floor,
+    "sqrt": sympy.sqrt,
+    "log2": lambda x: sympy.log(x, 2),
+    "Rational": sympy.Rational,
+    "Integer": sympy.Integer,
+    "Float": sympy.Float,
+}
 
 
 def parse(text):
@@ -388,12 +410,17 @@ def parse(text):
     local.update(_ALLOWED_FUNCS)
     local.update({"a": alpha, "b": beta, "α": alpha, "β": beta})
     try:
-        expr = parse_expr(str(text), local_dict=local, global_dict={"__builtins__": {}, "Symbol": sympy.Symbol,
-                                                       "Function": sympy.Function, **local},
-                          transformations=_TRANSFORMS)
-    except Exception as exc:   # sympy raises many kinds for bad text
-        raise UsageError(f"cannot read {text!r} as a cost expression ({exc}); write it with "
-                         f"p, n, alpha, beta (and s), e.g. 3*(p - 1)*alpha + 2*n*beta") from None
+        expr = parse_expr(
+            str(text),
+            local_dict=local,
+            global_dict={"__builtins__": {}, "Symbol": sympy.Symbol, "Function": sympy.Function, **local},
+            transformations=_TRANSFORMS,
+        )
+    except Exception as exc:  # sympy raises many kinds for bad text
+        raise UsageError(
+            f"cannot read {text!r} as a cost expression ({exc}); write it with "
+            f"p, n, alpha, beta (and s), e.g. 3*(p - 1)*alpha + 2*n*beta"
+        ) from None
     return only_allowed(expr, text)
 
 
@@ -410,8 +437,7 @@ def only_allowed(expr, shown):
     expr = expr.subs({sym: by_name[str(sym)] for sym in expr.free_symbols if str(sym) in by_name})
     extra = sorted(str(x) for x in expr.free_symbols if x not in SYMBOLS.values())
     if extra:
-        raise UsageError(f"unknown symbol(s) {', '.join(extra)} in {shown!r}; "
-                         f"valid: {', '.join(SYMBOLS)}")
+        raise UsageError(f"unknown symbol(s) {', '.join(extra)} in {shown!r}; valid: {', '.join(SYMBOLS)}")
     return expr
 
 
@@ -427,7 +453,7 @@ def check_points(domain="any p"):
     """
     pts = [(pv, nv) for pv, nv in zip(_CHECK_P, _CHECK_N) if DOMAINS[domain](pv)]
     extra = [(pv, nv) for pv, _ in pts for nv in (2, 1024, 65536, 1 << 20) if (pv, nv) not in pts]
-    return pts + extra[:max(0, 4 - len(pts))]
+    return pts + extra[: max(0, 4 - len(pts))]
 
 
 def check_expression(student, collective, name, points=None):
@@ -463,8 +489,11 @@ def check_expression(student, collective, name, points=None):
             return CheckResult(True, "equal", want, got)
     except Exception:
         pass
-    points = check_points(e.domain) if points is None else \
-        [(pv, nv) for pv, nv in points if DOMAINS[e.domain](int(pv))]
+    points = (
+        check_points(e.domain)
+        if points is None
+        else [(pv, nv) for pv, nv in points if DOMAINS[e.domain](int(pv))]
+    )
     where = "" if e.domain == "any p" else f" (for {e.domain})"
     subs_common = {alpha: sympy.Rational(3, 2), beta: sympy.Rational(1, 1000), s: 8192}
     for pv, nv in points:
@@ -472,11 +501,15 @@ def check_expression(student, collective, name, points=None):
         try:
             g = float(got.subs(vals))
         except (TypeError, ValueError):
-            return CheckResult(False, f"{student!r} does not give a number at p = {pv}, n = {nv}",
-                               want, got)
+            return CheckResult(False, f"{student!r} does not give a number at p = {pv}, n = {nv}", want, got)
         w = float(want.subs(vals))
         if not math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-12):
-            return CheckResult(False, f"the {collective} {name} cost{where} differs at p = {pv}, "
-                                      f"n = {nv} bytes (alpha = 1.5 us, beta = 0.001 us/B): yours "
-                                      f"gives {g:g} us, expected {w:g} us", want, got)
+            return CheckResult(
+                False,
+                f"the {collective} {name} cost{where} differs at p = {pv}, "
+                f"n = {nv} bytes (alpha = 1.5 us, beta = 0.001 us/B): yours "
+                f"gives {g:g} us, expected {w:g} us",
+                want,
+                got,
+            )
     return CheckResult(True, f"equal at every checked (p, n){where}", want, got)

@@ -7,6 +7,7 @@ A table here is a DataFrame with the columns ``collective``, ``nprocs_min``, ``n
 ``bytes_min``, ``bytes_max`` and ``algorithm``; :mod:`mpilab.measure.rules` reads Open MPI
 rules files.
 """
+
 from mpilab.core.errors import UsageError
 
 
@@ -20,11 +21,12 @@ def choose(table, collective, nprocs, nbytes):
     """
     t = table[table.collective == collective]
     if t.empty:
-        raise UsageError(f"no rule for {collective}; the table has "
-                         f"{', '.join(sorted(table.collective.unique())) or 'no collective'}")
+        raise UsageError(
+            f"no rule for {collective}; the table has "
+            f"{', '.join(sorted(table.collective.unique())) or 'no collective'}"
+        )
     below = t[t.nprocs_min <= nprocs]
     start = below.nprocs_min.max() if not below.empty else t.nprocs_min.min()
     t = t[t.nprocs_min == start].sort_values("bytes_min")
     fits = t[t.bytes_min <= nbytes]
     return (fits if not fits.empty else t).iloc[-1 if not fits.empty else 0]["algorithm"]
-

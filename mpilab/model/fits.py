@@ -19,6 +19,7 @@ Examples
 >>> round(fit["alpha"], 6), round(fit["beta"], 8)
 (2.0, 0.0001)
 """
+
 from __future__ import annotations
 
 import itertools
@@ -68,9 +69,12 @@ def hockney_fit(n, t):
         raise UsageError("a Hockney fit needs at least two different message sizes")
     lr = stats.linregress(x, y)
     beta = float(lr.slope)
-    return dict(alpha=float(lr.intercept), beta=beta,
-                bandwidth=(1.0 / beta if beta > 0 else float("inf")),
-                r2=_r2(y, lr.intercept + lr.slope * x))
+    return dict(
+        alpha=float(lr.intercept),
+        beta=beta,
+        bandwidth=(1.0 / beta if beta > 0 else float("inf")),
+        r2=_r2(y, lr.intercept + lr.slope * x),
+    )
 
 
 def _segment_sse(x, y):
@@ -78,7 +82,7 @@ def _segment_sse(x, y):
         return np.inf, None
     lr = stats.linregress(x, y)
     res = y - (lr.intercept + lr.slope * x)
-    return float(np.sum(res ** 2)), lr
+    return float(np.sum(res**2)), lr
 
 
 class SegmentedFit:
@@ -116,11 +120,14 @@ class SegmentedFit:
         """The table as in the report: intercept, slope and "< upper" size range."""
         t = self.table
         nxt = list(self.breakpoints) + [None]
-        rng = [f"< {int(b)}" if b is not None else f"<= {int(u)}"
-               for b, u in zip(nxt, t["upper"])]
-        return pd.DataFrame({"intercept": t["intercept"].round(decimals),
-                             "slope": t["slope"].round(decimals),
-                             "size range": rng})
+        rng = [f"< {int(b)}" if b is not None else f"<= {int(u)}" for b, u in zip(nxt, t["upper"])]
+        return pd.DataFrame(
+            {
+                "intercept": t["intercept"].round(decimals),
+                "slope": t["slope"].round(decimals),
+                "size range": rng,
+            }
+        )
 
     def residual_plot(self, ax=None, logx=True):
         """Residuals against ``x``, with the breakpoints marked.
@@ -171,8 +178,10 @@ def segmented_fit(x, y, segments=2, min_points=2, xname="bytes"):
         raise UsageError(f"segments must be 1..4, not {segments!r}")
     segments, min_points = int(segments), max(2, int(min_points))
     if len(x) < segments * min_points:
-        raise UsageError(f"{segments} segments of at least {min_points} points need "
-                         f"{segments * min_points} points, got {len(x)}")
+        raise UsageError(
+            f"{segments} segments of at least {min_points} points need "
+            f"{segments * min_points} points, got {len(x)}"
+        )
     # candidate cut positions: indices where x changes (ties stay in one segment)
     cuts = [i for i in range(1, len(x)) if x[i] != x[i - 1]]
     best = (np.inf, None)
@@ -191,14 +200,23 @@ def segmented_fit(x, y, segments=2, min_points=2, xname="bytes"):
             if total < best[0]:
                 best = (total, fits)
     if best[1] is None:
-        raise UsageError(f"no way to cut {len(x)} points into {segments} segments of at least "
-                         f"{min_points} distinct sizes")
+        raise UsageError(
+            f"no way to cut {len(x)} points into {segments} segments of at least {min_points} distinct sizes"
+        )
     rows = []
     for k, (a, b, lr) in enumerate(best[1]):
         xs, ys = x[a:b], y[a:b]
-        rows.append(dict(segment=k + 1, intercept=float(lr.intercept), slope=float(lr.slope),
-                         lower=float(xs[0]), upper=float(xs[-1]), points=int(b - a),
-                         r2=_r2(ys, lr.intercept + lr.slope * xs)))
+        rows.append(
+            dict(
+                segment=k + 1,
+                intercept=float(lr.intercept),
+                slope=float(lr.slope),
+                lower=float(xs[0]),
+                upper=float(xs[-1]),
+                points=int(b - a),
+                r2=_r2(ys, lr.intercept + lr.slope * xs),
+            )
+        )
     table = pd.DataFrame(rows)
     bps = [float(x[a]) for a, _, _ in best[1][1:]]
     return SegmentedFit(x, y, table, bps, xname)

@@ -5,6 +5,7 @@ The rows come from :func:`mpilab.measure.pingpong.run` (collective ``pingpong``)
 mapping are the α and β of that distance, the numbers the ORFEO report gives per mapping and
 :func:`mpilab.simulate.calibration.calibrate` turns into a platform.
 """
+
 import os
 
 import matplotlib.pyplot as plt
@@ -31,8 +32,10 @@ def _frame(df_or_path):
     if "collective" in df.columns:
         df = df[df["collective"].isin(COLLECTIVES)]
     if df.empty:
-        raise UsageError("no ping-pong rows (collective 'pingpong', or 'pt2pt' from an OSU "
-                         "osu_latency import) in the results")
+        raise UsageError(
+            "no ping-pong rows (collective 'pingpong', or 'pt2pt' from an OSU "
+            "osu_latency import) in the results"
+        )
     return df
 
 
@@ -118,6 +121,8 @@ def first_segment(table):
     """
     first = table[table["segment"] == 1]
     if first["mapping"].duplicated().any():
-        raise UsageError("the fit has several curves for one mapping (flavours or platforms); "
-                         "select one flavour and platform first")
+        raise UsageError(
+            "the fit has several curves for one mapping (flavours or platforms); "
+            "select one flavour and platform first"
+        )
     return {r.mapping: (float(r.intercept), float(r.slope)) for r in first.itertuples()}

@@ -8,6 +8,7 @@ predicted and measured at every point, the predicted and measured times and the 
 crossover sizes (where the winner changes) of both. Labs grade making the prediction and
 reflecting on where it missed, not its accuracy.
 """
+
 import datetime as dt
 import json
 import math
@@ -37,7 +38,11 @@ class Prediction:
         """``nprocs``, ``bytes``, ``winner`` (the algorithm with the smallest predicted time)."""
         t = self.table
         idx = t.groupby(["nprocs", "bytes"])["predicted_us"].idxmin()
-        return t.loc[idx, ["nprocs", "bytes", "algorithm"]].rename(columns={"algorithm": "winner"}).reset_index(drop=True)
+        return (
+            t.loc[idx, ["nprocs", "bytes", "algorithm"]]
+            .rename(columns={"algorithm": "winner"})
+            .reset_index(drop=True)
+        )
 
     def crossovers(self):
         """Per P, the sizes where the predicted winner changes: ``nprocs``, ``bytes``, ``from``, ``to``."""
@@ -46,7 +51,9 @@ class Prediction:
 
 def _value(expr, pv, nv, alpha, beta, segment):
     try:
-        v = float(expr.subs({costs.p: pv, costs.n: nv, costs.alpha: alpha, costs.beta: beta, costs.s: segment}))
+        v = float(
+            expr.subs({costs.p: pv, costs.n: nv, costs.alpha: alpha, costs.beta: beta, costs.s: segment})
+        )
     except (TypeError, ValueError):
         return math.nan
     return v
@@ -86,13 +93,27 @@ def predict(name, expressions, nprocs, sizes, alpha_us, beta_us_per_byte, segmen
         if e is None or e is Ellipsis:
             raise UsageError(f"no expression for {algo!r} yet: give its cost first")
         parsed[algo] = costs.parse(e) if isinstance(e, str) else costs.only_allowed(sympy.sympify(e), str(e))
-    rows = [dict(algorithm=a, nprocs=int(pv), bytes=int(nv),
-                 predicted_us=_value(e, pv, nv, alpha_us, beta_us_per_byte, segment))
-            for a, e in parsed.items() for pv in nprocs for nv in sizes]
+    rows = [
+        dict(
+            algorithm=a,
+            nprocs=int(pv),
+            bytes=int(nv),
+            predicted_us=_value(e, pv, nv, alpha_us, beta_us_per_byte, segment),
+        )
+        for a, e in parsed.items()
+        for pv in nprocs
+        for nv in sizes
+    ]
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     pred = Prediction(name, made, float(alpha_us), float(beta_us_per_byte), pd.DataFrame(rows))
-    record = {"name": name, "made_at": made, "alpha_us": alpha_us, "beta_us_per_byte": beta_us_per_byte,
-              "expressions": {a: str(e) for a, e in parsed.items()}, "rows": rows}
+    record = {
+        "name": name,
+        "made_at": made,
+        "alpha_us": alpha_us,
+        "beta_us_per_byte": beta_us_per_byte,
+        "expressions": {a: str(e) for a, e in parsed.items()},
+        "rows": rows,
+    }
     Path(directory, f"prediction-{name}.json").write_text(json.dumps(record, indent=1, default=float))
     return pred
 
@@ -128,20 +149,29 @@ def compare(prediction, measured, value="maxrank_avg_us"):
     if value not in measured.columns:
         raise UsageError(f"the measurement has no column {value!r}; columns: {', '.join(measured.columns)}")
     m = measured.groupby(["algorithm", "nprocs", "bytes"], as_index=False)[value].median()
-    both = prediction.table.merge(m.rename(columns={value: "measured_us"}), on=["algorithm", "nprocs", "bytes"],
-                                  how="inner")
+    both = prediction.table.merge(
+        m.rename(columns={value: "measured_us"}), on=["algorithm", "nprocs", "bytes"], how="inner"
+    )
     if both.empty:
         raise UsageError("the measurement has no point of the prediction's grid and algorithms")
     both["error_pct"] = 100 * (both["predicted_us"] - both["measured_us"]) / both["measured_us"]
-    pw = both.loc[both.groupby(["nprocs", "bytes"])["predicted_us"].idxmin(), ["nprocs", "bytes", "algorithm"]]
+    pw = both.loc[
+        both.groupby(["nprocs", "bytes"])["predicted_us"].idxmin(), ["nprocs", "bytes", "algorithm"]
+    ]
     mw = both.loc[both.groupby(["nprocs", "bytes"])["measured_us"].idxmin(), ["nprocs", "bytes", "algorithm"]]
     w = pw.rename(columns={"algorithm": "predicted_winner"}).merge(
-        mw.rename(columns={"algorithm": "measured_winner"}), on=["nprocs", "bytes"])
+        mw.rename(columns={"algorithm": "measured_winner"}), on=["nprocs", "bytes"]
+    )
     w["agree"] = w["predicted_winner"] == w["measured_winner"]
-    wide = both.pivot_table(index=["nprocs", "bytes"], columns="algorithm",
-                            values=["predicted_us", "measured_us", "error_pct"])
+    wide = both.pivot_table(
+        index=["nprocs", "bytes"], columns="algorithm", values=["predicted_us", "measured_us", "error_pct"]
+    )
     wide.columns = [f"{alg} {what}" for what, alg in wide.columns]
-    out = w.merge(wide.reset_index(), on=["nprocs", "bytes"]).sort_values(["nprocs", "bytes"]).reset_index(drop=True)
+    out = (
+        w.merge(wide.reset_index(), on=["nprocs", "bytes"])
+        .sort_values(["nprocs", "bytes"])
+        .reset_index(drop=True)
+    )
     out.attrs["crossovers"] = {
         "predicted": prediction.crossovers(),
         "measured": _crossovers(mw.rename(columns={"algorithm": "winner"})),

@@ -41,6 +41,7 @@ Examples
 >>> round(float(calls["end_us"].max()), 6)   # 2 steps: 2 + 1024 * 0.001, then 2 + 2048 * 0.001 us
 7.072
 """
+
 from __future__ import annotations
 
 import heapq
@@ -134,7 +135,7 @@ def pairwise(p, n, root):
                 partner = r ^ dist
                 mybase, pbase = r & ~(dist - 1), partner & ~(dist - 1)
                 prog.sendrecv(partner, dist * n, partner, dist * n, TAGS["allgather"])
-                if e > 0:   # the folded blocks of each group, possibly none
+                if e > 0:  # the folded blocks of each group, possibly none
                     mycnt = max(0, min(mybase + dist, e) - mybase)
                     pcnt = max(0, min(pbase + dist, e) - pbase)
                     prog.sendrecv(partner, mycnt * n, partner, pcnt * n, TAGS["allgather"])
@@ -151,7 +152,7 @@ def gather_bcast(p, n, root):
     root = 0
     progs = [Program(r) for r in range(p)]
     for r, prog in enumerate(progs):
-        if r == root:   # the root's own block is a local copy, no message
+        if r == root:  # the root's own block is a local copy, no message
             prog.wait(*[prog.irecv(i, n, TAGS["gather"]) for i in range(p) if i != root])
             prog.wait(*[prog.isend(i, p * n, TAGS["bcast"]) for i in range(p) if i != root])
         else:
@@ -160,9 +161,8 @@ def gather_bcast(p, n, root):
     return progs
 
 
-
-
 # --- the event model -----------------------------------------------------------------------------
+
 
 def _as_pair_fn(x, name):
     if callable(x):
@@ -199,19 +199,21 @@ class _Fluid:
 
     def __init__(self, port_beta, resources=None):
         self.capacity = math.inf if port_beta <= 0 else 1.0 / port_beta
-        self.resources = resources or (lambda src, dst: [(("out", src), self.capacity),
-                                                         (("in", dst), self.capacity)])
+        self.resources = resources or (
+            lambda src, dst: [(("out", src), self.capacity), (("in", dst), self.capacity)]
+        )
         self.now = 0.0
-        self.waiting = []       # (latency end, seq, message, cap, weight): not moving bytes yet
-        self.active = {}        # seq -> [message, remaining bytes, cap, rate, weight, resources]
+        self.waiting = []  # (latency end, seq, message, cap, weight): not moving bytes yet
+        self.active = {}  # seq -> [message, remaining bytes, cap, rate, weight, resources]
         self.seq = itertools.count()
 
     def busy(self):
         return bool(self.waiting or self.active)
 
     def add(self, msg, latency_end, beta, weight=1.0):
-        heapq.heappush(self.waiting, (latency_end, next(self.seq), msg,
-                                      math.inf if beta <= 0 else 1.0 / beta, weight))
+        heapq.heappush(
+            self.waiting, (latency_end, next(self.seq), msg, math.inf if beta <= 0 else 1.0 / beta, weight)
+        )
 
     def next_event(self):
         t = self.waiting[0][0] if self.waiting else math.inf
@@ -267,9 +269,23 @@ class _Fluid:
             todo -= fixed
 
 
-def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_beta=None,
-             weight=None, resources=None, o_send=0.0, o_recv=0.0, o_isend=None,
-             o_send_per_byte=0.0, o_recv_per_byte=0.0, self_beta=0.0):
+def simulate(
+    programs,
+    alpha,
+    beta,
+    ports=1,
+    eager_bytes=0,
+    start_us=None,
+    port_beta=None,
+    weight=None,
+    resources=None,
+    o_send=0.0,
+    o_recv=0.0,
+    o_isend=None,
+    o_send_per_byte=0.0,
+    o_recv_per_byte=0.0,
+    self_beta=0.0,
+):
     """Time every call of every rank's program with the α-β model (see the module docstring).
 
     Parameters
@@ -330,18 +346,34 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
     """
     alpha_fn, beta_fn = _as_pair_fn(alpha, "alpha"), _as_pair_fn(beta, "beta")
     shared = ports == "shared"
-    if not (shared or ports is None or (isinstance(ports, (int, float)) and not isinstance(ports, bool)
-                                        and int(ports) == ports and ports >= 1)):
+    if not (
+        shared
+        or ports is None
+        or (
+            isinstance(ports, (int, float))
+            and not isinstance(ports, bool)
+            and int(ports) == ports
+            and ports >= 1
+        )
+    ):
         raise UsageError(f"bad ports {ports!r}; valid: an integer >= 1, None (no limit) or 'shared'")
     p = len(programs)
     out_ports, in_ports = _Ports(p, None if shared else ports), _Ports(p, None if shared else ports)
     if shared and port_beta is None:
-        port_beta = (beta_fn(0, 0) if not callable(beta) else
-                     min([beta_fn(a, b) for a in range(p) for b in range(p) if a != b] or [0.0]))
+        port_beta = (
+            beta_fn(0, 0)
+            if not callable(beta)
+            else min([beta_fn(a, b) for a in range(p) for b in range(p) if a != b] or [0.0])
+        )
     fluid = _Fluid(port_beta, resources) if shared else None
     o_isend = o_send if o_isend is None else o_isend
-    for name, v in (("o_send", o_send), ("o_isend", o_isend), ("o_recv", o_recv),
-                    ("o_send_per_byte", o_send_per_byte), ("o_recv_per_byte", o_recv_per_byte)):
+    for name, v in (
+        ("o_send", o_send),
+        ("o_isend", o_isend),
+        ("o_recv", o_recv),
+        ("o_send_per_byte", o_send_per_byte),
+        ("o_recv_per_byte", o_recv_per_byte),
+    ):
         if not float(v) >= 0:
             raise UsageError(f"bad {name} {v!r}; valid: a number >= 0")
 
@@ -350,14 +382,14 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
             return o_isend + o_send_per_byte * nbytes
         return o_send + o_send_per_byte * nbytes if nbytes < eager_bytes else 0.0
 
-    recv_bytes = [dict() for _ in range(p)]     # rank -> receive request -> bytes received
+    recv_bytes = [dict() for _ in range(p)]  # rank -> receive request -> bytes received
     weight_fn = weight if weight is not None else (lambda src, dst: 1.0)
-    done = [dict() for _ in range(p)]           # rank -> request -> completion time (None: not yet)
-    waiting = defaultdict(deque)                # (src, dst, tag) -> posted sends or receives
+    done = [dict() for _ in range(p)]  # rank -> request -> completion time (None: not yet)
+    waiting = defaultdict(deque)  # (src, dst, tag) -> posted sends or receives
     calls, messages = [], []
     pc = [0] * p
-    blocked = {}                                # rank -> (wait start, requests, call row)
-    internal = itertools.count(10 ** 9)         # request numbers of blocking calls
+    blocked = {}  # rank -> (wait start, requests, call row)
+    internal = itertools.count(10**9)  # request numbers of blocking calls
     if start_us is None:
         start_us = [0.0] * p
     if len(start_us) != p:
@@ -400,8 +432,17 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
         key = (r, peer, tag) if kind == "send" else (peer, r, tag)
         queue = waiting[key]
         if kind == "send":
-            msg = dict(src=r, dst=peer, tag=tag, bytes=nbytes, send_us=t, recv_us=None,
-                       start_us=None, arrive_us=None, send_req=req)
+            msg = dict(
+                src=r,
+                dst=peer,
+                tag=tag,
+                bytes=nbytes,
+                send_us=t,
+                recv_us=None,
+                start_us=None,
+                arrive_us=None,
+                send_req=req,
+            )
             messages.append(msg)
             if nbytes < eager_bytes:
                 done[r][req] = t
@@ -432,7 +473,7 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
         row["end_us"] = end
         heapq.heappush(heap, (end, r))
 
-    sleeping = {}                               # rank -> (call row, when its overhead began)
+    sleeping = {}  # rank -> (call row, when its overhead began)
 
     def run(r, t):
         ops = programs[r].ops
@@ -441,14 +482,22 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
             o = 0.0
             if op.dst is not None and op.call in ("Isend", "Send", "Sendrecv"):
                 o = send_overhead(op.sbytes, op.call != "Send")
-            if r in sleeping:                    # back from the overhead: post now
+            if r in sleeping:  # back from the overhead: post now
                 row, _ = sleeping.pop(r)
             else:
-                row = dict(rank=r, call=op.call, start_us=t, end_us=t, dst=op.dst,
-                           sbytes=op.sbytes if op.dst is not None else None, src=op.src,
-                           rbytes=op.rbytes if op.src is not None else None, tag=op.tag)
+                row = dict(
+                    rank=r,
+                    call=op.call,
+                    start_us=t,
+                    end_us=t,
+                    dst=op.dst,
+                    sbytes=op.sbytes if op.dst is not None else None,
+                    src=op.src,
+                    rbytes=op.rbytes if op.src is not None else None,
+                    tag=op.tag,
+                )
                 calls.append(row)
-                if o > 0:                        # the rank is busy o, then its message leaves
+                if o > 0:  # the rank is busy o, then its message leaves
                     sleeping[r] = (row, t)
                     heapq.heappush(heap, (t + o, r))
                     return
@@ -462,7 +511,7 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
                 continue
             if op.call in ("Wait", "Waitall"):
                 reqs = op.reqs
-            else:                               # blocking: post, then wait
+            else:  # blocking: post, then wait
                 reqs = []
                 if op.dst is not None:
                     reqs.append(next(internal))
@@ -472,7 +521,7 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
                     post("recv", r, t, reqs[-1], op.src, op.rbytes, op.tag)
             blocked[r] = (t, reqs, row)
             wake(r)
-            return                               # resumed from the heap at the wait's end
+            return  # resumed from the heap at the wait's end
 
     while heap or (fluid is not None and fluid.busy()):
         t_flow = fluid.next_event() if fluid is not None else math.inf
@@ -484,7 +533,7 @@ def simulate(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None, port_
                 arrived(msg, t)
     if blocked or any(pc[r] < len(programs[r].ops) for r in range(p)):
         waits = []
-        for r, (_, reqs, row) in sorted(blocked.items()):
+        for r, (_, _reqs, row) in sorted(blocked.items()):
             waits.append(f"rank {r} in {row['call']} (src {row['src']}, dst {row['dst']})")
         raise UsageError("the schedule deadlocks: " + "; ".join(waits))
     # a rank's messages to itself cost time (its overheads, the loopback) but are no arrows:

@@ -78,8 +78,14 @@ def median_ci(samples, confidence=0.95, method="bootstrap", n_resamples=2000, se
     if x.size < 2 or np.all(x == x[0]):
         return med, med, med
     if method == "bootstrap":
-        res = _st.bootstrap((x,), np.median, confidence_level=confidence, method="percentile",
-                            n_resamples=n_resamples, random_state=seed)
+        res = _st.bootstrap(
+            (x,),
+            np.median,
+            confidence_level=confidence,
+            method="percentile",
+            n_resamples=n_resamples,
+            random_state=seed,
+        )
         return med, float(res.confidence_interval.low), float(res.confidence_interval.high)
     if method == "order":
         lo_k, hi_k = _st.binom.interval(confidence, x.size, 0.5)
@@ -102,8 +108,15 @@ def summarize(df, value="maxrank_avg_us", by=None, confidence=0.95, method="boot
     out = []
     for key, g in d.groupby(by, dropna=False, sort=True):
         med, lo, hi = median_ci(g["_v"], confidence, method)
-        out.append(dict(zip(by, key if isinstance(key, tuple) else (key,)),
-                        n=len(g), median_us=med, ci_low_us=lo, ci_high_us=hi))
+        out.append(
+            dict(
+                zip(by, key if isinstance(key, tuple) else (key,)),
+                n=len(g),
+                median_us=med,
+                ci_low_us=lo,
+                ci_high_us=hi,
+            )
+        )
     return pd.DataFrame(out)
 
 
@@ -132,8 +145,7 @@ def boxplot_by_nprocs(df, value="maxrank_avg_us", ax=None, title=None):
     return fig, ax
 
 
-def compare_reference(measured_df, reference_table, value="maxrank_avg_us", on=("nprocs",),
-                      ax=None):
+def compare_reference(measured_df, reference_table, value="maxrank_avg_us", on=("nprocs",), ax=None):
     """Put measured medians next to reference values typed in from a paper or report.
 
     Parameters
@@ -166,9 +178,14 @@ def compare_reference(measured_df, reference_table, value="maxrank_avg_us", on=(
         fig = ax.figure
     x = on[0]
     m = joined.dropna(subset=["median_us"])
-    ax.errorbar(m[x], m["median_us"], yerr=[m["median_us"] - m["ci_low_us"],
-                                            m["ci_high_us"] - m["median_us"]],
-                fmt="o-", capsize=3, label="measured median (CI)")
+    ax.errorbar(
+        m[x],
+        m["median_us"],
+        yerr=[m["median_us"] - m["ci_low_us"], m["ci_high_us"] - m["median_us"]],
+        fmt="o-",
+        capsize=3,
+        label="measured median (CI)",
+    )
     r = joined.dropna(subset=["reference_us"])
     ax.plot(r[x], r["reference_us"], "s--", label="reference")
     ax.set_xlabel(x)

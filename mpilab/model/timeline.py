@@ -20,6 +20,7 @@ Examples
 >>> round(tl.total_us, 3)
 7.072
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,10 +35,18 @@ from mpilab.core.errors import UsageError
 from mpilab.model import algorithms, schedules
 
 #: Colours of the calls in the drawings.
-CALL_COLOURS = {"Send": "tab:blue", "Recv": "tab:orange", "Sendrecv": "tab:purple",
-                "copy": "tab:green",
-                "Wait": "tab:gray", "Waitall": "tab:gray", "Waitany": "tab:gray",
-                "Waitsome": "tab:gray", "Isend": "tab:blue", "Irecv": "tab:orange"}
+CALL_COLOURS = {
+    "Send": "tab:blue",
+    "Recv": "tab:orange",
+    "Sendrecv": "tab:purple",
+    "copy": "tab:green",
+    "Wait": "tab:gray",
+    "Waitall": "tab:gray",
+    "Waitany": "tab:gray",
+    "Waitsome": "tab:gray",
+    "Isend": "tab:blue",
+    "Irecv": "tab:orange",
+}
 POINT_TO_POINT = ("Send", "Recv", "Sendrecv", "Isend", "Irecv")
 
 
@@ -84,8 +93,21 @@ class Timeline:
 
 # --- predicted --------------------------------------------------------------------------------
 
-def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root=0,
-            start_us=None, port_beta=None, weight=None, **platform):
+
+def predict(
+    algorithm,
+    nprocs,
+    nbytes,
+    alpha,
+    beta,
+    ports=1,
+    eager_bytes=0,
+    root=0,
+    start_us=None,
+    port_beta=None,
+    weight=None,
+    **platform,
+):
     """The α-β model's timeline of one run of ``algorithm``.
 
     Parameters
@@ -120,15 +142,33 @@ def predict(algorithm, nprocs, nbytes, alpha, beta, ports=1, eager_bytes=0, root
     -------
     Timeline
     """
-    tl = simulate_programs(algorithms.schedule(algorithm, nprocs, nbytes, root), alpha, beta,
-                           ports=ports, eager_bytes=eager_bytes, start_us=start_us,
-                           port_beta=port_beta, weight=weight, **platform)
+    tl = simulate_programs(
+        algorithms.schedule(algorithm, nprocs, nbytes, root),
+        alpha,
+        beta,
+        ports=ports,
+        eager_bytes=eager_bytes,
+        start_us=start_us,
+        port_beta=port_beta,
+        weight=weight,
+        **platform,
+    )
     tl.meta.update(algorithm=algorithm, bytes=int(nbytes))
     return tl
 
 
-def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=None,
-                      port_beta=None, weight=None, label="predicted", **platform):
+def simulate_programs(
+    programs,
+    alpha,
+    beta,
+    ports=1,
+    eager_bytes=0,
+    start_us=None,
+    port_beta=None,
+    weight=None,
+    label="predicted",
+    **platform,
+):
     """The α-β model's timeline of any schedule (a list of :class:`mpilab.model.schedules.Program`).
 
     Parameters are those of :func:`predict`; ``label`` starts the timeline's title.
@@ -137,9 +177,17 @@ def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=No
     -------
     Timeline
     """
-    calls, messages = schedules.simulate(programs, alpha, beta, ports=ports,
-                                         eager_bytes=eager_bytes, start_us=start_us,
-                                         port_beta=port_beta, weight=weight, **platform)
+    calls, messages = schedules.simulate(
+        programs,
+        alpha,
+        beta,
+        ports=ports,
+        eager_bytes=eager_bytes,
+        start_us=start_us,
+        port_beta=port_beta,
+        weight=weight,
+        **platform,
+    )
     if callable(alpha) or callable(beta):
         what = "alpha, beta per pair of ranks"
     else:
@@ -150,10 +198,18 @@ def simulate_programs(programs, alpha, beta, ports=1, eager_bytes=0, start_us=No
         what += f", {'any number of' if ports is None else ports} messages at once"
     if eager_bytes:
         what += f", sends < {eager_bytes} B eager"
-    return Timeline(calls.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True),
-                    messages, len(programs), f"{label} ({what})",
-                    dict(ports=ports, eager_bytes=eager_bytes, kind="predicted",
-                         rank_start_us=dict(enumerate(start_us)) if start_us is not None else None))
+    return Timeline(
+        calls.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True),
+        messages,
+        len(programs),
+        f"{label} ({what})",
+        dict(
+            ports=ports,
+            eager_bytes=eager_bytes,
+            kind="predicted",
+            rank_start_us=dict(enumerate(start_us)) if start_us is not None else None,
+        ),
+    )
 
 
 def check_consistency(tl, slack_us=0.05):
@@ -169,11 +225,14 @@ def check_consistency(tl, slack_us=0.05):
     """
     problems = []
     for s in tl.meta.get("unmatched_sends", []):
-        problems.append(f"a send of {s['bytes']} B from rank {s['src']} to rank {s['dst']} "
-                        f"(tag {s['tag']}) has no matching receive")
+        problems.append(
+            f"a send of {s['bytes']} B from rank {s['src']} to rank {s['dst']} "
+            f"(tag {s['tag']}) has no matching receive"
+        )
     for s in tl.meta.get("unmatched_recvs", []):
-        problems.append(f"a receive on rank {s['dst']} from rank {s['src']} (tag {s['tag']}) "
-                        "has no matching send")
+        problems.append(
+            f"a receive on rank {s['dst']} from rank {s['src']} (tag {s['tag']}) has no matching send"
+        )
     if "rbytes" in tl.messages:
         bad = tl.messages[tl.messages["bytes"] != tl.messages["rbytes"]]
         for m in bad.itertuples():
@@ -186,18 +245,23 @@ def check_consistency(tl, slack_us=0.05):
         overlap = g["start_us"].to_numpy()[1:] < g["end_us"].to_numpy()[:-1] - 1e-9
         if overlap.any():
             i = int(np.argmax(overlap))
-            problems.append(f"rank {r}: call {i + 1} ({g['call'].iloc[i + 1]}) starts before "
-                            f"call {i} ({g['call'].iloc[i]}) ends")
+            problems.append(
+                f"rank {r}: call {i + 1} ({g['call'].iloc[i + 1]}) starts before "
+                f"call {i} ({g['call'].iloc[i]}) ends"
+            )
     err = tl.meta.get("clock_error_us", {})
     for m in tl.messages.itertuples():
         tol = err.get(m.src, 0.0) + err.get(m.dst, 0.0) + slack_us
         if m.recv_us < m.send_us - tol:
-            problems.append(f"the message rank {m.src} -> {m.dst} ({m.bytes} B) is received "
-                            f"{m.send_us - m.recv_us:.3f} us before it was sent")
+            problems.append(
+                f"the message rank {m.src} -> {m.dst} ({m.bytes} B) is received "
+                f"{m.send_us - m.recv_us:.3f} us before it was sent"
+            )
     return problems
 
 
 # --- running ------------------------------------------------------------------------------------
+
 
 def largest_message(algorithm, nprocs, nbytes, root=0):
     """Bytes of the largest message one run of the algorithm sends."""
@@ -209,7 +273,8 @@ def plot_timeline(tl, ax=None, arrows=True, max_arrows=2000, legend=True):
     """Draw a timeline: one row per rank (rank 0 on top), a bar per call, an arrow per message.
 
     Blocking calls and waits are bars from start to end (``Sendrecv`` purple, ``Send`` blue,
-    ``Recv`` orange, waits grey, local copies green); posting ``MPI_Isend``/``MPI_Irecv`` is a tick; each message is
+    ``Recv`` orange, waits grey, local copies green); posting ``MPI_Isend``/``MPI_Irecv`` is a tick; each
+    message is
     an arrow from where its send was posted to where its receive completed.
 
     Returns
@@ -228,15 +293,19 @@ def plot_timeline(tl, ax=None, arrows=True, max_arrows=2000, legend=True):
         else:
             for r, gr in g.groupby("rank"):
                 spans = list(zip(gr["start_us"], gr["end_us"] - gr["start_us"]))
-                ax.broken_barh(spans, (r - 0.3, 0.6), facecolors=colour,
-                               edgecolors="black", linewidth=0.3, alpha=0.85)
+                ax.broken_barh(
+                    spans, (r - 0.3, 0.6), facecolors=colour, edgecolors="black", linewidth=0.3, alpha=0.85
+                )
         label = "Wait*" if call.startswith("Wait") else call
         seen.setdefault(label, colour)
     if arrows and len(tl.messages) <= max_arrows:
         for m in tl.messages.dropna(subset=["recv_us"]).itertuples():
-            ax.annotate("", xy=(m.recv_us, m.dst), xytext=(m.send_us, m.src),
-                        arrowprops=dict(arrowstyle="->", lw=0.7, color="black", alpha=0.45,
-                                        shrinkA=0, shrinkB=0))
+            ax.annotate(
+                "",
+                xy=(m.recv_us, m.dst),
+                xytext=(m.send_us, m.src),
+                arrowprops=dict(arrowstyle="->", lw=0.7, color="black", alpha=0.45, shrinkA=0, shrinkB=0),
+            )
     ax.set_yticks(range(tl.nprocs))
     ax.set_yticklabels([f"rank {r}" for r in range(tl.nprocs)])
     ax.set_ylim(tl.nprocs - 0.5, -0.5)
@@ -245,8 +314,13 @@ def plot_timeline(tl, ax=None, arrows=True, max_arrows=2000, legend=True):
     ax.set_title(f"{tl.label}: {tl.total_us:.4g} µs", fontsize="medium")
     ax.grid(axis="x", alpha=0.3)
     if legend and seen:
-        ax.legend(handles=[Patch(color=c, label=k) for k, c in seen.items()],
-                  loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+        ax.legend(
+            handles=[Patch(color=c, label=k) for k, c in seen.items()],
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            fontsize="small",
+            frameon=False,
+        )
     return fig, ax
 
 
@@ -258,11 +332,14 @@ def plot_side_by_side(predicted, measured, title=None):
     (matplotlib.figure.Figure, numpy.ndarray of two Axes)
     """
     if predicted.nprocs != measured.nprocs:
-        raise UsageError(f"the timelines have {predicted.nprocs} and {measured.nprocs} ranks; "
-                         "compare runs of the same process count")
+        raise UsageError(
+            f"the timelines have {predicted.nprocs} and {measured.nprocs} ranks; "
+            "compare runs of the same process count"
+        )
     p = predicted.nprocs
-    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(10, 2 * (0.4 * p + 1.2)), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        2, 1, sharex=True, figsize=(10, 2 * (0.4 * p + 1.2)), squeeze=False, layout="constrained"
+    )
     axes = axes[:, 0]
     plot_timeline(predicted, ax=axes[0])
     plot_timeline(measured, ax=axes[1])
@@ -270,9 +347,11 @@ def plot_side_by_side(predicted, measured, title=None):
     axes[1].set_xlim(0, 1.03 * max(predicted.total_us, measured.total_us, 1e-9))
     if title is None:
         meta = {**predicted.meta, **measured.meta}
-        title = (f"{meta.get('algorithm', '')}, P = {p}, "
-                 f"{units.format_bytes(meta.get('bytes', 0))}" +
-                 (" per rank" if getattr(algorithms.with_schedule().get(meta.get("algorithm")),
-                                         "collective", None) == "allgather" else ""))
+        title = f"{meta.get('algorithm', '')}, P = {p}, {units.format_bytes(meta.get('bytes', 0))}" + (
+            " per rank"
+            if getattr(algorithms.with_schedule().get(meta.get("algorithm")), "collective", None)
+            == "allgather"
+            else ""
+        )
     fig.suptitle(title)
     return fig, axes

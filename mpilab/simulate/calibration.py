@@ -22,6 +22,7 @@ curve by simulating it, within what the ping-pong allows (``o_send + o_recv <= o
 :func:`calibrate` writes a platform of a shipped shape with a user's numbers; the shipped THIN
 and jupiter platforms were made the same way from the seeds (:mod:`mpilab.simulate.clusters`).
 """
+
 import math
 import os
 import warnings
@@ -35,8 +36,14 @@ from mpilab.core.errors import UsageError, one_of
 from mpilab.core.vocabulary import MAPPINGS
 from mpilab.model import p2p
 from mpilab.simulate.clusters import Param
-from mpilab.simulate.platforms import (ENVELOPE_BYTES, _cache_dir, _write, cluster_params,
-                                       list_platforms, spec_of)
+from mpilab.simulate.platforms import (
+    ENVELOPE_BYTES,
+    _cache_dir,
+    _write,
+    cluster_params,
+    list_platforms,
+    spec_of,
+)
 
 BETA_METHODS = ("first", "fit")
 #: The least link latency a fit of the overheads leaves (µs). A message between two cores
@@ -54,14 +61,17 @@ def _segments(measured, segments=2):
             try:
                 ic, sl = (float(x) for x in v)
             except (TypeError, ValueError):
-                raise UsageError(f"mapping {m!r}: expected (intercept_us, slope_us_per_byte), "
-                                 f"got {v!r}") from None
+                raise UsageError(
+                    f"mapping {m!r}: expected (intercept_us, slope_us_per_byte), got {v!r}"
+                ) from None
             rows.append(dict(mapping=m, segment=1, lower=0, upper=math.inf, intercept=ic, slope=sl))
         return pd.DataFrame(rows), None
     if isinstance(measured, (str, os.PathLike)):
         if not Path(measured).is_file():
-            raise UsageError(f"results file {str(measured)!r} does not exist; give a results CSV "
-                             f"with ping-pong rows, a fit table or a dict mapping -> (intercept, slope)")
+            raise UsageError(
+                f"results file {str(measured)!r} does not exist; give a results CSV "
+                f"with ping-pong rows, a fit table or a dict mapping -> (intercept, slope)"
+            )
         raw = p2p._frame(measured)
     elif isinstance(measured, pd.DataFrame):
         raw = measured
@@ -78,8 +88,10 @@ def _segments(measured, segments=2):
         return table, None
     table = p2p.fit(raw, segments=segments)
     if table["mapping"].duplicated().any() and (table["segment"] == 1).sum() > table["mapping"].nunique():
-        raise UsageError("the ping-pong rows hold several curves for one mapping (flavours or "
-                         "platforms); select one flavour and platform first")
+        raise UsageError(
+            "the ping-pong rows hold several curves for one mapping (flavours or "
+            "platforms); select one flavour and platform first"
+        )
     return table, raw
 
 
@@ -87,8 +99,11 @@ def _points(table, raw):
     """(mapping, bytes, us) to fit β to: the raw medians, or the table at powers of two."""
     if raw is not None:
         g = raw.assign(avg_us=pd.to_numeric(raw["avg_us"], errors="coerce")).dropna(subset=["avg_us"])
-        return g.groupby(["mapping", "bytes"], as_index=False)["avg_us"].median() \
-                .rename(columns={"avg_us": "us"})
+        return (
+            g.groupby(["mapping", "bytes"], as_index=False)["avg_us"]
+            .median()
+            .rename(columns={"avg_us": "us"})
+        )
     rows = []
     for m, g in table.groupby("mapping", sort=False):
         g = g.sort_values("segment")
@@ -125,11 +140,22 @@ def pool_monotone(values, weights):
     while i < len(blocks) - 1:
         if blocks[i][0] > blocks[i + 1][0]:
             (v1, w1, n1), (v2, w2, n2) = blocks[i], blocks[i + 1]
-            blocks[i:i + 2] = [[(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2]]
+            blocks[i : i + 2] = [[(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2]]
             i = max(i - 1, 0)
         else:
             i += 1
     return [v for v, _, n in blocks for _ in range(n)]
+
+
+def _fit_slope(a, n, t, start):
+    """The slope β that minimises the squared log error of ``a + β·(n + ENVELOPE_BYTES)`` against
+    the times ``t``, searched within 20x of ``start``."""
+
+    def cost(x):
+        return float(np.sum(np.log((a + x * (n + ENVELOPE_BYTES)) / t) ** 2))
+
+    bounds = (start / 20, start * 20)
+    return float(minimize_scalar(cost, bounds=bounds, method="bounded", options=dict(xatol=start * 1e-7)).x)
 
 
 def fit_pingpong(measured, segments=2, beta="first"):
@@ -165,9 +191,11 @@ def fit_pingpong(measured, segments=2, beta="first"):
     order = [m for m in MAPPINGS if m in first.index]
     for m in order:
         if not first.loc[m, "intercept"] >= 0:
-            raise UsageError(f"mapping {m!r}: intercept {first.loc[m, 'intercept']:g} us is negative; "
-                             f"a one-way time cannot be (refit with more small sizes, or give the "
-                             f"table by hand)")
+            raise UsageError(
+                f"mapping {m!r}: intercept {first.loc[m, 'intercept']:g} us is negative; "
+                f"a one-way time cannot be (refit with more small sizes, or give the "
+                f"table by hand)"
+            )
         if not first.loc[m, "slope"] > 0:
             raise UsageError(f"mapping {m!r}: slope {first.loc[m, 'slope']:g} us/byte must be positive")
     spans = []
@@ -185,15 +213,21 @@ def fit_pingpong(measured, segments=2, beta="first"):
         n, t = pts["bytes"].to_numpy(float), pts["us"].to_numpy(float)
         b = float(first.loc[m, "slope"])
         if beta == "fit" and len(n) >= 2:
-            cost = lambda x: float(np.sum(np.log((a + x * (n + ENVELOPE_BYTES)) / t) ** 2))
-            b = float(minimize_scalar(cost, bounds=(b / 20, b * 20), method="bounded",
-                                      options=dict(xatol=b * 1e-7)).x)
+            b = _fit_slope(a, n, t, b)
         model = a + b * (n + ENVELOPE_BYTES) if beta == "fit" else a + b * n
         err = model / t - 1 if len(n) else np.array([0.0])
-        rows.append(dict(mapping=m, intercept_us=ic, span_bytes=span, one_way_us=a,
-                         pooled=not math.isclose(a, ic, rel_tol=1e-12), beta_us_per_byte=b,
-                         max_abs_error=float(np.max(np.abs(err))),
-                         rms_log_error=float(np.sqrt(np.mean(np.log1p(err) ** 2)))))
+        rows.append(
+            dict(
+                mapping=m,
+                intercept_us=ic,
+                span_bytes=span,
+                one_way_us=a,
+                pooled=not math.isclose(a, ic, rel_tol=1e-12),
+                beta_us_per_byte=b,
+                max_abs_error=float(np.max(np.abs(err))),
+                rms_log_error=float(np.sqrt(np.mean(np.log1p(err) ** 2))),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -201,8 +235,9 @@ def overhead_bound(params, min_latency=MIN_LINK_LATENCY_US):
     """The largest per-message overhead o (= o_send = o_recv) the one-way times allow, µs: each
     class keeps a link latency of at least ``min_latency``."""
     v = {k: p.value for k, p in params.items()}
-    return max(0.0, min(v[f"one_way_{c}"] - min_latency - ENVELOPE_BYTES * v[f"beta_{c}"]
-                        for c in MAPPINGS) / 2.0)
+    return max(
+        0.0, min(v[f"one_way_{c}"] - min_latency - ENVELOPE_BYTES * v[f"beta_{c}"] for c in MAPPINGS) / 2.0
+    )
 
 
 def with_pingpong(params, fit, source):
@@ -213,11 +248,13 @@ def with_pingpong(params, fit, source):
     """
     new = dict(params)
     for r in fit.itertuples():
-        how = (f"{source}, {r.mapping}: intercept {r.intercept_us:.6g} us"
-               + (f", pooled to {r.one_way_us:.6g} us (core <= socket <= node)" if r.pooled else ""))
+        how = f"{source}, {r.mapping}: intercept {r.intercept_us:.6g} us" + (
+            f", pooled to {r.one_way_us:.6g} us (core <= socket <= node)" if r.pooled else ""
+        )
         new[f"one_way_{r.mapping}"] = Param(float(r.one_way_us), "us", "fit", how)
-        new[f"beta_{r.mapping}"] = Param(float(r.beta_us_per_byte), "us/B", "fit",
-                                         f"{source}, {r.mapping}: time per byte")
+        new[f"beta_{r.mapping}"] = Param(
+            float(r.beta_us_per_byte), "us/B", "fit", f"{source}, {r.mapping}: time per byte"
+        )
     if params["sockets"].value < 2 and "core" in set(fit["mapping"]):
         new["one_way_socket"], new["beta_socket"] = new["one_way_core"], new["beta_core"]
     bound = overhead_bound(new)
@@ -226,13 +263,25 @@ def with_pingpong(params, fit, source):
         share = o / params["one_way_core"].value
         o = min(bound, share * new["one_way_core"].value)
         for k in ("o_send", "o_recv", "o_isend"):
-            new[k] = Param(o, "us", "assumption", f"the base's share of the core one-way time "
-                                                   f"({share:.2f}), bounded by the new one-way times")
+            new[k] = Param(
+                o,
+                "us",
+                "assumption",
+                f"the base's share of the core one-way time ({share:.2f}), bounded by the new one-way times",
+            )
     betas = [new[f"beta_{c}"].value for c in MAPPINGS]
-    new["port_bw"] = Param(1.0 / min(betas), "B/us", "assumption",
-                           "a core injects (and absorbs) at most what its fastest pair reaches")
-    new["card_bw"] = Param(max(params["card_bw"].value, 1.0 / new["beta_node"].value), "B/us",
-                           params["card_bw"].kind, params["card_bw"].source)
+    new["port_bw"] = Param(
+        1.0 / min(betas),
+        "B/us",
+        "assumption",
+        "a core injects (and absorbs) at most what its fastest pair reaches",
+    )
+    new["card_bw"] = Param(
+        max(params["card_bw"].value, 1.0 / new["beta_node"].value),
+        "B/us",
+        params["card_bw"].kind,
+        params["card_bw"].source,
+    )
     return new
 
 
@@ -240,9 +289,11 @@ def with_overhead(params, o, source, kind="fit"):
     """A copy of ``params`` with o_send = o_recv = o_isend = ``o`` (µs), checked against the bound."""
     bound = overhead_bound(params)
     if not 0 <= o <= bound + 1e-9:
-        raise UsageError(f"overhead {o:g} us; valid: 0..{bound:.6g} us (o_send + o_recv may not "
-                         f"exceed the smallest one-way time less {MIN_LINK_LATENCY_US} us of link "
-                         f"latency)")
+        raise UsageError(
+            f"overhead {o:g} us; valid: 0..{bound:.6g} us (o_send + o_recv may not "
+            f"exceed the smallest one-way time less {MIN_LINK_LATENCY_US} us of link "
+            f"latency)"
+        )
     new = dict(params)
     new["o_send"] = Param(float(o), "us", kind, source)
     new["o_recv"] = Param(float(o), "us", "assumption", "equal to o_send (LogP's single o)")
@@ -256,8 +307,7 @@ def write_platform(params, path, prefix=None, base=None):
     return _write(spec_of(params, prefix), path)
 
 
-def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None, beta="first",
-              overhead=None):
+def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None, beta="first", overhead=None):
     """Write a SimGrid platform whose simulated ping-pong reproduces a user's measurements.
 
     The platform keeps the shape of ``base`` (nodes, sockets, cores, host names, network card,
@@ -307,8 +357,9 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None, bet
     params, prefix, fit, table = prepare(measured, base, segments, beta, name)
     if overhead is not None:
         params = with_overhead(params, float(overhead), "given to calibrate", kind="assumption")
-    return write_platform(params, path if path is not None else _cache_dir() / f"calibrated-{base}.xml",
-                          prefix=prefix)
+    return write_platform(
+        params, path if path is not None else _cache_dir() / f"calibrated-{base}.xml", prefix=prefix
+    )
 
 
 def prepare(measured, base="orfeo-thin", segments=2, beta="first", name=None, source=None):
@@ -321,26 +372,40 @@ def prepare(measured, base="orfeo-thin", segments=2, beta="first", name=None, so
         in one line.
     """
     if str(base).endswith(".xml") or os.sep in str(base):
-        raise UsageError(f"base must be a shipped platform name, not a file: {base!r} (a "
-                         f"calibration rewrites the links of a shape the kit knows); valid: "
-                         f"{', '.join(list_platforms())}")
+        raise UsageError(
+            f"base must be a shipped platform name, not a file: {base!r} (a "
+            f"calibration rewrites the links of a shape the kit knows); valid: "
+            f"{', '.join(list_platforms())}"
+        )
     params, prefix = cluster_params(base)
     fit = fit_pingpong(measured, segments, beta)
     given = set(fit["mapping"])
     if "socket" in given and params["sockets"].value < 2:
-        raise UsageError(f"base {base!r} has one socket per node: it has no socket distance; "
-                         f"give core and node only, or a base with 2+ sockets")
+        raise UsageError(
+            f"base {base!r} has one socket per node: it has no socket distance; "
+            f"give core and node only, or a base with 2+ sockets"
+        )
     if "node" in given and params["nodes"].value < 2:
-        raise UsageError(f"base {base!r} has one node: it has no node distance; give core and "
-                         f"socket only, or a base with 2+ nodes (e.g. orfeo-thin)")
-    kept = [m for m in MAPPINGS if m not in given
-            and not (m == "socket" and params["sockets"].value < 2)
-            and not (m == "node" and params["nodes"].value < 2)]
+        raise UsageError(
+            f"base {base!r} has one node: it has no node distance; give core and "
+            f"socket only, or a base with 2+ nodes (e.g. orfeo-thin)"
+        )
+    kept = [
+        m
+        for m in MAPPINGS
+        if m not in given
+        and not (m == "socket" and params["sockets"].value < 2)
+        and not (m == "node" and params["nodes"].value < 2)
+    ]
     if kept:
-        warnings.warn(f"calibrate: no measurement for mapping(s) {', '.join(kept)}; they keep "
-                      f"{base!r}'s values", UserWarning, stacklevel=3)
-    table = "; ".join(f"{r.mapping} {r.one_way_us:.6g} us + {r.beta_us_per_byte:.6g} us/B"
-                      for r in fit.itertuples())
+        warnings.warn(
+            f"calibrate: no measurement for mapping(s) {', '.join(kept)}; they keep {base!r}'s values",
+            UserWarning,
+            stacklevel=3,
+        )
+    table = "; ".join(
+        f"{r.mapping} {r.one_way_us:.6g} us + {r.beta_us_per_byte:.6g} us/B" for r in fit.itertuples()
+    )
     new = with_pingpong(params, fit, source or f"your ping-pong ({name or 'calibrate'})")
     # pooling may have moved a class the user gave below one the base kept: keep monotone
     order = [c for c in MAPPINGS if not (c == "socket" and params["sockets"].value < 2)]
@@ -348,7 +413,9 @@ def prepare(measured, base="orfeo-thin", segments=2, beta="first", name=None, so
     for c, v in zip(order, vals):
         if not math.isclose(v, new[f"one_way_{c}"].value):
             new[f"one_way_{c}"] = Param(v, "us", "fit", "pooled with the base's values (monotone)")
-    desc = (f"{name + ': ' if name else ''}{params['label'].value}, calibrated by "
-            f"mpilab.simulate.calibration to a ping-pong of {table}")
+    desc = (
+        f"{name + ': ' if name else ''}{params['label'].value}, calibrated by "
+        f"mpilab.simulate.calibration to a ping-pong of {table}"
+    )
     new["label"] = Param(desc, "", "assumption", "name")
     return new, prefix, fit, table

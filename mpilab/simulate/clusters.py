@@ -22,6 +22,7 @@ call and charges nothing for the reduction arithmetic; seed 000's segmented fits
 intercepts scatter around zero, give no sign of one), and anything that changes from run to run
 (:mod:`mpilab.simulate.traffic` adds background load on purpose).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,30 +52,40 @@ SEED004 = "seeds/004_e670facd351fed69.txt (Bunyip talk)"
 #: The fit of the THIN ping-pong table (:func:`mpilab.simulate.calibration.fit_pingpong` on
 #: seed 000's table): one-way time of the smallest message and time per byte per class. The
 #: test suite refits the table and checks these numbers.
-THIN_PINGPONG_FIT = {"core": (1.1736, 9.264925e-05), "socket": (1.810592, 1.181170e-04),
-                     "node": (1.810592, 1.320350e-04)}
+THIN_PINGPONG_FIT = {
+    "core": (1.1736, 9.264925e-05),
+    "socket": (1.810592, 1.181170e-04),
+    "node": (1.810592, 1.320350e-04),
+}
 #: The fit of SMPI's per-message overhead to seed 000's bcast basic_linear curve (1 KiB,
 #: slowest rank, socket mapping, P = 8..48): it stops at its bound, o_send + o_recv = the core
 #: class's one-way time (the core link's latency is then 0). The slow tests refit it.
 THIN_OVERHEAD_FIT = 0.536059
 
-OMPI_EAGER = ("Open MPI 4.1 (the seed's 4.1.5; ompi_info of this machine's 4.1.4): "
-              "btl_vader_eager_limit = 4096 B; larger messages wait for their receiver "
-              "(SMPI: smpi/send-is-detached-thresh; it charges the overheads to eager messages only)")
+OMPI_EAGER = (
+    "Open MPI 4.1 (the seed's 4.1.5; ompi_info of this machine's 4.1.4): "
+    "btl_vader_eager_limit = 4096 B; larger messages wait for their receiver "
+    "(SMPI: smpi/send-is-detached-thresh; it charges the overheads to eager messages only)"
+)
 _PP = f"{SEED000}, point-to-point table (latency = intercept + slope x size per mapping)"
 
 
 def _thin_like(nodes, sockets, cores, shape_source, mem_bw, mem_source, label):
     core, socket, node = (THIN_PINGPONG_FIT[m] for m in ("core", "socket", "node"))
-    pooled = ("the table's intercepts are not monotone (socket 4.3637 us over 1 B..1 MB > "
-              "node 1.6064 us over 1 B..84 KB); pooled (pool-adjacent-violators) with weights "
-              "1 / segment length, because a cross-socket message is no slower than one that "
-              "leaves the node and an intercept fitted up to 1 MB is not a small-message latency")
+    pooled = (
+        "the table's intercepts are not monotone (socket 4.3637 us over 1 B..1 MB > "
+        "node 1.6064 us over 1 B..84 KB); pooled (pool-adjacent-violators) with weights "
+        "1 / segment length, because a cross-socket message is no slower than one that "
+        "leaves the node and an intercept fitted up to 1 MB is not a small-message latency"
+    )
     beta = "log least squares of the table's row over 1 B..4 MiB, one-way time fixed"
-    o_src = (f"{SEED000}, bcast basic_linear at 1 KiB, P = 8..48 (slowest rank, socket "
-             "mapping); the fit stops at its bound (o_send + o_recv = one_way_core less 0.1 us of link latency): the report's "
-             "collectives want about 8 us per message, which its ping-pong does not allow "
-             "(docs/CALIBRATION.md)")
+    o_src = (
+        f"{SEED000}, bcast basic_linear at 1 KiB, P = 8..48 (slowest rank, socket "
+        "mapping); the fit stops at its bound (o_send + o_recv = one_way_core less 0.1 us of link "
+        "latency): the report's "
+        "collectives want about 8 us per message, which its ping-pong does not allow "
+        "(docs/CALIBRATION.md)"
+    )
     p = {
         "label": Param(label, "", "assumption", "name"),
         "nodes": Param(nodes, "", *shape_source[0]),
@@ -84,53 +95,108 @@ def _thin_like(nodes, sockets, cores, shape_source, mem_bw, mem_source, label):
         "one_way_socket": Param(socket[0], "us", "fit", pooled),
         "one_way_node": Param(node[0], "us", "fit", pooled),
         "beta_core": Param(core[1], "us/B", "fit", f"{beta} (core rows)"),
-        "beta_socket": Param(socket[1], "us/B", "fit", f"{beta} (socket rows; with the pooled "
-                                                       "one-way time)"),
-        "beta_node": Param(node[1], "us/B", "fit", f"{beta} (node rows: 5 GB/s below 84 KB, "
-                                                   "10 GB/s above; SMPI's size factors are "
-                                                   "global, so one beta per class)"),
+        "beta_socket": Param(socket[1], "us/B", "fit", f"{beta} (socket rows; with the pooled one-way time)"),
+        "beta_node": Param(
+            node[1],
+            "us/B",
+            "fit",
+            f"{beta} (node rows: 5 GB/s below 84 KB, "
+            "10 GB/s above; SMPI's size factors are "
+            "global, so one beta per class)",
+        ),
         "o_send": Param(THIN_OVERHEAD_FIT, "us", "fit", o_src),
-        "o_recv": Param(THIN_OVERHEAD_FIT, "us", "assumption", "equal to o_send (LogP's single "
-                        "o): seed 000's curves do not tell the two apart"),
-        "o_isend": Param(THIN_OVERHEAD_FIT, "us", "assumption", "equal to o_send: Open MPI's "
-                         "MPI_Isend and MPI_Send take the same eager path"),
-        "card_bw": Param(12.5e3, "B/us", "seed", f"{SEED000}, THIN table: network 1 x 100 Gb/s "
-                         "per node (shared by the node's flows, each direction)"),
+        "o_recv": Param(
+            THIN_OVERHEAD_FIT,
+            "us",
+            "assumption",
+            "equal to o_send (LogP's single o): seed 000's curves do not tell the two apart",
+        ),
+        "o_isend": Param(
+            THIN_OVERHEAD_FIT,
+            "us",
+            "assumption",
+            "equal to o_send: Open MPI's MPI_Isend and MPI_Send take the same eager path",
+        ),
+        "card_bw": Param(
+            12.5e3,
+            "B/us",
+            "seed",
+            f"{SEED000}, THIN table: network 1 x 100 Gb/s "
+            "per node (shared by the node's flows, each direction)",
+        ),
         "mem_bw": Param(mem_bw, "B/us", "vendor", mem_source),
-        "port_bw": Param(1.0 / min(core[1], socket[1], node[1]), "B/us", "assumption",
-                         "a core injects (and absorbs) at most what its fastest pair reaches"),
+        "port_bw": Param(
+            1.0 / min(core[1], socket[1], node[1]),
+            "B/us",
+            "assumption",
+            "a core injects (and absorbs) at most what its fastest pair reaches",
+        ),
         "eager_bytes": Param(4096, "B", "vendor", OMPI_EAGER),
     }
     return p
 
 
-_XEON_6126 = ("Intel ARK, Xeon Gold 6126: 6 channels of DDR4-2666, 128 GB/s per socket; halved "
-              "because a copy reads and writes every byte (assumption)")
-_EPYC_7H12 = ("AMD, EPYC 7H12: 8 channels of DDR4-3200, 204.8 GB/s per socket; halved because a "
-              "copy reads and writes every byte (assumption)")
-_XEON_6154 = ("Intel ARK, Xeon Gold 6154: 6 channels of DDR4-2666, 128 GB/s per socket; halved "
-              "because a copy reads and writes every byte (assumption)")
+_XEON_6126 = (
+    "Intel ARK, Xeon Gold 6126: 6 channels of DDR4-2666, 128 GB/s per socket; halved "
+    "because a copy reads and writes every byte (assumption)"
+)
+_EPYC_7H12 = (
+    "AMD, EPYC 7H12: 8 channels of DDR4-3200, 204.8 GB/s per socket; halved because a "
+    "copy reads and writes every byte (assumption)"
+)
+_XEON_6154 = (
+    "Intel ARK, Xeon Gold 6154: 6 channels of DDR4-2666, 128 GB/s per socket; halved "
+    "because a copy reads and writes every byte (assumption)"
+)
 
 
 def thin(nodes=2):
     """ORFEO THIN: ``nodes`` nodes of 2 x Xeon Gold 6126 (12 cores each)."""
-    shape = (("seed", f"{SEED000}, SLURM script (2 nodes, 24 tasks per node)" if nodes == 2 else
-              f"assumption: {nodes} of THIN's 10 nodes ({SEED000}, THIN table)"),
-             ("seed", f"{SEED000}, THIN table: 2 x Intel Xeon Gold 6126, 24 (2x12) cores"))
-    return _thin_like(nodes, 2, 12, shape, 64e3, _XEON_6126,
-                      f"ORFEO THIN, {nodes} nodes of 2 x Xeon Gold 6126 (2 sockets x 12 cores), "
-                      "100 Gb/s")
+    shape = (
+        (
+            "seed",
+            f"{SEED000}, SLURM script (2 nodes, 24 tasks per node)"
+            if nodes == 2
+            else f"assumption: {nodes} of THIN's 10 nodes ({SEED000}, THIN table)",
+        ),
+        ("seed", f"{SEED000}, THIN table: 2 x Intel Xeon Gold 6126, 24 (2x12) cores"),
+    )
+    return _thin_like(
+        nodes,
+        2,
+        12,
+        shape,
+        64e3,
+        _XEON_6126,
+        f"ORFEO THIN, {nodes} nodes of 2 x Xeon Gold 6126 (2 sockets x 12 cores), 100 Gb/s",
+    )
 
 
 def _other_orfeo(nodes, sockets, cores, cpu, mem_bw, mem_source, label):
-    p = _thin_like(nodes, sockets, cores, (("assumption", "one node"),
-                                           ("seed", f"FACTS.md, the ORFEO-like target: {cpu}")),
-                   mem_bw, mem_source, label)
-    for k in ("one_way_core", "one_way_socket", "one_way_node", "beta_core", "beta_socket",
-              "beta_node", "o_send", "o_recv", "o_isend"):
+    p = _thin_like(
+        nodes,
+        sockets,
+        cores,
+        (("assumption", "one node"), ("seed", f"FACTS.md, the ORFEO-like target: {cpu}")),
+        mem_bw,
+        mem_source,
+        label,
+    )
+    for k in (
+        "one_way_core",
+        "one_way_socket",
+        "one_way_node",
+        "beta_core",
+        "beta_socket",
+        "beta_node",
+        "o_send",
+        "o_recv",
+        "o_isend",
+    ):
         v = p[k]
-        p[k] = Param(v.value, v.unit, "assumption", f"THIN's value (no measurement of this "
-                                                    f"partition): {v.source}")
+        p[k] = Param(
+            v.value, v.unit, "assumption", f"THIN's value (no measurement of this partition): {v.source}"
+        )
     return p
 
 
@@ -141,50 +207,76 @@ JUPITER_OVERHEAD = THIN_OVERHEAD_FIT
 
 def jupiter():
     """jupiter: 32 nodes x 16 cores on InfiniBand (seed 001)."""
-    qdr = ("InfiniBand QDR 4x (32 Gb/s of data, 4 GB/s): the seed names no generation; a 1.3 us "
-           "latency is what QDR cards of its time gave")
+    qdr = (
+        "InfiniBand QDR 4x (32 Gb/s of data, 4 GB/s): the seed names no generation; a 1.3 us "
+        "latency is what QDR cards of its time gave"
+    )
     return {
         "label": Param("jupiter, 32 nodes x 16 cores, InfiniBand ~1.3 us", "", "assumption", "name"),
-        "nodes": Param(32, "", "seed", f"{SEED001}: '16-cores 32-nodes environment with "
-                       "Infiniband'"),
-        "sockets": Param(1, "per node", "assumption", "the seed does not say how the 16 cores "
-                         "sit on sockets: one socket, so core and socket mappings coincide"),
+        "nodes": Param(32, "", "seed", f"{SEED001}: '16-cores 32-nodes environment with Infiniband'"),
+        "sockets": Param(
+            1,
+            "per node",
+            "assumption",
+            "the seed does not say how the 16 cores "
+            "sit on sockets: one socket, so core and socket mappings coincide",
+        ),
         "cores_per_socket": Param(16, "", "seed", f"{SEED001}: 16 cores per node (--npernode 16)"),
-        "one_way_core": Param(JUPITER_CORE_FIT, "us", "fit",
-                              f"{SEED001}, figure 10 (paper's reduce 128 B, default, P = 16: "
-                              "one node, so only intra-node messages), slowest rank; the fit stops "
-                              "at its bound 2 o + 0.1 us (the curve wants 1.09 us)"),
+        "one_way_core": Param(
+            JUPITER_CORE_FIT,
+            "us",
+            "fit",
+            f"{SEED001}, figure 10 (paper's reduce 128 B, default, P = 16: "
+            "one node, so only intra-node messages), slowest rank; the fit stops "
+            "at its bound 2 o + 0.1 us (the curve wants 1.09 us)",
+        ),
         "one_way_socket": Param(JUPITER_CORE_FIT, "us", "assumption", "one socket per node"),
-        "one_way_node": Param(1.3, "us", "seed", f"{SEED001}: 'a latency of 1.3 us on the "
-                              "interconnect'"),
-        "beta_core": Param(THIN_PINGPONG_FIT["core"][1], "us/B", "assumption",
-                           "THIN's core value (seed 000): the seed gives no intra-node bandwidth"),
+        "one_way_node": Param(1.3, "us", "seed", f"{SEED001}: 'a latency of 1.3 us on the interconnect'"),
+        "beta_core": Param(
+            THIN_PINGPONG_FIT["core"][1],
+            "us/B",
+            "assumption",
+            "THIN's core value (seed 000): the seed gives no intra-node bandwidth",
+        ),
         "beta_socket": Param(THIN_PINGPONG_FIT["core"][1], "us/B", "assumption", "one socket"),
         "beta_node": Param(1.0 / 4e3, "us/B", "assumption", qdr),
-        "o_send": Param(JUPITER_OVERHEAD, "us", "assumption",
-                        "THIN's fitted value (Open MPI on x86 cores): the seed has no ping-pong "
-                        "to split latency from overhead"),
+        "o_send": Param(
+            JUPITER_OVERHEAD,
+            "us",
+            "assumption",
+            "THIN's fitted value (Open MPI on x86 cores): the seed has no ping-pong "
+            "to split latency from overhead",
+        ),
         "o_recv": Param(JUPITER_OVERHEAD, "us", "assumption", "equal to o_send"),
         "o_isend": Param(JUPITER_OVERHEAD, "us", "assumption", "equal to o_send"),
         "card_bw": Param(4e3, "B/us", "assumption", qdr),
         "mem_bw": Param(None, "B/us", "assumption", "not modelled: the seed does not name the CPU"),
-        "port_bw": Param(1.0 / THIN_PINGPONG_FIT["core"][1], "B/us", "assumption",
-                         "a core injects at most what its fastest pair reaches"),
+        "port_bw": Param(
+            1.0 / THIN_PINGPONG_FIT["core"][1],
+            "B/us",
+            "assumption",
+            "a core injects at most what its fastest pair reaches",
+        ),
         "eager_bytes": Param(4096, "B", "vendor", OMPI_EAGER),
     }
 
 
 def bunyip():
     """Bunyip (seed 004): 8 nodes of one Beowulf group, alpha and beta split into send and receive."""
-    wire = 12.5   # B/us, one 100 Mb/s card
+    wire = 12.5  # B/us, one 100 Mb/s card
     return {
         "label": Param("Bunyip, 8 nodes of a Beowulf group, 3 x 100 Mb/s per node", "", "assumption", "name"),
         "nodes": Param(8, "", "seed", f"{SEED004}: results for p = 8 (a single Bunyip group)"),
         "sockets": Param(1, "per node", "assumption", "one rank per node, as the talk's p = 8"),
         "cores_per_socket": Param(1, "", "assumption", "one rank per node"),
-        "one_way_core": Param(204.0 + 16 / wire, "us", "seed", f"{SEED004}: alpha = alpha_s + "
-                              "alpha_r = 24 us + 180 us (plus SimGrid's 16-byte envelope on the "
-                              "wire; the link itself has no latency)"),
+        "one_way_core": Param(
+            204.0 + 16 / wire,
+            "us",
+            "seed",
+            f"{SEED004}: alpha = alpha_s + "
+            "alpha_r = 24 us + 180 us (plus SimGrid's 16-byte envelope on the "
+            "wire; the link itself has no latency)",
+        ),
         "one_way_socket": Param(204.0 + 16 / wire, "us", "seed", "same"),
         "one_way_node": Param(204.0 + 16 / wire, "us", "seed", "same"),
         "beta_core": Param(1.0 / wire, "us/B", "seed", f"{SEED004}: 3 x 100 Mb NICs per node, one per pair"),
@@ -193,15 +285,23 @@ def bunyip():
         "o_send": Param(24.0, "us", "seed", f"{SEED004}: alpha_s = 24 us"),
         "o_send_per_byte": Param(0.082 / 8, "us/B", "seed", f"{SEED004}: beta_s = 0.082 us per double"),
         "o_recv": Param(180.0, "us", "seed", f"{SEED004}: alpha_r = 180 us"),
-        "o_recv_per_byte": Param(1.063 / 8 - 1.0 / wire, "us/B", "seed",
-                                 f"{SEED004}: beta_r = 1.063 us per double, less the wire's 0.08 us/B "
-                                 "(the measured beta includes it)"),
+        "o_recv_per_byte": Param(
+            1.063 / 8 - 1.0 / wire,
+            "us/B",
+            "seed",
+            f"{SEED004}: beta_r = 1.063 us per double, less the wire's 0.08 us/B "
+            "(the measured beta includes it)",
+        ),
         "o_isend": Param(24.0, "us", "assumption", "equal to o_send"),
         "card_bw": Param(3 * wire, "B/us", "seed", f"{SEED004}: 3 x 100 Mb NICs per node"),
         "mem_bw": Param(None, "B/us", "assumption", "not modelled"),
         "port_bw": Param(3 * wire, "B/us", "seed", "the three cards"),
-        "eager_bytes": Param(1 << 20, "B", "assumption", "every message the talk measured (up to "
-                             "10 000 doubles) pays alpha_s and alpha_r"),
+        "eager_bytes": Param(
+            1 << 20,
+            "B",
+            "assumption",
+            "every message the talk measured (up to 10 000 doubles) pays alpha_s and alpha_r",
+        ),
     }
 
 
@@ -210,11 +310,25 @@ def cluster(name, nodes=None):
     if name == "thin":
         return thin(nodes or 2)
     if name == "epyc":
-        return _other_orfeo(1, 2, 64, "EPYC: 2 x AMD EPYC 7H12 (2 x 64 cores)", 102.4e3, _EPYC_7H12,
-                            "ORFEO EPYC, 1 node of 2 x AMD EPYC 7H12 (2 sockets x 64 cores)")
+        return _other_orfeo(
+            1,
+            2,
+            64,
+            "EPYC: 2 x AMD EPYC 7H12 (2 x 64 cores)",
+            102.4e3,
+            _EPYC_7H12,
+            "ORFEO EPYC, 1 node of 2 x AMD EPYC 7H12 (2 sockets x 64 cores)",
+        )
     if name == "fat":
-        return _other_orfeo(1, 4, 18, "FAT: 4 x Intel Xeon Gold 6154 (4 x 18 cores)", 64e3,
-                            _XEON_6154, "ORFEO FAT, 1 node of 4 x Xeon Gold 6154 (4 sockets x 18 cores)")
+        return _other_orfeo(
+            1,
+            4,
+            18,
+            "FAT: 4 x Intel Xeon Gold 6154 (4 x 18 cores)",
+            64e3,
+            _XEON_6154,
+            "ORFEO FAT, 1 node of 4 x Xeon Gold 6154 (4 sockets x 18 cores)",
+        )
     if name == "jupiter":
         return jupiter()
     if name == "bunyip":
@@ -228,14 +342,23 @@ def source_table(params):
     for k, p in params.items():
         if k == "label":
             continue
-        v = "not modelled" if p.value is None else (f"{p.value:.6g}" if isinstance(p.value, float) else str(p.value))
+        v = (
+            "not modelled"
+            if p.value is None
+            else (f"{p.value:.6g}" if isinstance(p.value, float) else str(p.value))
+        )
         lines.append(f"| `{k}` | {v} | {p.unit} | {p.kind}: {p.source} |")
     return "\n".join(lines)
 
 
 #: The shipped platforms and the cluster each is made of.
-SHIPPED = (("orfeo-thin", "thin"), ("jupiter-32x16", "jupiter"), ("bunyip-8", "bunyip"),
-           ("orfeo-epyc", "epyc"), ("orfeo-fat", "fat"))
+SHIPPED = (
+    ("orfeo-thin", "thin"),
+    ("jupiter-32x16", "jupiter"),
+    ("bunyip-8", "bunyip"),
+    ("orfeo-epyc", "epyc"),
+    ("orfeo-fat", "fat"),
+)
 
 
 def source_tables():
@@ -247,5 +370,5 @@ def source_tables():
     return "\n\n".join(parts)
 
 
-if __name__ == "__main__":   # python -m mpilab.simulate.clusters: the tables of docs/CALIBRATION.md
+if __name__ == "__main__":  # python -m mpilab.simulate.clusters: the tables of docs/CALIBRATION.md
     print(source_tables())

@@ -68,6 +68,7 @@ Examples
 >>> platforms.platform_info("orfeo-thin")["nodes"]
 2
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -78,7 +79,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpilab.core import paths
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 from mpilab.core.vocabulary import MAPPINGS
 from mpilab.simulate import clusters, platform_xml
 from mpilab.simulate.platform_xml import host_name, render_xml
@@ -111,11 +112,11 @@ class Spec:
     lat_node: float = 4.3637
     bw_node: float = 1.0e4
     lat_nic: float = 0.5
-    bw_nic: float = 5.0e3              # one pair of ranks on two nodes
+    bw_nic: float = 5.0e3  # one pair of ranks on two nodes
     lat_switch: float = 0.6064
-    bw_switch: float = 12.5e3          # a node's full-duplex network link, 100 Gb/s
-    bw_port: float = 1.0e4             # what one core can inject (and, separately, absorb)
-    bw_mem: float | None = None        # what one socket's memory copies, all its cores together
+    bw_switch: float = 12.5e3  # a node's full-duplex network link, 100 Gb/s
+    bw_port: float = 1.0e4  # what one core can inject (and, separately, absorb)
+    bw_mem: float | None = None  # what one socket's memory copies, all its cores together
     o_send: float = 0.0
     o_recv: float = 0.0
     o_isend: float = 0.0
@@ -128,8 +129,12 @@ class Spec:
 
     @property
     def hosts(self):
-        return [host_name(self.prefix, n, s, c) for n in range(self.nodes)
-                for s in range(self.sockets) for c in range(self.cores_per_socket)]
+        return [
+            host_name(self.prefix, n, s, c)
+            for n in range(self.nodes)
+            for s in range(self.sockets)
+            for c in range(self.cores_per_socket)
+        ]
 
 
 #: SimGrid's envelope: SMPI sends ``size + 16`` bytes for a message of ``size``.
@@ -154,26 +159,46 @@ def spec_of(params, prefix):
     for cls in ("core", "socket", "node"):
         lat[cls] = v[f"one_way_{cls}"] - o - ENVELOPE_BYTES * v[f"beta_{cls}"]
         if lat[cls] < -1e-6:
-            raise UsageError(f"{cls}: one-way time {v[f'one_way_{cls}']:g} us is smaller than the "
-                             f"overheads o_send + o_recv = {o:g} us plus the envelope; valid: "
-                             f"overheads at most the smallest one-way time")
+            raise UsageError(
+                f"{cls}: one-way time {v[f'one_way_{cls}']:g} us is smaller than the "
+                f"overheads o_send + o_recv = {o:g} us plus the envelope; valid: "
+                f"overheads at most the smallest one-way time"
+            )
         lat[cls] = max(lat[cls], 0.0)
-    rows = tuple((k, p.value, p.unit, f"{p.kind}: {p.source}") for k, p in params.items()
-                 if k != "label")
-    return Spec(prefix, v["nodes"], v["sockets"], v["cores_per_socket"],
-                lat_socket=lat["core"], bw_socket=1.0 / v["beta_core"],
-                lat_node=lat["socket"], bw_node=1.0 / v["beta_socket"],
-                lat_nic=lat["node"] / 4, bw_nic=1.0 / v["beta_node"],
-                lat_switch=lat["node"] / 2, bw_switch=v["card_bw"], bw_port=v["port_bw"],
-                bw_mem=v["mem_bw"], o_send=v["o_send"], o_recv=v["o_recv"], o_isend=v["o_isend"],
-                o_send_per_byte=v.get("o_send_per_byte", 0.0),
-                o_recv_per_byte=v.get("o_recv_per_byte", 0.0), eager_bytes=int(v["eager_bytes"]),
-                description=v["label"], sources=rows)
+    rows = tuple((k, p.value, p.unit, f"{p.kind}: {p.source}") for k, p in params.items() if k != "label")
+    return Spec(
+        prefix,
+        v["nodes"],
+        v["sockets"],
+        v["cores_per_socket"],
+        lat_socket=lat["core"],
+        bw_socket=1.0 / v["beta_core"],
+        lat_node=lat["socket"],
+        bw_node=1.0 / v["beta_socket"],
+        lat_nic=lat["node"] / 4,
+        bw_nic=1.0 / v["beta_node"],
+        lat_switch=lat["node"] / 2,
+        bw_switch=v["card_bw"],
+        bw_port=v["port_bw"],
+        bw_mem=v["mem_bw"],
+        o_send=v["o_send"],
+        o_recv=v["o_recv"],
+        o_isend=v["o_isend"],
+        o_send_per_byte=v.get("o_send_per_byte", 0.0),
+        o_recv_per_byte=v.get("o_recv_per_byte", 0.0),
+        eager_bytes=int(v["eager_bytes"]),
+        description=v["label"],
+        sources=rows,
+    )
 
 
-_CLUSTERS = {"orfeo-thin": ("thin", "thin"), "orfeo-epyc": ("epyc", "epyc"),
-             "orfeo-fat": ("fat", "fat"), "jupiter-32x16": ("jupiter", "jupiter"),
-             "bunyip-8": ("bunyip", "bunyip")}
+_CLUSTERS = {
+    "orfeo-thin": ("thin", "thin"),
+    "orfeo-epyc": ("epyc", "epyc"),
+    "orfeo-fat": ("fat", "fat"),
+    "jupiter-32x16": ("jupiter", "jupiter"),
+    "bunyip-8": ("bunyip", "bunyip"),
+}
 _SHIPPED = ("orfeo-thin", "orfeo-epyc", "orfeo-fat", "bunyip-8")
 
 
@@ -187,8 +212,10 @@ def cluster_params(name):
     if m:
         n = int(m.group(1))
         if not 2 <= n <= 10:
-            raise UsageError(f"platform {name!r}: THIN has 2..10 nodes, not {n}; for more "
-                             f"nodes of THIN's kind use thin-like-{n}")
+            raise UsageError(
+                f"platform {name!r}: THIN has 2..10 nodes, not {n}; for more "
+                f"nodes of THIN's kind use thin-like-{n}"
+            )
         return clusters.thin(n), "thin"
     for regex, family in ((_THIN_LIKE_RE, FAMILIES[0]), (_JUPITER_RE, FAMILIES[1])):
         m = regex.match(name)
@@ -199,20 +226,19 @@ def cluster_params(name):
             raise UsageError(f"platform {name!r}: {n} nodes; valid: {family}")
         if regex is _THIN_LIKE_RE:
             params, prefix = clusters.thin(n), "thin"
-            label = (f"THIN-like, {n} nodes of 2 x 12 cores with THIN's links (ORFEO's THIN has "
-                     "10 nodes)")
+            label = f"THIN-like, {n} nodes of 2 x 12 cores with THIN's links (ORFEO's THIN has 10 nodes)"
         else:
             params, prefix = clusters.jupiter(), "jupiter"
             label = f"jupiter-like, {n} nodes x 16 cores, InfiniBand ~1.3 us (the seed's has 32)"
         params = dict(params, label=clusters.Param(label, "", "assumption", "name"))
-        if n > (10 if prefix == "thin" else 32):   # more nodes than the machine has
-            params["nodes"] = clusters.Param(n, "", "assumption", f"{name}: a scale-out of the "
-                                             "cluster's node, not a machine that exists")
+        if n > (10 if prefix == "thin" else 32):  # more nodes than the machine has
+            params["nodes"] = clusters.Param(
+                n, "", "assumption", f"{name}: a scale-out of the cluster's node, not a machine that exists"
+            )
         elif prefix == "jupiter":
             params["nodes"] = clusters.Param(n, "", "assumption", f"{n} of jupiter's 32 nodes")
         return params, prefix
-    raise one_of("platform", name, list_platforms() + list(FAMILIES)
-                 + ["<path to a SimGrid .xml file>"])
+    raise one_of("platform", name, list_platforms() + list(FAMILIES) + ["<path to a SimGrid .xml file>"])
 
 
 _THIN_RE = re.compile(r"^orfeo-thin-(\d+)$")
@@ -264,19 +290,26 @@ def variant(base, label, **changes):
         busy = platforms.variant("orfeo-thin", "orfeo-thin-busy", bw_switch=12.5e3 / 8, lat_nic=5.0)
     """
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(label)) or label in list_platforms():
-        raise UsageError(f"bad platform label {label!r}; valid: letters, digits, '-', '_', '.', "
-                         f"and not a shipped name ({', '.join(list_platforms())})")
+        raise UsageError(
+            f"bad platform label {label!r}; valid: letters, digits, '-', '_', '.', "
+            f"and not a shipped name ({', '.join(list_platforms())})"
+        )
     spec = _spec(base)
     links = [f.name for f in dataclasses.fields(Spec) if f.name.startswith(("lat_", "bw_"))]
     for key, value in changes.items():
         if key not in links:
             raise one_of("platform parameter", key, links)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise UsageError(f"bad {key} {value!r}; valid: a positive number "
-                             f"({'µs' if key.startswith('lat_') else 'bytes/µs'})")
-    spec = dataclasses.replace(spec, description=f"{spec.description}; variant {label}: "
-                               + ", ".join(f"{k}={v:g}" for k, v in sorted(changes.items())),
-                               **changes)
+            raise UsageError(
+                f"bad {key} {value!r}; valid: a positive number "
+                f"({'µs' if key.startswith('lat_') else 'bytes/µs'})"
+            )
+    spec = dataclasses.replace(
+        spec,
+        description=f"{spec.description}; variant {label}: "
+        + ", ".join(f"{k}={v:g}" for k, v in sorted(changes.items())),
+        **changes,
+    )
     return _write(spec, _cache_dir() / f"{label}.xml")
 
 
@@ -299,9 +332,11 @@ def _spec(name):
     params, prefix = cluster_params(name)
     spec = spec_of(params, prefix)
     if len(spec.hosts) > MAX_HOSTS:
-        raise UsageError(f"platform {name!r}: {spec.nodes} nodes, {len(spec.hosts)} cores; valid: "
-                         f"{', '.join(FAMILIES)}, at most {MAX_HOSTS} cores (the file has a route "
-                         "for every pair of hosts)")
+        raise UsageError(
+            f"platform {name!r}: {spec.nodes} nodes, {len(spec.hosts)} cores; valid: "
+            f"{', '.join(FAMILIES)}, at most {MAX_HOSTS} cores (the file has a route "
+            "for every pair of hosts)"
+        )
     return spec
 
 
@@ -354,8 +389,10 @@ def platform_file(name_or_path):
     if s.endswith(".xml") or os.sep in s:
         p = Path(s).expanduser()
         if not p.is_file():
-            raise UsageError(f"platform file {s!r} does not exist; give an existing SimGrid .xml "
-                             f"file or one of: {', '.join(list_platforms())}")
+            raise UsageError(
+                f"platform file {s!r} does not exist; give an existing SimGrid .xml "
+                f"file or one of: {', '.join(list_platforms())}"
+            )
         return p.resolve()
     spec = _spec(s)
     shipped = DATA_DIR / f"{s}.xml"
@@ -399,27 +436,46 @@ def platform_info(name_or_path):
     if not (s.endswith(".xml") or os.sep in s):
         spec = _spec(s)
         hosts = spec.hosts
-        layout = [(host_name(spec.prefix, n, so, c), n, so) for n in range(spec.nodes)
-                  for so in range(spec.sockets) for c in range(spec.cores_per_socket)]
-        return dict(name=s, nodes=spec.nodes, sockets=spec.sockets,
-                    cores_per_socket=spec.cores_per_socket, cores=len(hosts), hosts=hosts,
-                    layout=layout, description=spec.description)
+        layout = [
+            (host_name(spec.prefix, n, so, c), n, so)
+            for n in range(spec.nodes)
+            for so in range(spec.sockets)
+            for c in range(spec.cores_per_socket)
+        ]
+        return dict(
+            name=s,
+            nodes=spec.nodes,
+            sockets=spec.sockets,
+            cores_per_socket=spec.cores_per_socket,
+            cores=len(hosts),
+            hosts=hosts,
+            layout=layout,
+            description=spec.description,
+        )
     text = platform_file(s).read_text()
     hosts = _HOST_RE.findall(text)
     parsed = [_NAME_RE.match(h) for h in hosts]
     if hosts and all(parsed):
         nodes = sorted({(m.group(1), int(m.group(2))) for m in parsed})
         node_idx = {k: i for i, k in enumerate(nodes)}
-        layout = [(h, node_idx[(m.group(1), int(m.group(2)))], int(m.group(3)))
-                  for h, m in zip(hosts, parsed)]
+        layout = [
+            (h, node_idx[(m.group(1), int(m.group(2)))], int(m.group(3))) for h, m in zip(hosts, parsed)
+        ]
         sockets = len({so for _, _, so in layout})
         cps = max(1, len(hosts) // max(1, len(nodes) * sockets))
     else:
         layout = [(h, i, 0) for i, h in enumerate(hosts)]
         nodes, sockets, cps = hosts, 1, 1
-    return dict(name=Path(s).stem, nodes=len(nodes), sockets=sockets, cores_per_socket=cps,
-                cores=len(hosts), hosts=[h for h, _, _ in layout], layout=layout,
-                description=f"user platform {s}")
+    return dict(
+        name=Path(s).stem,
+        nodes=len(nodes),
+        sockets=sockets,
+        cores_per_socket=cps,
+        cores=len(hosts),
+        hosts=[h for h, _, _ in layout],
+        layout=layout,
+        description=f"user platform {s}",
+    )
 
 
 def placement(name_or_path, nprocs, mapping="core"):
@@ -444,11 +500,13 @@ def placement(name_or_path, nprocs, mapping="core"):
         raise UsageError(f"nprocs must be a positive integer, not {nprocs}")
     info = platform_info(name_or_path)
     if nprocs > info["cores"]:
-        raise UsageError(f"{nprocs} ranks do not fit on platform {info['name']!r}, which has "
-                         f"{info['cores']} cores (one rank per core); use at most {info['cores']} "
-                         f"or a larger platform, e.g. thin-like-{-(-nprocs // 24)} or "
-                         f"jupiter-{-(-nprocs // 16)}x16 (SimGrid would stack the extra ranks on "
-                         "cores that share one port: another machine, not this one loaded)")
+        raise UsageError(
+            f"{nprocs} ranks do not fit on platform {info['name']!r}, which has "
+            f"{info['cores']} cores (one rank per core); use at most {info['cores']} "
+            f"or a larger platform, e.g. thin-like-{-(-nprocs // 24)} or "
+            f"jupiter-{-(-nprocs // 16)}x16 (SimGrid would stack the extra ranks on "
+            "cores that share one port: another machine, not this one loaded)"
+        )
     # group hosts: node -> socket -> [hosts]
     tree = {}
     for h, n, so in info["layout"]:
@@ -509,6 +567,6 @@ def generate_shipped(directory=DATA_DIR):
     return paths
 
 
-if __name__ == "__main__":   # python -m mpilab.simulate.platforms
+if __name__ == "__main__":  # python -m mpilab.simulate.platforms
     for p in generate_shipped():
         print(p)

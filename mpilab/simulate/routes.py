@@ -2,6 +2,7 @@
 α and the time per byte β of one message, SimGrid's sharing penalty, and the model of ranks
 placed on a platform that :func:`mpilab.model.timeline.predict` plays a schedule against.
 """
+
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -14,8 +15,18 @@ from mpilab.core.errors import UsageError
 from mpilab.simulate.platforms import ENVELOPE_BYTES, placement, platform_file
 
 _TIME_UNITS = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3, "ps": 1e-6, "m": 60e6, "h": 3600e6}
-_RATE_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-               "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
+_RATE_UNITS = {
+    "": 1.0,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+}
 _VALUE_RE = re.compile(r"^\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*$")
 
 
@@ -30,10 +41,12 @@ def _bytes_per_us(text):
     m = _VALUE_RE.match(text)
     unit = m.group(2) if m else ""
     for suffix, per_byte in (("Bps", 1.0), ("bps", 0.125)):
-        if m and unit.endswith(suffix) and unit[:-len(suffix)] in _RATE_UNITS:
-            return float(m.group(1)) * _RATE_UNITS[unit[:-len(suffix)]] * per_byte / 1e6
-    raise UsageError(f"cannot read the bandwidth {text!r}; valid: a number with Bps or bps "
-                     "(k, M, G, T, Ki, Mi, Gi prefixes)")
+        if m and unit.endswith(suffix) and unit[: -len(suffix)] in _RATE_UNITS:
+            return float(m.group(1)) * _RATE_UNITS[unit[: -len(suffix)]] * per_byte / 1e6
+    raise UsageError(
+        f"cannot read the bandwidth {text!r}; valid: a number with Bps or bps "
+        "(k, M, G, T, Ki, Mi, Gi prefixes)"
+    )
 
 
 _FLIP = {"UP": "DOWN", "DOWN": "UP", None: None}
@@ -47,15 +60,16 @@ def _routes(path):
         links, routes, props = {}, {}, {}
         for el in ET.parse(path).iter():
             if el.tag == "link":
-                links[el.get("id")] = (_latency_us(el.get("latency", "0s")),
-                                       _bytes_per_us(el.get("bandwidth")),
-                                       el.get("sharing_policy", "SHARED").upper())
+                links[el.get("id")] = (
+                    _latency_us(el.get("latency", "0s")),
+                    _bytes_per_us(el.get("bandwidth")),
+                    el.get("sharing_policy", "SHARED").upper(),
+                )
             elif el.tag == "route":
                 ids = [(c.get("id"), c.get("direction")) for c in el if c.tag == "link_ctn"]
                 routes[(el.get("src"), el.get("dst"))] = ids
                 if el.get("symmetrical", "YES").upper() != "NO":
-                    routes.setdefault((el.get("dst"), el.get("src")),
-                                      [(i, _FLIP[d]) for i, d in ids[::-1]])
+                    routes.setdefault((el.get("dst"), el.get("src")), [(i, _FLIP[d]) for i, d in ids[::-1]])
             elif el.tag == "prop" and el.get("id", "").startswith(("smpi/", "network/")):
                 props[el.get("id")] = el.get("value", "")
         _ROUTES_CACHE[key] = (links, routes, props)
@@ -87,16 +101,24 @@ def overheads(name_or_path):
     os_, os_b = _factor(props.get("smpi/os"), "smpi/os")
     ois, _ = _factor(props.get("smpi/ois"), "smpi/ois")
     or_, or_b = _factor(props.get("smpi/or"), "smpi/or")
-    return dict(o_send=os_, o_isend=ois, o_recv=or_, o_send_per_byte=os_b, o_recv_per_byte=or_b,
-                eager_bytes=int(props.get("smpi/send-is-detached-thresh", 65536)))
+    return dict(
+        o_send=os_,
+        o_isend=ois,
+        o_recv=or_,
+        o_send_per_byte=os_b,
+        o_recv_per_byte=or_b,
+        eager_bytes=int(props.get("smpi/send-is-detached-thresh", 65536)),
+    )
 
 
 def _route(name_or_path, src_host, dst_host):
     links, routes, _ = _routes(platform_file(name_or_path))
     ids = routes.get((src_host, dst_host))
     if not ids:
-        raise UsageError(f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
-                         f"{dst_host!r} listed host to host; give alpha and beta yourself")
+        raise UsageError(
+            f"platform {str(name_or_path)!r} has no route from {src_host!r} to "
+            f"{dst_host!r} listed host to host; give alpha and beta yourself"
+        )
     return links, ids
 
 
@@ -174,7 +196,8 @@ def route_weight(name_or_path, src_host, dst_host):
     Flows that share a link get bandwidth in inverse proportion to their penalty: the route's
     latency plus :data:`WEIGHT_S` bytes (the file's ``network/weight-S``) over the bandwidth of
     each of its links (SimGrid's model of TCP, which favours short round trips); a route without
-    latency gets :data:`ZERO_LATENCY_PENALTY_US`, as SimGrid does. :mod:`mpilab.model.schedules` uses it to share
+    latency gets :data:`ZERO_LATENCY_PENALTY_US`, as SimGrid does. :mod:`mpilab.model.schedules` uses it to
+    share
     a rank's port the way SMPI does.
 
     Returns
@@ -192,7 +215,8 @@ def route_weight(name_or_path, src_host, dst_host):
 
 
 def platform_model(platform, nprocs, mapping="core"):
-    """The α-β model of the ranks placed on an SMPI platform, as keyword arguments of :func:`mpilab.model.timeline.predict`.
+    """The α-β model of the ranks placed on an SMPI platform, as keyword arguments of
+    :func:`mpilab.model.timeline.predict`.
 
     Returns
     -------
@@ -229,9 +253,15 @@ def platform_model(platform, nprocs, mapping="core"):
     o.pop("eager_bytes")
     _, _, props = _routes(platform_file(platform))
     loopback = float(props.get("network/loopback-bw", LOOPBACK_BYTES_PER_S)) / 1e6
-    return dict(alpha=lambda a, b: pair(a, b)[0], beta=lambda a, b: pair(a, b)[1],
-                port_beta=min(betas) if betas else 0.0, weight=weight, resources=resources,
-                self_beta=1.0 / loopback, **o)
+    return dict(
+        alpha=lambda a, b: pair(a, b)[0],
+        beta=lambda a, b: pair(a, b)[1],
+        port_beta=min(betas) if betas else 0.0,
+        weight=weight,
+        resources=resources,
+        self_beta=1.0 / loopback,
+        **o,
+    )
 
 
 #: Message patterns of SimGrid's own allgathers that the kit's schedules do not cover.
@@ -277,8 +307,12 @@ def link_traffic(platform, messages, nprocs, mapping="core"):
             load[key] = load.get(key, 0) + nbytes
             count[key] = count.get(key, 0) + 1
             cap[key] = bw
-    rows = [dict(link=k[0], direction=k[1] or "", bytes=v, messages=count[k],
-                 seconds_at_capacity=v / cap[k] * 1e-6) for k, v in load.items()]
+    rows = [
+        dict(
+            link=k[0], direction=k[1] or "", bytes=v, messages=count[k], seconds_at_capacity=v / cap[k] * 1e-6
+        )
+        for k, v in load.items()
+    ]
     df = pd.DataFrame(rows, columns=["link", "direction", "bytes", "messages", "seconds_at_capacity"])
     return df.sort_values("seconds_at_capacity", ascending=False).reset_index(drop=True)
 
@@ -314,6 +348,7 @@ def alpha_beta(platform, nprocs, mapping="core"):
         hosts = placement(platform, p, mapping)
         pairs = [route_cost(platform, hosts[a], hosts[b]) for a in range(p) for b in range(p) if a != b]
         a, b = np.mean(pairs, axis=0)
-        rows.append(dict(nprocs=p, alpha_us=float(a), beta_us_per_byte=float(b), platform=name,
-                         mapping=mapping))
+        rows.append(
+            dict(nprocs=p, alpha_us=float(a), beta_us_per_byte=float(b), platform=name, mapping=mapping)
+        )
     return pd.DataFrame(rows)

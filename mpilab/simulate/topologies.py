@@ -41,6 +41,7 @@ Examples
 >>> topologies.parameters(path).loc["spines", "value"]
 '1'
 """
+
 from __future__ import annotations
 
 import itertools
@@ -60,34 +61,52 @@ _ASSUMED = "assumption"
 #: Rows of the base's physical parameters that describe its shape, not this network's.
 _SHAPE = ("nodes", "sockets", "cores_per_socket")
 #: Why a switch or router hop costs the base's lat_switch (the source of the hop's row).
-_HOP = ("crosses one more switch of the base (lat_switch: half the base's link latency between "
-        "two nodes, the split of mpilab.simulate.platforms.spec_of), so two nodes under one "
-        "switch are two nodes of the base")
+_HOP = (
+    "crosses one more switch of the base (lat_switch: half the base's link latency between "
+    "two nodes, the split of mpilab.simulate.platforms.spec_of), so two nodes under one "
+    "switch are two nodes of the base"
+)
 
 
 def _from_base(base, spec):
     """The rows of the parameters every generated network takes from its base."""
     where = f"the {base} platform's"
     rows = [
-        ("base", base, "", f"the platform whose parameters follow (mpilab.simulate.platforms.spec({base!r}))"),
+        (
+            "base",
+            base,
+            "",
+            f"the platform whose parameters follow (mpilab.simulate.platforms.spec({base!r}))",
+        ),
         ("bw_port", spec.bw_port, "B/us", f"{where} bw_port: what one rank injects, and absorbs"),
         ("lat_nic", spec.lat_nic, "us", f"{where} lat_nic: a node's network card, each way"),
-        ("bw_card", spec.bw_switch, "B/us", f"{where} bw_switch: a node's card, all its flows "
-                                            "in one direction"),
-        ("bw_pair", spec.bw_nic, "B/us", f"{where} bw_nic: the most one pair of ranks gets "
-                                         "between nodes"),
+        (
+            "bw_card",
+            spec.bw_switch,
+            "B/us",
+            f"{where} bw_switch: a node's card, all its flows in one direction",
+        ),
+        ("bw_pair", spec.bw_nic, "B/us", f"{where} bw_nic: the most one pair of ranks gets between nodes"),
         ("lat_switch", spec.lat_switch, "us", f"{where} lat_switch: crossing one switch"),
         ("o_send", spec.o_send, "us", f"{where} o_send: SMPI's smpi/os, below the eager limit"),
         ("o_recv", spec.o_recv, "us", f"{where} o_recv: SMPI's smpi/or, below the eager limit"),
         ("o_isend", spec.o_isend, "us", f"{where} o_isend: SMPI's smpi/ois, below the eager limit"),
-        ("eager_bytes", spec.eager_bytes, "B", f"{where} eager_bytes: SMPI's "
-                                               "smpi/send-is-detached-thresh"),
+        ("eager_bytes", spec.eager_bytes, "B", f"{where} eager_bytes: SMPI's smpi/send-is-detached-thresh"),
     ]
-    rows += [(name, getattr(spec, name), "us/B", f"{where} {name}: the overhead's time per byte")
-             for name in ("o_send_per_byte", "o_recv_per_byte") if getattr(spec, name)]
+    rows += [
+        (name, getattr(spec, name), "us/B", f"{where} {name}: the overhead's time per byte")
+        for name in ("o_send_per_byte", "o_recv_per_byte")
+        if getattr(spec, name)
+    ]
     if spec.bw_mem:
-        rows.append(("bw_mem", spec.bw_mem, "B/us", f"{where} bw_mem: a node's (one socket's) "
-                                                    "memory, shared by what its rank sends and receives"))
+        rows.append(
+            (
+                "bw_mem",
+                spec.bw_mem,
+                "B/us",
+                f"{where} bw_mem: a node's (one socket's) memory, shared by what its rank sends and receives",
+            )
+        )
     return rows
 
 
@@ -99,8 +118,9 @@ def _check_count(name, value, low=1):
 def _label(label, default):
     label = default if label is None else str(label)
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", label) or label in platforms.list_platforms():
-        raise UsageError(f"bad platform label {label!r}; valid: letters, digits, '-', '_', '.', "
-                         f"and not a shipped name")
+        raise UsageError(
+            f"bad platform label {label!r}; valid: letters, digits, '-', '_', '.', and not a shipped name"
+        )
     return label
 
 
@@ -108,29 +128,49 @@ def _render(label, prefix, nodes, base, spec, rows, links, route):
     """The XML of a cluster of ``nodes`` one-rank hosts whose routes between nodes ``route``
     gives (a list of ``(link id, direction or None)``), between each host's port, memory and card,
     as on the base platform (:func:`mpilab.simulate.platform_xml.render_xml`)."""
-    lat, bw = platform_xml.latency_text, platform_xml.bandwidth_text   # the platform files' units
-    physical = [r for r in spec.sources if r[0] not in _SHAPE]   # the base's, with their sources
+    lat, bw = platform_xml.latency_text, platform_xml.bandwidth_text  # the platform files' units
+    physical = [r for r in spec.sources if r[0] not in _SHAPE]  # the base's, with their sources
     out = platform_xml.xml_head(
         f"{label}, one rank per node, on the parameters of {base} ({spec.description})",
-        platform_xml.smpi_config(spec), physical, generator="mpilab.simulate.topologies",
-        notes=platform_xml.parameter_notes(rows, "mpilab.simulate.topologies"))
+        platform_xml.smpi_config(spec),
+        physical,
+        generator="mpilab.simulate.topologies",
+        notes=platform_xml.parameter_notes(rows, "mpilab.simulate.topologies"),
+    )
     hosts = [platform_xml.host_name(prefix, i, 0, 0) for i in range(nodes)]
     for i, h in enumerate(hosts):
         out.append(f'  <host id="{h}" speed="{spec.speed}" core="1"/>')
-        out.append(f'  <link id="port-{h}" bandwidth="{bw(spec.bw_port)}" latency="0us" sharing_policy="SPLITDUPLEX"/>')
+        out.append(
+            f'  <link id="port-{h}" bandwidth="{bw(spec.bw_port)}" latency="0us" '
+            'sharing_policy="SPLITDUPLEX"/>'
+        )
         if spec.bw_mem:
-            out.append(f'  <link id="mem{i}" bandwidth="{bw(spec.bw_mem)}" latency="0us" sharing_policy="SHARED"/>')
-        out.append(f'  <link id="nic{i}" bandwidth="{bw(spec.bw_switch)}" latency="{lat(spec.lat_nic)}" '
-                   f'sharing_policy="SPLITDUPLEX"/>')
+            out.append(
+                f'  <link id="mem{i}" bandwidth="{bw(spec.bw_mem)}" latency="0us" sharing_policy="SHARED"/>'
+            )
+        out.append(
+            f'  <link id="nic{i}" bandwidth="{bw(spec.bw_switch)}" latency="{lat(spec.lat_nic)}" '
+            f'sharing_policy="SPLITDUPLEX"/>'
+        )
     for lid, bandwidth, latency, policy in links:
-        out.append(f'  <link id="{lid}" bandwidth="{bw(bandwidth)}" latency="{lat(latency)}" '
-                   f'sharing_policy="{policy}"/>')
+        out.append(
+            f'  <link id="{lid}" bandwidth="{bw(bandwidth)}" latency="{lat(latency)}" '
+            f'sharing_policy="{policy}"/>'
+        )
     for a, b in itertools.permutations(range(nodes), 2):
         mem_a, mem_b = ([(f"mem{a}", None)], [(f"mem{b}", None)]) if spec.bw_mem else ([], [])
-        hops = [(f"port-{hosts[a]}", "UP"), *mem_a, (f"nic{a}", "UP"), *route(a, b),
-                (f"nic{b}", "DOWN"), *mem_b, (f"port-{hosts[b]}", "DOWN")]
-        ctn = "".join(f'<link_ctn id="{x}"/>' if d is None else f'<link_ctn id="{x}" direction="{d}"/>'
-                      for x, d in hops)
+        hops = [
+            (f"port-{hosts[a]}", "UP"),
+            *mem_a,
+            (f"nic{a}", "UP"),
+            *route(a, b),
+            (f"nic{b}", "DOWN"),
+            *mem_b,
+            (f"port-{hosts[b]}", "DOWN"),
+        ]
+        ctn = "".join(
+            f'<link_ctn id="{x}"/>' if d is None else f'<link_ctn id="{x}" direction="{d}"/>' for x, d in hops
+        )
         out.append(f'  <route src="{hosts[a]}" dst="{hosts[b]}" symmetrical="NO">{ctn}</route>')
     out += ["</zone>", "</platform>", ""]
     return "\n".join(out)
@@ -176,19 +216,35 @@ def fat_tree(base="orfeo-thin", leaves=8, nodes_per_leaf=8, spines=4, label=None
     ratio = f"{nodes_per_leaf // g}:{spines // g}"
     rows = _from_base(base, spec) + [
         ("leaves", str(leaves), "", f"{_ASSUMED}: a small two-level fat tree"),
-        ("nodes_per_leaf", str(nodes_per_leaf), "", f"{_ASSUMED}: one rank per node, so every hop "
-                                                    "of a broadcast crosses the network"),
-        ("spines", str(spines), "", f"{_ASSUMED}: {ratio} oversubscription at the leaves "
-                                    f"({nodes_per_leaf} nodes down, {spines} cables up), common in "
-                                    "commodity clusters"),
-        ("uplink bandwidth", spec.bw_switch, "B/us", f"{_ASSUMED}: a leaf-spine cable carries what "
-                                                     "a node's card carries (the same links throughout)"),
+        (
+            "nodes_per_leaf",
+            str(nodes_per_leaf),
+            "",
+            f"{_ASSUMED}: one rank per node, so every hop of a broadcast crosses the network",
+        ),
+        (
+            "spines",
+            str(spines),
+            "",
+            f"{_ASSUMED}: {ratio} oversubscription at the leaves "
+            f"({nodes_per_leaf} nodes down, {spines} cables up), common in "
+            "commodity clusters",
+        ),
+        (
+            "uplink bandwidth",
+            spec.bw_switch,
+            "B/us",
+            f"{_ASSUMED}: a leaf-spine cable carries what a node's card carries (the same links throughout)",
+        ),
         ("uplink latency", spec.lat_switch, "us", f"{_ASSUMED}: a leaf-spine cable {_HOP}"),
         ("routing", "d-mod-k", "", f"{_ASSUMED}: up to spine (destination node mod spines), deterministic"),
     ]
     links = [(f"leaf{l}", spec.bw_nic, spec.lat_switch, "FATPIPE") for l in range(leaves)]
-    links += [(f"up{l}.{s}", spec.bw_switch, spec.lat_switch, "SPLITDUPLEX")
-              for l in range(leaves) for s in range(spines)]
+    links += [
+        (f"up{l}.{s}", spec.bw_switch, spec.lat_switch, "SPLITDUPLEX")
+        for l in range(leaves)
+        for s in range(spines)
+    ]
 
     def route(a, b):
         la, lb = a // nodes_per_leaf, b // nodes_per_leaf
@@ -233,13 +289,25 @@ def torus(base="orfeo-thin", dims=(8, 8), label=None):
     label = _label(label, "torus-" + "x".join(map(str, dims)))
     spec = platforms.spec(base)
     rows = _from_base(base, spec) + [
-        ("dims", "x".join(map(str, dims)), "", f"{_ASSUMED}: {nodes} nodes, one rank each, so every hop "
-                                               "of a broadcast crosses the network"),
-        ("torus link bandwidth", spec.bw_switch, "B/us", f"{_ASSUMED}: a router-router link carries "
-                                                         "what a node's card carries"),
+        (
+            "dims",
+            "x".join(map(str, dims)),
+            "",
+            f"{_ASSUMED}: {nodes} nodes, one rank each, so every hop of a broadcast crosses the network",
+        ),
+        (
+            "torus link bandwidth",
+            spec.bw_switch,
+            "B/us",
+            f"{_ASSUMED}: a router-router link carries what a node's card carries",
+        ),
         ("router hop latency", spec.lat_switch, "us", f"{_ASSUMED}: a router-router link {_HOP}"),
-        ("routing", "dimension-ordered", "", f"{_ASSUMED}: first dimension first, the shorter way "
-                                             "round each ring (ties go up)"),
+        (
+            "routing",
+            "dimension-ordered",
+            "",
+            f"{_ASSUMED}: first dimension first, the shorter way round each ring (ties go up)",
+        ),
     ]
 
     def coords(i):
@@ -271,7 +339,7 @@ def torus(base="orfeo-thin", dims=(8, 8), label=None):
         return (f"t{i}-{j}", "UP") if (i, j) in seen else (f"t{j}-{i}", "DOWN")
 
     def route(a, b):
-        out = [("router", None)]     # the first router: the per-pair bandwidth, one switch latency
+        out = [("router", None)]  # the first router: the per-pair bandwidth, one switch latency
         c, target = coords(a), coords(b)
         for k, d in enumerate(dims):
             up = (target[k] - c[k]) % d
@@ -296,8 +364,11 @@ def parameters(path):
     """
     text = Path(platforms.platform_file(path)).read_text()
     # the file also holds the base's parameters (mpilab.simulate.clusters): read this module's
-    block = re.search(r"<!-- parameters, each with its source \(mpilab\.simulate\.topologies\):\n(.*?)\n-->",
-                      text, flags=re.S)
+    block = re.search(
+        r"<!-- parameters, each with its source \(mpilab\.simulate\.topologies\):\n(.*?)\n-->",
+        text,
+        flags=re.S,
+    )
     if block is None:
         raise UsageError(f"{path}: no parameter block (not a file of mpilab.simulate.topologies)")
     rows = []

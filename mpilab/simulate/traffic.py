@@ -12,7 +12,8 @@ platform on which, for one run:
 
 A probe between two ranks crosses two cards and the switch, at one moment; a collective crosses
 every card its ranks use, for its whole duration. A small probe sees those links' latency, a
-large one their bandwidth at that moment. How well the probe predicts the collective is therefore a measurement, which depends
+large one their bandwidth at that moment. How well the probe predicts the collective is therefore a
+measurement, which depends
 on the probe's size, the collective's size and the time scale of the bursts.
 
 These numbers are a teaching scenario, not a measurement: seed 003 reports that its probe and its
@@ -24,6 +25,7 @@ message is in flight deadlocks the simulation unless ``network/weight-S`` is 0 (
 platforms share bandwidth max-min fairly, without SimGrid's round-trip weighting); latency
 profiles deadlock even then, so latency changes only from run to run, not inside a run.
 """
+
 import dataclasses
 import re
 from pathlib import Path
@@ -50,8 +52,15 @@ def _bursts(rng, peak_bps, mean_us, left, seconds):
     return "\n".join(lines) + "\n"
 
 
-def loaded_platform(base="orfeo-thin", seed=0, directory=None, mean_utilisation=0.35,
-                    utilisation=None, burst_us=300.0, burst_left=(0.2, 0.8)):
+def loaded_platform(
+    base="orfeo-thin",
+    seed=0,
+    directory=None,
+    mean_utilisation=0.35,
+    utilisation=None,
+    burst_us=300.0,
+    burst_left=(0.2, 0.8),
+):
     """Write one seeded realisation of background traffic on ``base``.
 
     Parameters
@@ -79,8 +88,10 @@ def loaded_platform(base="orfeo-thin", seed=0, directory=None, mean_utilisation=
     """
     spec = _spec(base)
     if spec.nodes < 2:
-        raise UsageError(f"platform {base!r} has one node: background traffic loads the network "
-                         f"between nodes; use a platform with 2+ nodes (e.g. orfeo-thin)")
+        raise UsageError(
+            f"platform {base!r} has one node: background traffic loads the network "
+            f"between nodes; use a platform with 2+ nodes (e.g. orfeo-thin)"
+        )
     if not 0 < mean_utilisation < 1:
         raise UsageError(f"bad mean_utilisation {mean_utilisation!r}; valid: 0 < value < 1")
     lo, hi = burst_left
@@ -108,20 +119,19 @@ def loaded_platform(base="orfeo-thin", seed=0, directory=None, mean_utilisation=
     directory = Path(directory) if directory is not None else _cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     attrs, lat = {}, {}
-    for lid, peak in ([(f"nic{n}", spec.bw_switch) for n in range(spec.nodes)]
-                      + [("switch", spec.bw_nic)]):
+    for lid, peak in [(f"nic{n}", spec.bw_switch) for n in range(spec.nodes)] + [("switch", spec.bw_nic)]:
         left = 1.0 - u[lid]
         fname = f"{name}.{lid}.bw"
-        (directory / fname).write_text(_bursts(rng, peak * left * 1e6, burst_us, (lo, hi),
-                                               PROFILE_SECONDS))
+        (directory / fname).write_text(_bursts(rng, peak * left * 1e6, burst_us, (lo, hi), PROFILE_SECONDS))
         attrs[lid] = f'bandwidth_file="{fname}"'
         lat[lid] = (spec.lat_switch if lid == "switch" else spec.lat_nic) / left
     loaded = dataclasses.replace(
-        spec, description=f"{spec.description}; background traffic, seed {seed}: utilisation "
-                          + ", ".join(f"{k} {v:.3f}" for k, v in u.items())
-                          + f"; bursts of mean {burst_us:g} us leaving {lo:g}..{hi:g}")
-    text = render_xml(loaded, link_attrs=attrs, config=[("network/weight-S", "0")],
-                      link_latency=lat)
+        spec,
+        description=f"{spec.description}; background traffic, seed {seed}: utilisation "
+        + ", ".join(f"{k} {v:.3f}" for k, v in u.items())
+        + f"; bursts of mean {burst_us:g} us leaving {lo:g}..{hi:g}",
+    )
+    text = render_xml(loaded, link_attrs=attrs, config=[("network/weight-S", "0")], link_latency=lat)
     path = _write_text(text, directory / f"{name}.xml")
     return path, dict(seed=seed, utilisation=u, burst_us=burst_us, burst_left=(lo, hi))
 

@@ -5,6 +5,7 @@ Predicting the map from one's own costs before measuring is :mod:`mpilab.model.p
 Nothing here answers a graded question: the costs, the k* and the best segment sizes are the
 student's.
 """
+
 import datetime
 import io
 import os
@@ -20,8 +21,8 @@ from mpilab.core.errors import LaunchError, UsageError, one_of
 from mpilab.measure import forcing, launch
 from mpilab.simulate.routes import alpha_beta  # noqa: F401 (lab 6's notebook reads it here)
 
-
 # ---- maps: the fastest algorithm per (P, n) -----------------------------------------------------
+
 
 def winners(table, value="maxrank_avg_us"):
     """The fastest algorithm at each (nprocs, bytes) of a timing table (ties: the first by name).
@@ -33,7 +34,9 @@ def winners(table, value="maxrank_avg_us"):
     """
     missing = [c for c in ("nprocs", "bytes", "algorithm", value) if c not in table.columns]
     if missing:
-        raise UsageError(f"the table has no column {missing[0]!r}; it needs nprocs, bytes, algorithm, {value}")
+        raise UsageError(
+            f"the table has no column {missing[0]!r}; it needs nprocs, bytes, algorithm, {value}"
+        )
     t = table.sort_values(["nprocs", "bytes", value, "algorithm"])
     return t.groupby(["nprocs", "bytes"], as_index=False).first()[["nprocs", "bytes", "algorithm", value]]
 
@@ -67,13 +70,19 @@ def plot_maps(maps, title=None):
         ax.set_ylim(-0.5, len(counts) - 0.5)
         ax.set_yticks(range(len(counts)), [str(c) for c in counts])
         ticks = [x for x in xs if x % 2 == 1] or list(xs)
-        ax.set_xticks(ticks, [_size_label(2 ** x) for x in ticks], rotation=60)
+        ax.set_xticks(ticks, [_size_label(2**x) for x in ticks], rotation=60)
         ax.set_xlabel("message size (bytes)")
         ax.set_title(label, fontsize="medium")
     axes[0].set_ylabel("processes P")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[a]) for a in names]
-    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 5), fontsize="small",
-               bbox_to_anchor=(0.5, -0.12))
+    fig.legend(
+        handles,
+        names,
+        loc="lower center",
+        ncol=min(len(names), 5),
+        fontsize="small",
+        bbox_to_anchor=(0.5, -0.12),
+    )
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -100,13 +109,24 @@ SMPI_OVERLAP_CFG = ("smpi/simulate-computation:yes", "smpi/test:0")
 
 def _overlap_program(flavour, work):
     src = Path(__file__).resolve().parents[1] / "data" / "lab6" / "overlap.c"
-    return launch.compile_c([src], flavour, output=Path(work) / f"overlap-{flavour}",
-                            flags=("-O2", "-std=c99"))
+    return launch.compile_c(
+        [src], flavour, output=Path(work) / f"overlap-{flavour}", flags=("-O2", "-std=c99")
+    )
 
 
-def overlap(flavour="smpi", nprocs=(4,), collectives=("bcast", "allgather"), sizes=(1 << 20,),
-            compute_us=1000.0, progress=("none", "test"), platform="orfeo-thin", mapping="core",
-            iters=10, warmup=2, timeout=600):
+def overlap(
+    flavour="smpi",
+    nprocs=(4,),
+    collectives=("bcast", "allgather"),
+    sizes=(1 << 20,),
+    compute_us=1000.0,
+    progress=("none", "test"),
+    platform="orfeo-thin",
+    mapping="core",
+    iters=10,
+    warmup=2,
+    timeout=600,
+):
     """Time MPI_Ibcast / MPI_Iallgather alone, a compute kernel alone, and the two overlapped.
 
     Runs ``mpilab/data/lab6/overlap.c`` (its header says exactly what is timed and how the
@@ -152,15 +172,33 @@ def overlap(flavour="smpi", nprocs=(4,), collectives=("bcast", "allgather"), siz
         for p in nprocs:
             for coll in collectives:
                 for mode in progress:
-                    args = ["--coll", coll, "--sizes", ",".join(str(int(b)) for b in sizes),
-                            "--compute-us", str(float(compute_us)), "--progress", mode,
-                            "--iters", str(int(iters)), "--warmup", str(int(warmup))]
+                    args = [
+                        "--coll",
+                        coll,
+                        "--sizes",
+                        ",".join(str(int(b)) for b in sizes),
+                        "--compute-us",
+                        str(float(compute_us)),
+                        "--progress",
+                        mode,
+                        "--iters",
+                        str(int(iters)),
+                        "--warmup",
+                        str(int(warmup)),
+                    ]
                     load = os.getloadavg()[0] if flavour != "smpi" else np.nan
                     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
                     proc = launcher.run(prog, args, int(p), mapping, timeout=timeout, cwd=work)
                     df = pd.read_csv(io.StringIO(proc.stdout))
-                    frames.append(df.assign(flavour=flavour, platform=launcher.platform if flavour == "smpi" else "local",
-                                            mapping=mapping, measured_utc=when, load_1min=load))
+                    frames.append(
+                        df.assign(
+                            flavour=flavour,
+                            platform=launcher.platform if flavour == "smpi" else "local",
+                            mapping=mapping,
+                            measured_utc=when,
+                            load_1min=load,
+                        )
+                    )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return pd.concat(frames, ignore_index=True)
@@ -168,8 +206,19 @@ def overlap(flavour="smpi", nprocs=(4,), collectives=("bcast", "allgather"), siz
 
 # ---- forced Open MPI broadcasts, repeated in turn ----------------------------------------------
 
-def forced_bcasts(configs, nprocs, sizes, repetitions=5, iters=200, warmup=20, flavour="openmpi",
-                  platform=None, mapping="core", timeout=600):
+
+def forced_bcasts(
+    configs,
+    nprocs,
+    sizes,
+    repetitions=5,
+    iters=200,
+    warmup=20,
+    flavour="openmpi",
+    platform=None,
+    mapping="core",
+    timeout=600,
+):
     """Time library broadcasts with algorithms and segment sizes forced, every configuration in
     turn, ``repetitions`` times over (so a slow moment of the machine hits them alike).
 
@@ -194,22 +243,46 @@ def forced_bcasts(configs, nprocs, sizes, repetitions=5, iters=200, warmup=20, f
     """
     opts = {"platform": platform} if flavour == "smpi" else {}
     sizes = sorted(int(b) for b in sizes)
-    span = f"{sizes[0]}:{sizes[-1]}"       # one launch per configuration: collbench doubles the size
+    span = f"{sizes[0]}:{sizes[-1]}"  # one launch per configuration: collbench doubles the size
     rows = []
     for rep in range(int(repetitions)):
         for p in nprocs:
             for label, (algorithm, options) in configs.items():
                 launcher = launch.get_launcher(flavour, **opts)
                 load = os.getloadavg()[0] if flavour != "smpi" else np.nan
-                got = forcing.measure(launcher, "bcast", algorithm, int(p), sizes=span, mapping=mapping,
-                                      repetition=rep, iters=iters, warmup=warmup, iters_large=iters,
-                                      warmup_large=warmup, timeout=timeout, **options)
+                got = forcing.measure(
+                    launcher,
+                    "bcast",
+                    algorithm,
+                    int(p),
+                    sizes=span,
+                    mapping=mapping,
+                    repetition=rep,
+                    iters=iters,
+                    warmup=warmup,
+                    iters_large=iters,
+                    warmup_large=warmup,
+                    timeout=timeout,
+                    **options,
+                )
                 for r in got:
                     if int(r["bytes"]) in sizes:
-                        rows.append(dict(config=label, algorithm=algorithm, nprocs=int(p), bytes=int(r["bytes"]),
-                                         repetition=rep, avg_us=r["avg_us"], maxrank_avg_us=r["maxrank_avg_us"],
-                                         forced=r["forced"], evidence=r["evidence"], flavour=flavour,
-                                         platform=launcher.platform, load_1min=load))
+                        rows.append(
+                            dict(
+                                config=label,
+                                algorithm=algorithm,
+                                nprocs=int(p),
+                                bytes=int(r["bytes"]),
+                                repetition=rep,
+                                avg_us=r["avg_us"],
+                                maxrank_avg_us=r["maxrank_avg_us"],
+                                forced=r["forced"],
+                                evidence=r["evidence"],
+                                flavour=flavour,
+                                platform=launcher.platform,
+                                load_1min=load,
+                            )
+                        )
     if not rows:
         raise LaunchError("no forced broadcast was measured")
     return pd.DataFrame(rows)

@@ -7,6 +7,7 @@ link's latency and the per-message overheads, nor say what a rank it never measu
 on trial platforms; :func:`calibrate_thin` and :func:`calibrate_jupiter` rebuild the shipped
 platforms from the seeds that way (the numbers frozen in :mod:`mpilab.simulate.clusters`).
 """
+
 import tempfile
 from pathlib import Path
 
@@ -25,8 +26,9 @@ from mpilab.studies import reference
 METRICS = ("maxrank_avg_us", "avg_us")
 
 
-def simulate_curve(platform, collective, algorithm, nprocs, nbytes=1024, mapping="core",
-                   selector="ompi", timeout=600):
+def simulate_curve(
+    platform, collective, algorithm, nprocs, nbytes=1024, mapping="core", selector="ompi", timeout=600
+):
     """Simulate one library algorithm at one size over process counts.
 
     Returns
@@ -38,19 +40,40 @@ def simulate_curve(platform, collective, algorithm, nprocs, nbytes=1024, mapping
     lau = launch.get_launcher("smpi", platform=str(platform), cfg=cfg)
     rows = []
     for p in nprocs:
-        rows += forcing.measure(lau, collective, algorithm, int(p), sizes=f"{nbytes}:{nbytes}",
-                                mapping=mapping, iters=1, warmup=1, timeout=timeout)
+        rows += forcing.measure(
+            lau,
+            collective,
+            algorithm,
+            int(p),
+            sizes=f"{nbytes}:{nbytes}",
+            mapping=mapping,
+            iters=1,
+            warmup=1,
+            timeout=timeout,
+        )
     return pd.DataFrame(rows)
 
 
 def curve_error(simulated, reference_us, metric="maxrank_avg_us"):
     """Mean squared log ratio of a simulated curve to reference values (one per row)."""
     r = np.log(simulated[metric].to_numpy(float) / np.asarray(reference_us, float))
-    return float(np.mean(r ** 2)), float(np.mean(r))
+    return float(np.mean(r**2)), float(np.mean(r))
 
 
-def fit_to_curve(params, apply, bounds, curve, *, prefix, mapping="core", metric="maxrank_avg_us",
-                 selector="ompi", workdir=None, xatol=1e-3, echo=None):
+def fit_to_curve(
+    params,
+    apply,
+    bounds,
+    curve,
+    *,
+    prefix,
+    mapping="core",
+    metric="maxrank_avg_us",
+    selector="ompi",
+    workdir=None,
+    xatol=1e-3,
+    echo=None,
+):
     """Fit one parameter so that a simulated collective curve matches a measured one.
 
     Parameters
@@ -83,18 +106,27 @@ def fit_to_curve(params, apply, bounds, curve, *, prefix, mapping="core", metric
     def evaluate(x):
         key = round(float(x), 9)
         if key not in seen:
-            xml = calibration.write_platform(apply(params, float(x)), work / f"trial-{len(seen)}.xml",
-                                             prefix=prefix)
-            sim = simulate_curve(xml, curve["collective"], curve["algorithm"], curve["nprocs"],
-                                 curve["bytes"], mapping=mapping, selector=selector)
+            xml = calibration.write_platform(
+                apply(params, float(x)), work / f"trial-{len(seen)}.xml", prefix=prefix
+            )
+            sim = simulate_curve(
+                xml,
+                curve["collective"],
+                curve["algorithm"],
+                curve["nprocs"],
+                curve["bytes"],
+                mapping=mapping,
+                selector=selector,
+            )
             seen[key] = (sim, *curve_error(sim, curve["reference_us"], metric))
             if echo:
                 echo(f"  x = {x:.6g}: mean log ratio {seen[key][2]:+.3f}")
         return seen[key]
 
     lo, hi = bounds
-    res = minimize_scalar(lambda x: evaluate(x)[1], bounds=(lo, hi), method="bounded",
-                          options=dict(xatol=xatol))
+    res = minimize_scalar(
+        lambda x: evaluate(x)[1], bounds=(lo, hi), method="bounded", options=dict(xatol=xatol)
+    )
     best = min(seen, key=lambda k: seen[k][1])
     # the cost is monotone in these parameters: if the best is next to a bound, try the bound
     for edge in (lo, hi):
@@ -102,12 +134,22 @@ def fit_to_curve(params, apply, bounds, curve, *, prefix, mapping="core", metric
             if evaluate(edge)[1] <= seen[best][1]:
                 best = round(float(edge), 9)
     sim, err, mlr = seen[best]
-    table = pd.DataFrame({"nprocs": list(curve["nprocs"]),
-                          "reference_us": list(curve["reference_us"]),
-                          "simulated_us": sim[metric].to_numpy(float)})
+    table = pd.DataFrame(
+        {
+            "nprocs": list(curve["nprocs"]),
+            "reference_us": list(curve["reference_us"]),
+            "simulated_us": sim[metric].to_numpy(float),
+        }
+    )
     table["ratio"] = table["simulated_us"] / table["reference_us"]
-    return dict(value=best, at_bound=bool(min(abs(best - lo), abs(best - hi)) <= 2 * xatol),
-                error=err, mean_log_ratio=mlr, evaluations=len(seen) + res.nfev * 0, table=table)
+    return dict(
+        value=best,
+        at_bound=bool(min(abs(best - lo), abs(best - hi)) <= 2 * xatol),
+        error=err,
+        mean_log_ratio=mlr,
+        evaluations=len(seen) + res.nfev * 0,
+        table=table,
+    )
 
 
 #: Seed 000's curve that identifies the overheads: a linear broadcast's root pays o_send once
@@ -123,29 +165,55 @@ SEED000_MAPPING = "socket"
 def seed000_curve(collective, algorithm, nprocs=THIN_FIT_NPROCS):
     """A curve of seed 000's tables at 1 KiB: dict for :func:`fit_to_curve`."""
     ref = reference.predict(collective, algorithm, list(nprocs))
-    return dict(collective=collective, algorithm=algorithm, bytes=reference.REPORT_BYTES,
-                nprocs=list(nprocs), reference_us=list(np.atleast_1d(ref)))
+    return dict(
+        collective=collective,
+        algorithm=algorithm,
+        bytes=reference.REPORT_BYTES,
+        nprocs=list(nprocs),
+        reference_us=list(np.atleast_1d(ref)),
+    )
 
 
 def curve_from_results(results_df, collective, algorithm, nbytes, metric="maxrank_avg_us"):
     """A curve for :func:`fit_to_curve` from measured results rows (one collective, algorithm
     and size, several process counts; the median over repetitions)."""
-    d = results_df[(results_df["collective"] == collective) & (results_df["algorithm"] == algorithm)
-                   & (results_df["bytes"].astype(int) == int(nbytes))]
+    d = results_df[
+        (results_df["collective"] == collective)
+        & (results_df["algorithm"] == algorithm)
+        & (results_df["bytes"].astype(int) == int(nbytes))
+    ]
     if metric not in d.columns or d[metric].isna().all():
         metric = "avg_us"
     d = d.assign(v=pd.to_numeric(d[metric], errors="coerce")).dropna(subset=["v"])
     if d["nprocs"].nunique() < 2:
-        raise UsageError(f"the curve needs {collective} {algorithm} at {nbytes} B for two or more "
-                         f"process counts; found {sorted(d['nprocs'].unique())}")
+        raise UsageError(
+            f"the curve needs {collective} {algorithm} at {nbytes} B for two or more "
+            f"process counts; found {sorted(d['nprocs'].unique())}"
+        )
     g = d.groupby("nprocs")["v"].median()
-    return dict(collective=collective, algorithm=algorithm, bytes=int(nbytes),
-                nprocs=[int(p) for p in g.index], reference_us=list(g.to_numpy(float)))
+    return dict(
+        collective=collective,
+        algorithm=algorithm,
+        bytes=int(nbytes),
+        nprocs=[int(p) for p in g.index],
+        reference_us=list(g.to_numpy(float)),
+    )
 
 
-def calibrate(pingpong_measured, curve=None, base="orfeo-thin", path=None, mapping="core",
-              metric="maxrank_avg_us", beta="first", segments=2, name=None, source=None,
-              echo=None, workdir=None):
+def calibrate(
+    pingpong_measured,
+    curve=None,
+    base="orfeo-thin",
+    path=None,
+    mapping="core",
+    metric="maxrank_avg_us",
+    beta="first",
+    segments=2,
+    name=None,
+    source=None,
+    echo=None,
+    workdir=None,
+):
     """A platform from a ping-pong and at most one collective curve.
 
     The ping-pong gives each class's one-way time and β (:func:`mpilab.simulate.calibration.
@@ -162,16 +230,30 @@ def calibrate(pingpong_measured, curve=None, base="orfeo-thin", path=None, mappi
     params, prefix, pp, _ = calibration.prepare(pingpong_measured, base, segments, beta, name, source)
     fit = None
     if curve is not None:
+
         def apply(p, o):
             return calibration.with_overhead(
-                p, o, f"fit to {curve['collective']} {curve['algorithm']} at {curve['bytes']} B, "
-                      f"P = {min(curve['nprocs'])}..{max(curve['nprocs'])} ({metric}, {mapping} mapping)")
-        fit = fit_to_curve(params, apply, (0.0, calibration.overhead_bound(params)), curve,
-                           prefix=prefix, mapping=mapping, metric=metric, workdir=workdir,
-                           echo=echo)
+                p,
+                o,
+                f"fit to {curve['collective']} {curve['algorithm']} at {curve['bytes']} B, "
+                f"P = {min(curve['nprocs'])}..{max(curve['nprocs'])} ({metric}, {mapping} mapping)",
+            )
+
+        fit = fit_to_curve(
+            params,
+            apply,
+            (0.0, calibration.overhead_bound(params)),
+            curve,
+            prefix=prefix,
+            mapping=mapping,
+            metric=metric,
+            workdir=workdir,
+            echo=echo,
+        )
         params = apply(params, fit["value"])
-    out = calibration.write_platform(params, path or (calibration._cache_dir() / f"calibrated-{base}.xml"),
-                                     prefix=prefix)
+    out = calibration.write_platform(
+        params, path or (calibration._cache_dir() / f"calibrated-{base}.xml"), prefix=prefix
+    )
     return out, dict(pingpong=pp, overhead=params["o_send"].value, curve_fit=fit, params=params)
 
 
@@ -184,10 +266,17 @@ def calibrate_thin(echo=None, workdir=None, path=None):
     (Path, dict)
         As :func:`calibrate`.
     """
-    return calibrate(reference.orfeo_report("pingpong"), seed000_curve(*THIN_FIT_CURVE),
-                     base="orfeo-thin", path=path, mapping=SEED000_MAPPING, beta="fit",
-                     source=f"{clusters.SEED000}, point-to-point table", echo=echo,
-                     workdir=workdir)
+    return calibrate(
+        reference.orfeo_report("pingpong"),
+        seed000_curve(*THIN_FIT_CURVE),
+        base="orfeo-thin",
+        path=path,
+        mapping=SEED000_MAPPING,
+        beta="fit",
+        source=f"{clusters.SEED000}, point-to-point table",
+        echo=echo,
+        workdir=workdir,
+    )
 
 
 def calibrate_jupiter(echo=None, workdir=None):
@@ -201,10 +290,18 @@ def calibrate_jupiter(echo=None, workdir=None):
     base, prefix = cluster_params("jupiter-32x16")
     fig = reference.seed_table("001-figures")
     row = fig[(fig["figure"] == 10) & (fig["algorithm"] == "default") & (fig["nprocs"] == 16)]
-    curve = dict(collective="reduce", algorithm="default", bytes=128, nprocs=[16],
-                 reference_us=[float(row["seconds"].iloc[0]) * 1e6])
-    lo = (2 * base["o_send"].value + calibration.MIN_LINK_LATENCY_US
-          + calibration.ENVELOPE_BYTES * base["beta_core"].value)
+    curve = dict(
+        collective="reduce",
+        algorithm="default",
+        bytes=128,
+        nprocs=[16],
+        reference_us=[float(row["seconds"].iloc[0]) * 1e6],
+    )
+    lo = (
+        2 * base["o_send"].value
+        + calibration.MIN_LINK_LATENCY_US
+        + calibration.ENVELOPE_BYTES * base["beta_core"].value
+    )
 
     def apply(p, x):
         new = dict(p)
@@ -214,9 +311,18 @@ def calibrate_jupiter(echo=None, workdir=None):
 
     # P = 16 fits in one node: the trials simulate one node of jupiter (same links)
     one_node = dict(base, nodes=Param(1, "", "assumption", "one node for the fit"))
-    fit = fit_to_curve(one_node, apply, (lo, base["one_way_node"].value), curve, prefix=prefix,
-                       mapping="core", workdir=workdir, xatol=1e-3, echo=echo,
-                       metric="maxrank_avg_us")
+    fit = fit_to_curve(
+        one_node,
+        apply,
+        (lo, base["one_way_node"].value),
+        curve,
+        prefix=prefix,
+        mapping="core",
+        workdir=workdir,
+        xatol=1e-3,
+        echo=echo,
+        metric="maxrank_avg_us",
+    )
     return apply(base, fit["value"]), fit
 
 
@@ -254,10 +360,17 @@ def check_calibration(platform, target, sizes="0:4M", segments=2, **run_opts):
         got = calibration.fit_pingpong(df, segments).set_index("mapping").loc[m]
         t_ic, t_sl = want.loc[m, "one_way_us"], want.loc[m, "beta_us_per_byte"]
         ic, sl = got["intercept_us"], got["beta_us_per_byte"]
-        rows.append(dict(mapping=m, target_intercept=t_ic, simulated_intercept=ic,
-                         intercept_error_pct=100 * (ic - t_ic) / t_ic if t_ic else float("nan"),
-                         target_slope=t_sl, simulated_slope=sl,
-                         slope_error_pct=100 * (sl - t_sl) / t_sl))
+        rows.append(
+            dict(
+                mapping=m,
+                target_intercept=t_ic,
+                simulated_intercept=ic,
+                intercept_error_pct=100 * (ic - t_ic) / t_ic if t_ic else float("nan"),
+                target_slope=t_sl,
+                simulated_slope=sl,
+                slope_error_pct=100 * (sl - t_sl) / t_sl,
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -271,8 +384,16 @@ def pingpong_table(platform, table="pingpong", sizes=(1, 1024, 65536, 1 << 20), 
     """
     rows = []
     for m in mappings:
-        df = pingpong.run("smpi", m, platform=platform, sizes=f"{min(sizes)}:{max(sizes)}",
-                          iters=2, warmup=1, iters_large=2, warmup_large=1)
+        df = pingpong.run(
+            "smpi",
+            m,
+            platform=platform,
+            sizes=f"{min(sizes)}:{max(sizes)}",
+            iters=2,
+            warmup=1,
+            iters_large=2,
+            warmup_large=1,
+        )
         got = df.set_index("bytes")["avg_us"].astype(float)
         for b in sizes:
             seed = float(reference.predict("pingpong", m, b))
@@ -281,7 +402,7 @@ def pingpong_table(platform, table="pingpong", sizes=(1, 1024, 65536, 1 << 20), 
     return pd.DataFrame(rows)
 
 
-if __name__ == "__main__":   # python -m mpilab.studies.calibration: refit the shipped numbers
+if __name__ == "__main__":  # python -m mpilab.studies.calibration: refit the shipped numbers
     xml, rep = calibrate_thin(echo=print)
     print(rep["pingpong"].to_string(index=False))
     fit = rep["curve_fit"]

@@ -62,8 +62,19 @@ def point_statistics(df, nbytes=1 << 20):
     :data:`SPREAD_FLAG` times the median."""
     sel = df[df["bytes"] == nbytes]
     if sel.empty:
-        return pd.DataFrame(columns=["flavour", "platform", "nprocs", "algorithm", "n",
-                                     "median_us", "ci_low_us", "ci_high_us", "flagged"])
+        return pd.DataFrame(
+            columns=[
+                "flavour",
+                "platform",
+                "nprocs",
+                "algorithm",
+                "n",
+                "median_us",
+                "ci_low_us",
+                "ci_high_us",
+                "flagged",
+            ]
+        )
     t = stats.summarize(sel, by=["flavour", "platform", "nprocs", "algorithm"], method="order")
     t["flagged"] = (t["ci_high_us"] - t["ci_low_us"]) > SPREAD_FLAG * t["median_us"]
     return t
@@ -76,8 +87,9 @@ def speedup_table(df, nbytes=1 << 20):
     t = point_statistics(df, nbytes)
     if t.empty:
         return t
-    t = t.pivot_table(index=["flavour", "platform", "nprocs"], columns="algorithm",
-                      values="median_us", aggfunc="first")
+    t = t.pivot_table(
+        index=["flavour", "platform", "nprocs"], columns="algorithm", values="median_us", aggfunc="first"
+    )
     if {"gather_bcast", "pairwise"} <= set(t.columns):
         t["gb/pw"] = t["gather_bcast"] / t["pairwise"]
     return t
@@ -90,8 +102,12 @@ def native_note(nprocs, nbytes, platform=PLATFORM):
     # rank >= 65536 -> ring (alg 4); SimGrid's allgather__ring is the shifted direct exchange
     if not (32 <= nprocs < 64 and nbytes >= 65536):
         return None
-    ring = [(pr.rank, op.dst, op.sbytes) for pr in algorithms.schedule("ring", nprocs, nbytes)
-            for op in pr.ops if op.dst is not None]
+    ring = [
+        (pr.rank, op.dst, op.sbytes)
+        for pr in algorithms.schedule("ring", nprocs, nbytes)
+        for op in pr.ops
+        if op.dst is not None
+    ]
     native = routes.pattern_messages("smpi-ring", nprocs, nbytes)
     cards = {}
     for name, msgs in (("ring", ring), ("native", native)):
@@ -100,11 +116,13 @@ def native_note(nprocs, nbytes, platform=PLATFORM):
         cards[name] = float(t["bytes"].max()) if len(t) else 0.0
     if not cards["native"]:
         return None
-    return (f"why native is slow at P={nprocs}: SMPI's native is SimGrid's copy of Open MPI's rules, "
-            f"which pick 'ring' here, and SimGrid's ring sends each block straight to its destination: "
-            f"{cards['native'] / 2**20:.0f} MiB cross the busiest network card, against "
-            f"{cards['ring'] / 2**20:.0f} MiB for the kit's ring (Open MPI's own ring passes blocks "
-            f"between neighbours, as the kit's does: 'mpilab sweep --algos lib:ring' runs it)")
+    return (
+        f"why native is slow at P={nprocs}: SMPI's native is SimGrid's copy of Open MPI's rules, "
+        f"which pick 'ring' here, and SimGrid's ring sends each block straight to its destination: "
+        f"{cards['native'] / 2**20:.0f} MiB cross the busiest network card, against "
+        f"{cards['ring'] / 2**20:.0f} MiB for the kit's ring (Open MPI's own ring passes blocks "
+        f"between neighbours, as the kit's does: 'mpilab sweep --algos lib:ring' runs it)"
+    )
 
 
 def run_demo(outdir="results/demo", quick=False, progress=True, timeout=900, echo=print):
@@ -125,7 +143,9 @@ def run_demo(outdir="results/demo", quick=False, progress=True, timeout=900, ech
     for flavour, nprocs, sizes, (it, wu, itl, wul), reps in plan(quick):
         opts = {"platform": PLATFORM, "cfg": [f"smpi/coll-selector:{SELECTOR}"]} if flavour == "smpi" else {}
         lau = launch.get_launcher(flavour, **opts)
-        prog_ok = shutil.which(lau.command("x", [], 1).argv[0]) if flavour != "smpi" else shutil.which("smpirun")
+        prog_ok = (
+            shutil.which(lau.command("x", [], 1).argv[0]) if flavour != "smpi" else shutil.which("smpirun")
+        )
         if not prog_ok:
             skipped.append(f"{flavour}: launcher not installed")
             continue
@@ -138,29 +158,52 @@ def run_demo(outdir="results/demo", quick=False, progress=True, timeout=900, ech
         algos = [a for a in ALGOS if a == "native" or a in built]
         missing = [a for a in ALGOS if a not in algos]
         if missing and f"not built: {', '.join(missing)}" not in " ".join(skipped):
-            skipped.append(f"not built: {', '.join(missing)} (lab 2's tasks: the student tree has "
-                           "their skeletons only; an instructor's checkout builds the answer key's)")
-        echo(f"{flavour:8} P={','.join(map(str, nprocs))} sizes {sizes}: iterations {it} "
-             f"(warm-up {wu}) up to 8 KiB, {itl} (warm-up {wul}) above, {reps} launch(es) each")
-        sweep.run_sweep(lau, csv, algos, nprocs, sizes, iters=it, warmup=wu, iters_large=itl,
-                        warmup_large=wul, repetitions=reps, shuffle=reps > 1, seed=0,
-                        timeout=timeout, progress=progress)
+            skipped.append(
+                f"not built: {', '.join(missing)} (lab 2's tasks: the student tree has "
+                "their skeletons only; an instructor's checkout builds the answer key's)"
+            )
+        echo(
+            f"{flavour:8} P={','.join(map(str, nprocs))} sizes {sizes}: iterations {it} "
+            f"(warm-up {wu}) up to 8 KiB, {itl} (warm-up {wul}) above, {reps} launch(es) each"
+        )
+        sweep.run_sweep(
+            lau,
+            csv,
+            algos,
+            nprocs,
+            sizes,
+            iters=it,
+            warmup=wu,
+            iters_large=itl,
+            warmup_large=wul,
+            repetitions=reps,
+            shuffle=reps > 1,
+            seed=0,
+            timeout=timeout,
+            progress=progress,
+        )
     df = results.read_results(csv)
     pngs = plots.plot_all(df, outdir) if not df.empty else []
     nbytes = 4096 if quick else 1 << 20
     table = speedup_table(df, nbytes)
     points = point_statistics(df, nbytes)
     wall = time.monotonic() - t0
-    return {"results": csv, "pngs": pngs, "table": table, "points": points, "bytes": nbytes,
-            "wall_s": wall, "skipped": skipped}
+    return {
+        "results": csv,
+        "pngs": pngs,
+        "table": table,
+        "points": points,
+        "bytes": nbytes,
+        "wall_s": wall,
+        "skipped": skipped,
+    }
 
 
 def _cell(row):
     """``167`` for one launch, ``167 [160, 190]`` for several, ``!`` when flagged."""
     if row.n < 2:
         return f"{row.median_us:.2f}"
-    return (f"{row.median_us:.2f} [{row.ci_low_us:.4g}, {row.ci_high_us:.4g}]"
-            + (" !" if row.flagged else ""))
+    return f"{row.median_us:.2f} [{row.ci_low_us:.4g}, {row.ci_high_us:.4g}]" + (" !" if row.flagged else "")
 
 
 def format_summary(out):
@@ -171,8 +214,7 @@ def format_summary(out):
     if len(t):
         shown = t.round(2)
         if points is not None and len(points):
-            cells = {(r.flavour, r.platform, r.nprocs, r.algorithm): _cell(r)
-                     for r in points.itertuples()}
+            cells = {(r.flavour, r.platform, r.nprocs, r.algorithm): _cell(r) for r in points.itertuples()}
             shown = shown.astype(object)
             for idx in shown.index:
                 for algo in shown.columns:
@@ -183,18 +225,22 @@ def format_summary(out):
         if points is not None and (points["n"] > 1).any():
             n = int(points["n"].max())
             flagged = points[points["flagged"]]
-            lines.append(f"real points: median of {n} launches [lowest, highest] (an interval "
-                         f"for the median); ! = interval wider than {SPREAD_FLAG:.0%} of the "
-                         f"median: the launches disagree (a busy machine), rerun before comparing"
-                         + (f" ({len(flagged)} flagged)" if len(flagged) else ""))
+            lines.append(
+                f"real points: median of {n} launches [lowest, highest] (an interval "
+                f"for the median); ! = interval wider than {SPREAD_FLAG:.0%} of the "
+                f"median: the launches disagree (a busy machine), rerun before comparing"
+                + (f" ({len(flagged)} flagged)" if len(flagged) else "")
+            )
         key = [i for i in t.index if i[0] == "smpi" and i[2] == 16]
         if key and "gb/pw" in t.columns and out["bytes"] == 1 << 20:
             ours = t.loc[key[0], "gb/pw"]
             gb = reference.allgather_002("gather_bcast", 16, 1 << 20)
             pw = reference.allgather_002("pairwise", 16, 1 << 20)
-            lines.append(f"gather_bcast / pairwise at P=16, 1 MiB: {ours:.1f}x simulated on {PLATFORM} "
-                         f"vs {gb / pw:.1f}x in seed 002 ({gb:.0f} us / {pw:.0f} us; its nodes "
-                         f"were AMD Milan, not THIN)")
+            lines.append(
+                f"gather_bcast / pairwise at P=16, 1 MiB: {ours:.1f}x simulated on {PLATFORM} "
+                f"vs {gb / pw:.1f}x in seed 002 ({gb:.0f} us / {pw:.0f} us; its nodes "
+                f"were AMD Milan, not THIN)"
+            )
         smpi = [i for i in t.index if i[0] == "smpi"]
         if smpi and {"native", "ring"} <= set(t.columns):
             p = max(i[2] for i in smpi)

@@ -23,6 +23,7 @@ simple corrections, not a simulation):
 Measurements (a results table with ``algorithm``, ``nprocs``, ``bytes`` and a time column) are
 drawn over the diagram as the measured winner at each point they cover.
 """
+
 import math
 
 import matplotlib.pyplot as plt
@@ -40,8 +41,14 @@ from mpilab.simulate.routes import alpha_beta, overheads
 NPROCS = np.unique(np.round(np.logspace(1, 9, 33, base=2)).astype(int))
 SIZES = np.logspace(0, 22, 45, base=2)
 #: Slider ranges: (min, max) of α (µs), β (µs/B), ports, eager and segment (bytes), cores.
-RANGES = {"alpha": (0.1, 1000.0), "beta": (1e-5, 1.0), "ports": (1, 8), "eager": (256, 1 << 22),
-          "segment": (256, 1 << 22), "cores": (1, 128)}
+RANGES = {
+    "alpha": (0.1, 1000.0),
+    "beta": (1e-5, 1.0),
+    "ports": (1, 8),
+    "eager": (256, 1 << 22),
+    "segment": (256, 1 << 22),
+    "cores": (1, 128),
+}
 #: What a preset leaves as it is: SimGrid's default eager limit (where a platform gives none)
 #: and Open MPI's default segment.
 DEFAULT_EAGER, DEFAULT_SEGMENT = 65536, 8192
@@ -57,9 +64,14 @@ def _from_platform(name):
     """
     ab = alpha_beta(name, 2, "node").iloc[0]
     spec = platforms.spec(name)
-    return dict(alpha=float(ab["alpha_us"]), beta=float(ab["beta_us_per_byte"]), ports=1,
-                eager=overheads(name)["eager_bytes"], segment=DEFAULT_SEGMENT,
-                cores=spec.sockets * spec.cores_per_socket)
+    return dict(
+        alpha=float(ab["alpha_us"]),
+        beta=float(ab["beta_us_per_byte"]),
+        ports=1,
+        eager=overheads(name)["eager_bytes"],
+        segment=DEFAULT_SEGMENT,
+        cores=spec.sockets * spec.cores_per_socket,
+    )
 
 
 def presets():
@@ -70,9 +82,13 @@ def presets():
     the Bunyip-like commodity cluster from seed 004: α = 204 µs and 8 MB/s (β = 0.125 µs/B),
     one rank per node (the seed gives no core count).
     """
-    return {"THIN": _from_platform("orfeo-thin"), "jupiter": _from_platform("jupiter-32x16"),
-            "Bunyip-like (seed 004)": dict(alpha=204.0, beta=1 / 8.0, ports=1, eager=DEFAULT_EAGER,
-                                           segment=DEFAULT_SEGMENT, cores=1)}
+    return {
+        "THIN": _from_platform("orfeo-thin"),
+        "jupiter": _from_platform("jupiter-32x16"),
+        "Bunyip-like (seed 004)": dict(
+            alpha=204.0, beta=1 / 8.0, ports=1, eager=DEFAULT_EAGER, segment=DEFAULT_SEGMENT, cores=1
+        ),
+    }
 
 
 def _functions(costs, collective):
@@ -80,8 +96,10 @@ def _functions(costs, collective):
     if costs is None:
         names = cost_table.names(collective)
         if not names:
-            raise UsageError(f"no {collective} costs are known here (the kit's are the labs' answers); "
-                             "pass your own: explorer({'ring': cost_ring, 'bruck': cost_bruck})")
+            raise UsageError(
+                f"no {collective} costs are known here (the kit's are the labs' answers); "
+                "pass your own: explorer({'ring': cost_ring, 'bruck': cost_bruck})"
+            )
         costs = {}
         for nm in names:
             e = cost_table.entry(collective, nm)
@@ -98,9 +116,14 @@ def _functions(costs, collective):
             continue
         if c is None or c is Ellipsis:
             raise UsageError(f"no expression for {nm!r} yet: give its cost first")
-        expr = cost_table.parse(c) if isinstance(c, str) else cost_table.only_allowed(sympy.sympify(c), str(c))
-        f = sympy.lambdify((cost_table.p, cost_table.n, cost_table.alpha, cost_table.beta, cost_table.s),
-                           expr, modules=cost_table._NUMERIC)
+        expr = (
+            cost_table.parse(c) if isinstance(c, str) else cost_table.only_allowed(sympy.sympify(c), str(c))
+        )
+        f = sympy.lambdify(
+            (cost_table.p, cost_table.n, cost_table.alpha, cost_table.beta, cost_table.s),
+            expr,
+            modules=cost_table._NUMERIC,
+        )
         out[nm] = (f, domain)
     return out
 
@@ -111,7 +134,7 @@ def _check(params):
         if k not in params:
             raise UsageError(f"missing machine parameter {k!r}; valid: {', '.join(RANGES)}")
         v = float(params[k])
-        if not (lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)) or math.isnan(v):   # a log slider's ends
+        if not (lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)) or math.isnan(v):  # a log slider's ends
             raise UsageError(f"bad {k} {params[k]!r}; valid: {lo:g} to {hi:g}")
         out[k] = v
     return out
@@ -141,7 +164,7 @@ def fastest(costs, params, collective="allgather", nprocs=NPROCS, sizes=SIZES):
     a = np.where(N > m["eager"], 2 * m["alpha"], m["alpha"])
     b = m["beta"] * share
     times = []
-    for nm, (f, domain) in fns.items():
+    for _nm, (f, domain) in fns.items():
         with np.errstate(all="ignore"):
             t = np.broadcast_to(np.asarray(f(P, N, a, b, m["segment"]), dtype=float), P.shape).copy()
         t[~cost_table.in_domain(domain, P.astype(int))] = np.nan
@@ -153,8 +176,9 @@ def fastest(costs, params, collective="allgather", nprocs=NPROCS, sizes=SIZES):
     return list(fns), best, times
 
 
-def phase_diagram(costs=None, params=None, collective="allgather", results=None, value="maxrank_avg_us",
-                  ax=None, title=None):
+def phase_diagram(
+    costs=None, params=None, collective="allgather", results=None, value="maxrank_avg_us", ax=None, title=None
+):
     """Draw the fastest algorithm over (P, n); measured winners from ``results`` on top.
 
     Returns
@@ -169,8 +193,9 @@ def phase_diagram(costs=None, params=None, collective="allgather", results=None,
     else:
         fig = ax.figure
     grid = np.ma.masked_less(best, 0)
-    ax.pcolormesh(NPROCS, SIZES, grid, cmap=ListedColormap(colours), vmin=-0.5, vmax=len(names) - 0.5,
-                  shading="nearest")
+    ax.pcolormesh(
+        NPROCS, SIZES, grid, cmap=ListedColormap(colours), vmin=-0.5, vmax=len(names) - 0.5, shading="nearest"
+    )
     handles = [Patch(color=c, label=nm) for nm, c in zip(names, colours) if (best == names.index(nm)).any()]
     if results is not None and len(results):
         sub = results.dropna(subset=[value])
@@ -178,15 +203,24 @@ def phase_diagram(costs=None, params=None, collective="allgather", results=None,
         for nm, g in win.groupby("algorithm"):
             c = colours[names.index(nm)] if nm in names else "white"
             ax.scatter(g["nprocs"], g["bytes"], s=60, color=c, edgecolors="black", linewidths=1.2, zorder=3)
-        handles.append(plt.Line2D([], [], marker="o", ls="", mfc="white", mec="black",
-                                  label="measured winner (colour: which)"))
+        handles.append(
+            plt.Line2D(
+                [], [], marker="o", ls="", mfc="white", mec="black", label="measured winner (colour: which)"
+            )
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("processes P")
     ax.set_ylabel("bytes n" + (" per rank" if collective == "allgather" else ""))
-    ax.set_title(title or (f"fastest {collective} by the cost models: α = {params['alpha']:.3g} µs, "
-                           f"β = {params['beta']:.3g} µs/B, {int(params['cores'])} cores/node, "
-                           f"{int(params['ports'])} port(s)"), fontsize="medium")
+    ax.set_title(
+        title
+        or (
+            f"fastest {collective} by the cost models: α = {params['alpha']:.3g} µs, "
+            f"β = {params['beta']:.3g} µs/B, {int(params['cores'])} cores/node, "
+            f"{int(params['ports'])} port(s)"
+        ),
+        fontsize="medium",
+    )
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig, ax
 
@@ -209,29 +243,67 @@ def explorer(costs=None, collective="allgather", results=None, preset="THIN"):
         Display it (the last expression of a cell); ``panel.sliders`` maps each parameter to
         its slider, ``panel.preset`` is the preset menu, ``panel.output`` holds the figure.
     """
-    import ipywidgets as w   # here only: the rest of the module draws without a notebook
+    import ipywidgets as w  # here only: the rest of the module draws without a notebook
     from IPython.display import display
 
     known = presets()
     if preset not in known:
         raise UsageError(f"unknown preset {preset!r}; valid: {', '.join(known)}")
-    _functions(costs, collective)      # a bad cost fails now, not at the first slider move
+    _functions(costs, collective)  # a bad cost fails now, not at the first slider move
     start = known[preset]
     style = {"description_width": "140px"}
     layout = w.Layout(width="520px")
     sliders = {
-        "alpha": w.FloatLogSlider(value=start["alpha"], base=10, min=-1, max=3, step=0.05,
-                                  description="α (µs)", style=style, layout=layout, readout_format=".3g"),
-        "beta": w.FloatLogSlider(value=start["beta"], base=10, min=-5, max=0, step=0.05,
-                                 description="β (µs/B)", style=style, layout=layout, readout_format=".3g"),
-        "ports": w.IntSlider(value=start["ports"], min=1, max=8, description="ports per node",
-                             style=style, layout=layout),
-        "eager": w.FloatLogSlider(value=start["eager"], base=2, min=8, max=22, step=1,
-                                  description="eager limit (B)", style=style, layout=layout, readout_format=".0f"),
-        "segment": w.FloatLogSlider(value=start["segment"], base=2, min=8, max=22, step=1,
-                                    description="segment (B)", style=style, layout=layout, readout_format=".0f"),
-        "cores": w.IntSlider(value=start["cores"], min=1, max=128, description="cores per node",
-                             style=style, layout=layout),
+        "alpha": w.FloatLogSlider(
+            value=start["alpha"],
+            base=10,
+            min=-1,
+            max=3,
+            step=0.05,
+            description="α (µs)",
+            style=style,
+            layout=layout,
+            readout_format=".3g",
+        ),
+        "beta": w.FloatLogSlider(
+            value=start["beta"],
+            base=10,
+            min=-5,
+            max=0,
+            step=0.05,
+            description="β (µs/B)",
+            style=style,
+            layout=layout,
+            readout_format=".3g",
+        ),
+        "ports": w.IntSlider(
+            value=start["ports"], min=1, max=8, description="ports per node", style=style, layout=layout
+        ),
+        "eager": w.FloatLogSlider(
+            value=start["eager"],
+            base=2,
+            min=8,
+            max=22,
+            step=1,
+            description="eager limit (B)",
+            style=style,
+            layout=layout,
+            readout_format=".0f",
+        ),
+        "segment": w.FloatLogSlider(
+            value=start["segment"],
+            base=2,
+            min=8,
+            max=22,
+            step=1,
+            description="segment (B)",
+            style=style,
+            layout=layout,
+            readout_format=".0f",
+        ),
+        "cores": w.IntSlider(
+            value=start["cores"], min=1, max=128, description="cores per node", style=style, layout=layout
+        ),
     }
     menu = w.Dropdown(options=list(known), value=preset, description="preset", style=style, layout=layout)
     output = w.Output()
@@ -242,7 +314,7 @@ def explorer(costs=None, collective="allgather", results=None, preset="THIN"):
         with output:
             try:
                 fig, _ = phase_diagram(costs, params, collective, results)
-            except UsageError as exc:      # say it where the picture was, not in a log
+            except UsageError as exc:  # say it where the picture was, not in a log
                 print(f"cannot draw: {exc}")
                 return
             display(fig)

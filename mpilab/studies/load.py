@@ -10,6 +10,7 @@ measured in it with a probe of each size, and the rows go to one results file pe
 retells the seed's ranges: per range of probe latency, the distribution of each algorithm's
 time and the best one.
 """
+
 import re
 from pathlib import Path
 
@@ -31,9 +32,21 @@ def results_path(output, probe):
     return output.with_name(f"{output.stem}-probe{int(probe)}{output.suffix or '.csv'}")
 
 
-def run(output, algorithms, nprocs=48, sizes="1K:1M", runs=16, probes=(8, 65536),
-        base="orfeo-thin-4", mapping="node", collective="bcast", seed=0, directory=None,
-        progress=None, **traffic_options):
+def run(
+    output,
+    algorithms,
+    nprocs=48,
+    sizes="1K:1M",
+    runs=16,
+    probes=(8, 65536),
+    base="orfeo-thin-4",
+    mapping="node",
+    collective="bcast",
+    seed=0,
+    directory=None,
+    progress=None,
+    **traffic_options,
+):
     """Measure ``algorithms`` under ``runs`` realisations of background traffic, with each probe.
 
     Parameters
@@ -76,14 +89,27 @@ def run(output, algorithms, nprocs=48, sizes="1K:1M", runs=16, probes=(8, 65536)
         lau = launch.get_launcher("smpi", platform=str(plat))
         for probe in probes:
             out = results_path(output, probe)
-            done = results.read_results(out) if out.is_file() else pd.DataFrame(columns=["platform", "algorithm"])
+            done = (
+                results.read_results(out)
+                if out.is_file()
+                else pd.DataFrame(columns=["platform", "algorithm"])
+            )
             for alg in algorithms:
                 if ((done["platform"] == label) & (done["algorithm"] == alg)).any():
                     continue
                 if progress:
                     progress(f"run {k + 1}/{runs} ({label}), probe {probe} B, {alg}")
-                rows = forcing.measure(lau, collective, alg, int(nprocs), sizes=sizes,
-                                       mapping=mapping, iters=1, warmup=1, probe=probe)
+                rows = forcing.measure(
+                    lau,
+                    collective,
+                    alg,
+                    int(nprocs),
+                    sizes=sizes,
+                    mapping=mapping,
+                    iters=1,
+                    warmup=1,
+                    probe=probe,
+                )
                 results.append_rows(out, rows)
     return read(output, probes)
 
@@ -95,11 +121,12 @@ def read(output, probes=(8, 65536)):
         out = results_path(output, probe)
         if out.is_file():
             df = results.read_results(out)
-            frames.append(df.assign(probe_bytes=int(probe),
-                                    run=df["platform"].map(traffic.label_seed)))
+            frames.append(df.assign(probe_bytes=int(probe), run=df["platform"].map(traffic.label_seed)))
     if not frames:
-        raise UsageError(f"no results of the load study next to {str(output)!r} (files "
-                         f"{', '.join(str(results_path(output, p)) for p in probes)})")
+        raise UsageError(
+            f"no results of the load study next to {str(output)!r} (files "
+            f"{', '.join(str(results_path(output, p)) for p in probes)})"
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -117,10 +144,13 @@ def correlations(df, value="maxrank_avg_us"):
     """
     answers = key.module("stats")
     if answers is None:
-        raise ToolMissing("the load study's correlations are lab 5's graded answer: they need the "
-                          "answer key (an instructor's checkout, pip install -e solutions)")
-    return answers.correlate(df, x="probe_us", y=value,
-                             by=("probe_bytes", "collective", "algorithm", "bytes"))
+        raise ToolMissing(
+            "the load study's correlations are lab 5's graded answer: they need the "
+            "answer key (an instructor's checkout, pip install -e solutions)"
+        )
+    return answers.correlate(
+        df, x="probe_us", y=value, by=("probe_bytes", "collective", "algorithm", "bytes")
+    )
 
 
 def probe_ranges(df, nbytes, probe_bytes=None, edges=None, bins=3, value="maxrank_avg_us"):
@@ -160,21 +190,32 @@ def probe_ranges(df, nbytes, probe_bytes=None, edges=None, bins=3, value="maxran
     d = d.assign(range=d["run"].map(cut), v=pd.to_numeric(d[value], errors="coerce"))
     d = d.dropna(subset=["range", "v"])
     q = d.groupby(["range", "algorithm"], observed=True)["v"]
-    out = pd.DataFrame({"runs": q.size(), "min": q.min(), "q25": q.quantile(0.25),
-                        "median": q.median(), "q75": q.quantile(0.75), "max": q.max()}).reset_index()
+    out = pd.DataFrame(
+        {
+            "runs": q.size(),
+            "min": q.min(),
+            "q25": q.quantile(0.25),
+            "median": q.median(),
+            "q75": q.quantile(0.75),
+            "max": q.max(),
+        }
+    ).reset_index()
     out["best"] = out.groupby("range", observed=True)["median"].transform("min") == out["median"]
     return out
 
 
-def plot_probe_ranges(df, nbytes, probe_bytes=None, edges=None, bins=3, value="maxrank_avg_us",
-                      ax=None):
+def plot_probe_ranges(df, nbytes, probe_bytes=None, edges=None, bins=3, value="maxrank_avg_us", ax=None):
     """Box plots of each algorithm's time per range of probe latency (seed 003's figure)."""
     table = probe_ranges(df, nbytes, probe_bytes, edges, bins, value)
     d = df[(df["bytes"] == int(nbytes))]
     probe_bytes = int(probe_bytes if probe_bytes is not None else d["probe_bytes"].min())
     d = d[d["probe_bytes"] == probe_bytes]
     probe = d.groupby("run")["probe_us"].median()
-    ranges = list(table["range"].cat.categories) if hasattr(table["range"], "cat") else sorted(table["range"].unique())
+    ranges = (
+        list(table["range"].cat.categories)
+        if hasattr(table["range"], "cat")
+        else sorted(table["range"].unique())
+    )
     algs = sorted(d["algorithm"].unique())
     if ax is None:
         fig, ax = plt.subplots(figsize=(2.2 * len(ranges) * len(algs) ** 0.5 + 3, 4))
@@ -186,7 +227,9 @@ def plot_probe_ranges(df, nbytes, probe_bytes=None, edges=None, bins=3, value="m
         data, pos = [], []
         for j, r in enumerate(ranges):
             runs = cut.index[cut == r]
-            vals = pd.to_numeric(d[(d["algorithm"] == alg) & d["run"].isin(runs)][value], errors="coerce").dropna()
+            vals = pd.to_numeric(
+                d[(d["algorithm"] == alg) & d["run"].isin(runs)][value], errors="coerce"
+            ).dropna()
             if len(vals):
                 data.append(vals.to_numpy())
                 pos.append(j + (i - (len(algs) - 1) / 2) * width)

@@ -7,7 +7,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from mpilab.core import units
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 from mpilab.model.stats import boxplot_by_nprocs
 
 METRICS = ("maxrank_avg_us", "avg_us", "min_us", "max_us", "maxrank_median_us")
@@ -33,8 +33,17 @@ def _single(df, col, given):
     return vals[0]
 
 
-def latency_vs_size(df, nprocs=None, flavour=None, platform=None, collective=None, mapping=None,
-                    metric="maxrank_avg_us", algorithms=None, ax=None):
+def latency_vs_size(
+    df,
+    nprocs=None,
+    flavour=None,
+    platform=None,
+    collective=None,
+    mapping=None,
+    metric="maxrank_avg_us",
+    algorithms=None,
+    ax=None,
+):
     """Latency against message size, log-log, one line per algorithm (mean over repetitions).
 
     Parameters
@@ -53,12 +62,27 @@ def latency_vs_size(df, nprocs=None, flavour=None, platform=None, collective=Non
     -------
     (matplotlib.figure.Figure, matplotlib.axes.Axes)
     """
-    return _plot(df, "bytes", dict(nprocs=nprocs, flavour=flavour, platform=platform,
-                                   collective=collective, mapping=mapping), metric, algorithms, ax)
+    return _plot(
+        df,
+        "bytes",
+        dict(nprocs=nprocs, flavour=flavour, platform=platform, collective=collective, mapping=mapping),
+        metric,
+        algorithms,
+        ax,
+    )
 
 
-def latency_vs_nprocs(df, bytes, flavour=None, platform=None, collective=None, mapping=None,
-                      metric="maxrank_avg_us", algorithms=None, ax=None):
+def latency_vs_nprocs(
+    df,
+    bytes,
+    flavour=None,
+    platform=None,
+    collective=None,
+    mapping=None,
+    metric="maxrank_avg_us",
+    algorithms=None,
+    ax=None,
+):
     """Latency against the number of processes at one message size, one line per algorithm.
 
     Parameters
@@ -73,8 +97,14 @@ def latency_vs_nprocs(df, bytes, flavour=None, platform=None, collective=None, m
     -------
     (matplotlib.figure.Figure, matplotlib.axes.Axes)
     """
-    return _plot(df, "nprocs", dict(bytes=int(bytes), flavour=flavour, platform=platform,
-                                    collective=collective, mapping=mapping), metric, algorithms, ax)
+    return _plot(
+        df,
+        "nprocs",
+        dict(bytes=int(bytes), flavour=flavour, platform=platform, collective=collective, mapping=mapping),
+        metric,
+        algorithms,
+        ax,
+    )
 
 
 def _plot(df, x, sel, metric, algorithms, ax):
@@ -103,9 +133,13 @@ def _plot(df, x, sel, metric, algorithms, ax):
         ax.plot(g[x], g[metric], marker="o", markersize=3, label=algo)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    nice = {"maxrank_avg_us": "slowest-rank latency", "avg_us": "mean latency over ranks",
-            "min_us": "fastest-rank latency", "max_us": "slowest-rank mean latency",
-            "maxrank_median_us": "median slowest-rank latency"}[metric]
+    nice = {
+        "maxrank_avg_us": "slowest-rank latency",
+        "avg_us": "mean latency over ranks",
+        "min_us": "fastest-rank latency",
+        "max_us": "slowest-rank mean latency",
+        "maxrank_median_us": "median slowest-rank latency",
+    }[metric]
     ax.set_ylabel(f"{nice} (µs)")
     where = chosen["flavour"] + (f" on {chosen['platform']}" if chosen["platform"] != "local" else " (local)")
     if x == "bytes":
@@ -113,8 +147,10 @@ def _plot(df, x, sel, metric, algorithms, ax):
         ax.set_title(f"{chosen['collective']}: {where}, P = {chosen['nprocs']}, {chosen['mapping']} mapping")
     else:
         ax.set_xlabel("number of processes P")
-        ax.set_title(f"{chosen['collective']}: {where}, {units.format_bytes(chosen['bytes'])} per process, "
-                     f"{chosen['mapping']} mapping")
+        ax.set_title(
+            f"{chosen['collective']}: {where}, {units.format_bytes(chosen['bytes'])} per process, "
+            f"{chosen['mapping']} mapping"
+        )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(title="algorithm")
     fig.tight_layout()
@@ -154,8 +190,10 @@ def plot_all(df, outdir, sizes_for_nprocs=(1024, 1 << 20)):
                 for algo, ga in g[g["bytes"] == b].groupby("algorithm"):
                     where = f"{fl} on {pf}" if pf != "local" else f"{fl} (local)"
                     fig, _ = boxplot_by_nprocs(
-                        ga, title=f"{coll} {algo}: {where}, {units.format_bytes(b)}, "
-                                  f"{ga['repetition'].nunique()} repetitions")
+                        ga,
+                        title=f"{coll} {algo}: {where}, {units.format_bytes(b)}, "
+                        f"{ga['repetition'].nunique()} repetitions",
+                    )
                     safe = str(algo).replace(":", "-")
                     written.append(save(fig, outdir / f"{coll}_{fl}_{pf}_{mp}_{safe}_{b}B_boxplot.png"))
     return written

@@ -103,8 +103,7 @@ def ranking(collective, nprocs=REPORT_NPROCS):
     if collective not in ("bcast", "reduce"):
         raise one_of("collective of the report", collective, ("bcast", "reduce"))
     algs = orfeo_report(collective)["algorithm"].unique()
-    rows = [dict(algorithm=a, mean_us=float(np.nanmean(predict(collective, a, list(nprocs)))))
-            for a in algs]
+    rows = [dict(algorithm=a, mean_us=float(np.nanmean(predict(collective, a, list(nprocs))))) for a in algs]
     df = pd.DataFrame(rows).sort_values("mean_us").reset_index(drop=True)
     df["rank"] = np.arange(1, len(df) + 1)
     return df
@@ -114,9 +113,14 @@ def ranking(collective, nprocs=REPORT_NPROCS):
 
 #: The seeds' reference files under ``mpilab/data/reference``, each opening with ``# source:``
 #: lines naming the seed file and the table or sentence the numbers come from.
-SEED_FILES = {"000": "orfeo_thin_report.csv", "001-figures": "seed001_figures.csv",
-              "001-measured": "seed001_measured.csv", "002": "seed002_allgather.csv",
-              "003": "seed003_selection.csv", "004": "seed004_bunyip.csv"}
+SEED_FILES = {
+    "000": "orfeo_thin_report.csv",
+    "001-figures": "seed001_figures.csv",
+    "001-measured": "seed001_measured.csv",
+    "002": "seed002_allgather.csv",
+    "003": "seed003_selection.csv",
+    "004": "seed004_bunyip.csv",
+}
 
 
 def seed_table(key):
@@ -142,6 +146,9 @@ def allgather_002(algorithm, nprocs, nbytes):
     t = seed_table("002")
     hit = t[(t["algorithm"] == algorithm) & (t["nprocs"] == nprocs) & (t["bytes"] == nbytes)]
     if hit.empty:
-        raise one_of("seed 002 point (algorithm, P, bytes)", (algorithm, nprocs, nbytes),
-                     sorted(set(zip(t["algorithm"], t["nprocs"], t["bytes"]))))
+        raise one_of(
+            "seed 002 point (algorithm, P, bytes)",
+            (algorithm, nprocs, nbytes),
+            sorted(set(zip(t["algorithm"], t["nprocs"], t["bytes"]))),
+        )
     return float(hit["seconds"].iloc[0]) * 1e6

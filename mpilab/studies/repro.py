@@ -48,7 +48,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from mpilab.core import paths, results
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 from mpilab.grade import harness, runner, sandbox
 from mpilab.measure import driver, launch
 from mpilab.measure.driver import BenchOptions
@@ -58,17 +58,29 @@ from mpilab.studies import reference
 
 #: The study's driver (``data/lab3/bench_reduce.c``) and the columns of its table.
 PROGRAM = "bench_reduce"
-COLUMNS = ("collective", "algorithm", "bytes", "count", "iterations", "warmup", "avg_us", "min_us",
-           "max_us", "maxrank_avg_us", "maxrank_median_us")
-PAPER = ("R. Venkata et al., Optimizing Blocking and Nonblocking Reduction Operations for "
-         "Multicore Systems: Hierarchical Design and Implementation, IEEE Cluster 2013")
+COLUMNS = (
+    "collective",
+    "algorithm",
+    "bytes",
+    "count",
+    "iterations",
+    "warmup",
+    "avg_us",
+    "min_us",
+    "max_us",
+    "maxrank_avg_us",
+    "maxrank_median_us",
+)
+PAPER = (
+    "R. Venkata et al., Optimizing Blocking and Nonblocking Reduction Operations for "
+    "Multicore Systems: Hierarchical Design and Implementation, IEEE Cluster 2013"
+)
 NPROCS_PAPER = (16, 32, 64, 128, 256, 512)
 SIZES = (8, 128, 1_000_000)
 ALGORITHMS = ("default", "two_level")
 REDUCTIONS = ("reduce", "allreduce")
 #: The paper's two curves and the kit's names for what stands in for them.
 PAPER_LABELS = {"default": "Open MPI default (algorithm 0)", "two_level": "ml, hierarchical (algorithm 90)"}
-
 
 
 def _figures():
@@ -82,8 +94,7 @@ _FIGURES = _figures()
 #: Figure 6 is the one place where the seed's typed-in table and its text disagree: the table
 #: puts the 2.4 ms curve under ml, the text calls 2.4 ms the default ("23x faster than without
 #: ml"). The table is kept as typed; this note travels with its rows.
-FIGURE6_NOTE = ("seed's table labels the 2.4 ms curve ml, its text says default: the two "
-                "curves may be swapped")
+FIGURE6_NOTE = "seed's table labels the 2.4 ms curve ml, its text says default: the two curves may be swapped"
 
 
 def reference_table():
@@ -99,10 +110,18 @@ def reference_table():
     t = reference.seed_table("001-figures")
     rows = []
     for r in t.itertuples():
-        rows.append(dict(figure=int(r.figure), collective=r.collective, bytes=int(r.bytes),
-                         algorithm=r.algorithm, paper_label=PAPER_LABELS[r.algorithm],
-                         nprocs=int(r.nprocs), reference_us=round(float(r.seconds) * 1e6, 6),
-                         note=FIGURE6_NOTE if int(r.figure) == 6 else ""))
+        rows.append(
+            dict(
+                figure=int(r.figure),
+                collective=r.collective,
+                bytes=int(r.bytes),
+                algorithm=r.algorithm,
+                paper_label=PAPER_LABELS[r.algorithm],
+                nprocs=int(r.nprocs),
+                reference_us=round(float(r.seconds) * 1e6, 6),
+                note=FIGURE6_NOTE if int(r.figure) == 6 else "",
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -169,12 +188,14 @@ def grid(name_or_grid="default"):
         if a not in ALGORITHMS:
             raise one_of("study algorithm", a, ALGORITHMS)
     if g.repetitions < 1 or g.iters < 1 or g.warmup < 1:
-        raise UsageError(f"repetitions, iters and warmup must be >= 1; got {g.repetitions}, "
-                         f"{g.iters}, {g.warmup}")
+        raise UsageError(
+            f"repetitions, iters and warmup must be >= 1; got {g.repetitions}, {g.iters}, {g.warmup}"
+        )
     return g
 
 
 # --- building and checking the benchmark -------------------------------------------------------
+
 
 def _data(name):
     return importlib.resources.files("mpilab") / "data" / "lab3" / name
@@ -212,15 +233,26 @@ def build_bench(allreduce_c, work=None, reduce_c=None):
     else:
         shutil.copy(header, work)
     with importlib.resources.as_file(_data("bench_reduce.c")) as bench:
-        return harness.build([bench, *sources], "smpi", "bench_reduce", defines, work=work,
-                            smpi_nodes=True, student=allreduce_c)
+        return harness.build(
+            [bench, *sources],
+            "smpi",
+            "bench_reduce",
+            defines,
+            work=work,
+            smpi_nodes=True,
+            student=allreduce_c,
+        )
 
 
 def jobs(g, with_reduce=False):
     """The (collective, algorithm) pairs a study of grid ``g`` times: the reduce's ``two_level``
     only ``with_reduce`` (a two-level reduce was built in)."""
-    return [(c, a) for c in g.collectives for a in g.algorithms
-            if with_reduce or (c, a) != ("reduce", "two_level")]
+    return [
+        (c, a)
+        for c in g.collectives
+        for a in g.algorithms
+        if with_reduce or (c, a) != ("reduce", "two_level")
+    ]
 
 
 def _jobs_arg(pairs):
@@ -249,8 +281,7 @@ def failure(res):
     return None
 
 
-def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeout=120,
-                with_reduce=False):
+def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeout=120, with_reduce=False):
     """Run ``bench_reduce --check``: every element of every (collective, algorithm, size).
 
     The default, 20 ranks with 16 per node, gives two nodes of different sizes.
@@ -262,20 +293,30 @@ def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeo
         ever timed.
     """
     pairs = jobs(Grid(nprocs=(nprocs,)), with_reduce)
-    argv = _smpi_argv(work, BenchOptions(sizes=(8, 128, 8000), check=True).argv(PROGRAM) + _jobs_arg(pairs), nprocs, platform,
-                      mapping, None)
+    argv = _smpi_argv(
+        work,
+        BenchOptions(sizes=(8, 128, 8000), check=True).argv(PROGRAM) + _jobs_arg(pairs),
+        nprocs,
+        platform,
+        mapping,
+        None,
+    )
     res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
     why = failure(res)
     if why:
-        raise AssertionError(f"the study's correctness check failed at P = {nprocs} "
-                             f"(simulated, {mapping} mapping on {platform}): {why}")
+        raise AssertionError(
+            f"the study's correctness check failed at P = {nprocs} "
+            f"(simulated, {mapping} mapping on {platform}): {why}"
+        )
 
 
 # --- the study ---------------------------------------------------------------------------------
 
+
 def _parse(res, argv):
-    return driver.parse(res.stdout, source=f"output of {' '.join(map(str, argv))}",
-                        program=PROGRAM, columns=COLUMNS)
+    return driver.parse(
+        res.stdout, source=f"output of {' '.join(map(str, argv))}", program=PROGRAM, columns=COLUMNS
+    )
 
 
 def _rows(out, *, platform, mapping, repetition, selector, command):
@@ -286,25 +327,65 @@ def _rows(out, *, platform, mapping, repetition, selector, command):
         if line["algorithm"] == "default":
             forced, evidence = "no", f"library default; SMPI coll-selector {selector or 'default'}"
         else:
-            whose = "the student's allreduce_two_level.c" if line["collective"] == "allreduce" \
+            whose = (
+                "the student's allreduce_two_level.c"
+                if line["collective"] == "allreduce"
                 else "the answer key's two-level reduce"
-            forced, evidence = "yes", (f"{whose}: two-level, nodes from the simulated hosts' "
-                                       "names (data/lab3/smpi_nodes.h)")
-        rows += results.rows(out.meta, [line], flavour="smpi", launcher="smpirun", platform=platform,
-                             mapping=mapping, repetition=repetition, forced=forced,
-                             evidence=evidence, command=command)
+            )
+            forced, evidence = (
+                "yes",
+                (f"{whose}: two-level, nodes from the simulated hosts' names (data/lab3/smpi_nodes.h)"),
+            )
+        rows += results.rows(
+            out.meta,
+            [line],
+            flavour="smpi",
+            launcher="smpirun",
+            platform=platform,
+            mapping=mapping,
+            repetition=repetition,
+            forced=forced,
+            evidence=evidence,
+            command=command,
+        )
     return rows
 
 
 def _keys(pairs, g, platform, mapping, p, rep):
-    return {results.key_of({"collective": c, "algorithm": a, "flavour": "smpi", "launcher": "smpirun",
-                            "platform": platform, "mapping": mapping, "nprocs": p, "bytes": b,
-                            "datatype": "double", "root": 0, "repetition": rep})
-            for c, a in pairs for b in g.sizes}
+    return {
+        results.key_of(
+            {
+                "collective": c,
+                "algorithm": a,
+                "flavour": "smpi",
+                "launcher": "smpirun",
+                "platform": platform,
+                "mapping": mapping,
+                "nprocs": p,
+                "bytes": b,
+                "datatype": "double",
+                "root": 0,
+                "repetition": rep,
+            }
+        )
+        for c, a in pairs
+        for b in g.sizes
+    }
 
 
-def run_study(allreduce_c, output, grid_name="default", platform="jupiter-32x16", mapping="core",
-              selector="ompi", jitter=0.0, seed=0, timeout=900, progress=True, reduce_c=None):
+def run_study(
+    allreduce_c,
+    output,
+    grid_name="default",
+    platform="jupiter-32x16",
+    mapping="core",
+    selector="ompi",
+    jitter=0.0,
+    seed=0,
+    timeout=900,
+    progress=True,
+    reduce_c=None,
+):
     """Measure the grid under SMPI and append the rows to ``output``; return them all.
 
     Parameters
@@ -345,34 +426,55 @@ def run_study(allreduce_c, output, grid_name="default", platform="jupiter-32x16"
     label = platform if not jitter else f"{platform}+jitter{jitter:g}"
     work = build_bench(allreduce_c, reduce_c=reduce_c)
     try:
-        check_bench(work, platform=platform, nprocs=min(20, max(g.nprocs)), mapping=mapping,
-                    with_reduce=reduce_c is not None)
+        check_bench(
+            work,
+            platform=platform,
+            nprocs=min(20, max(g.nprocs)),
+            mapping=mapping,
+            with_reduce=reduce_c is not None,
+        )
         done = results.measured_keys(output)
-        order = [(p, rep) for p, rep in stats.measurement_order(g.nprocs, g.repetitions, seed=seed)
-                 if not _keys(pairs, g, label, mapping, p, rep) <= done]
+        order = [
+            (p, rep)
+            for p, rep in stats.measurement_order(g.nprocs, g.repetitions, seed=seed)
+            if not _keys(pairs, g, label, mapping, p, rep) <= done
+        ]
         bar = tqdm(order, disable=not progress, unit="launch", dynamic_ncols=True)
         for p, rep in bar:
             bar.set_description(f"smpi {label} P={p} rep={rep}")
             plat = platform
             if jitter:
-                plat = jittered_platform(platform, jitter, seed=seed * 100003 + rep,
-                                         path=os.path.join(work, f"jitter-{rep}.xml"))
+                plat = jittered_platform(
+                    platform, jitter, seed=seed * 100003 + rep, path=os.path.join(work, f"jitter-{rep}.xml")
+                )
             args = _jobs_arg(pairs) + g.options().argv(PROGRAM) + ["--seed", str(seed * 1000 + rep)]
             argv = _smpi_argv(work, args, p, plat, mapping, selector)
             res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
             if not res.ok:
-                raise AssertionError(f"the study's launch at P = {p} failed: "
-                                     f"{failure(res) or res.failure()}")
-            results.append_rows(output, _rows(_parse(res, argv), platform=label, mapping=mapping,
-                                              repetition=rep, selector=selector,
-                                              command=" ".join(map(str, argv))))
+                raise AssertionError(f"the study's launch at P = {p} failed: {failure(res) or res.failure()}")
+            results.append_rows(
+                output,
+                _rows(
+                    _parse(res, argv),
+                    platform=label,
+                    mapping=mapping,
+                    repetition=rep,
+                    selector=selector,
+                    command=" ".join(map(str, argv)),
+                ),
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     df = results.read_results(output)
     pair = df["collective"] + ":" + df["algorithm"]
-    keep = (df["platform"] == label) & (df["mapping"] == mapping) & df["nprocs"].isin(g.nprocs) \
-        & df["bytes"].isin(g.sizes) & pair.isin([f"{c}:{a}" for c, a in pairs]) \
+    keep = (
+        (df["platform"] == label)
+        & (df["mapping"] == mapping)
+        & df["nprocs"].isin(g.nprocs)
+        & df["bytes"].isin(g.sizes)
+        & pair.isin([f"{c}:{a}" for c, a in pairs])
         & (df["repetition"] < g.repetitions)
+    )
     return df[keep].reset_index(drop=True)
 
 
@@ -389,8 +491,18 @@ def _launch(work, pairs, nprocs, nbytes, iters, warmup, platform, selector, time
     return _parse(res, argv).table, wall
 
 
-def timed_launch(allreduce_c, nprocs, nbytes, collectives=REDUCTIONS, platform="jupiter-32x16",
-                 iters=10, warmup=2, selector="ompi", timeout=1800, reduce_c=None):
+def timed_launch(
+    allreduce_c,
+    nprocs,
+    nbytes,
+    collectives=REDUCTIONS,
+    platform="jupiter-32x16",
+    iters=10,
+    warmup=2,
+    selector="ompi",
+    timeout=1800,
+    reduce_c=None,
+):
     """Wall time of one study launch (both algorithms; the reduce's two-level one only with
     ``reduce_c``, see :func:`run_study`), e.g. at 512 ranks.
 
@@ -412,8 +524,17 @@ def timed_launch(allreduce_c, nprocs, nbytes, collectives=REDUCTIONS, platform="
     return out
 
 
-def point_medians(allreduce_c, nprocs, nbytes, collective="allreduce", platform="jupiter-32x16",
-                  iters=2, warmup=1, selector="ompi", timeout=300):
+def point_medians(
+    allreduce_c,
+    nprocs,
+    nbytes,
+    collective="allreduce",
+    platform="jupiter-32x16",
+    iters=2,
+    warmup=1,
+    selector="ompi",
+    timeout=300,
+):
     """The study's value (:data:`VALUE`) of both algorithms of one collective at one size, for
     each P: one launch per P (no correctness check first).
 
@@ -488,18 +609,23 @@ def compare(df, value=VALUE, figures=None):
         paper's label; and the figure (log y, both curves of the paper dashed).
     """
     ref = reference_table()
-    figs = [f for f in (figures or sorted(_FIGURES))
-            if ((df["collective"] == _FIGURES[f][0]) & (df["bytes"] == _FIGURES[f][1])).any()]
+    figs = [
+        f
+        for f in (figures or sorted(_FIGURES))
+        if ((df["collective"] == _FIGURES[f][0]) & (df["bytes"] == _FIGURES[f][1])).any()
+    ]
     if not figs:
-        raise UsageError("the study has none of the paper's points (allreduce 8 B / 1 MB, "
-                         "reduce 128 B / 1 MB); measure at least one")
+        raise UsageError(
+            "the study has none of the paper's points (allreduce 8 B / 1 MB, "
+            "reduce 128 B / 1 MB); measure at least one"
+        )
     ncols = min(2, len(figs))
     nrows = (len(figs) + ncols - 1) // ncols
     fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 4.2 * nrows), squeeze=False)
     axes = axes.ravel()
-    for ax in axes[len(figs):]:
+    for ax in axes[len(figs) :]:
         ax.set_visible(False)
-    axes = axes[:len(figs)]
+    axes = axes[: len(figs)]
     tables = []
     for ax, f in zip(axes, figs):
         coll, nbytes = _FIGURES[f][:2]
@@ -542,13 +668,16 @@ def boxplots(df, collective, nbytes, value=VALUE):
     """
     sub = df[(df["collective"] == collective) & (df["bytes"] == nbytes)]
     if sub.empty:
-        raise UsageError(f"no rows for {collective} at {nbytes} bytes; measured: "
-                         f"{sorted(set(zip(df['collective'], df['bytes'])))}")
+        raise UsageError(
+            f"no rows for {collective} at {nbytes} bytes; measured: "
+            f"{sorted(set(zip(df['collective'], df['bytes'])))}"
+        )
     algos = [a for a in ALGORITHMS if (sub["algorithm"] == a).any()]
     fig, axes = plt.subplots(1, len(algos), figsize=(5 * len(algos), 3.5), squeeze=False, sharey=True)
     for ax, a in zip(axes[0], algos):
-        stats.boxplot_by_nprocs(sub[sub["algorithm"] == a], value=value, ax=ax,
-                                title=f"{collective} {nbytes:,} B, {a}")
+        stats.boxplot_by_nprocs(
+            sub[sub["algorithm"] == a], value=value, ax=ax, title=f"{collective} {nbytes:,} B, {a}"
+        )
     fig.tight_layout()
     return fig, axes[0]
 

@@ -23,28 +23,35 @@ error side by side:
 :func:`run` runs the parts; :func:`summary` gives, per part, the median of
 ``|simulated / measured - 1|`` and the share of points within a factor 2.
 """
+
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
 
-from mpilab.core.errors import one_of, ToolMissing
+from mpilab.core.errors import ToolMissing, one_of
 from mpilab.measure import collbench, launch
 from mpilab.model import costs
 from mpilab.simulate import platforms
 from mpilab.studies import reference
-from mpilab.studies.calibration import (SEED000_MAPPING, THIN_FIT_CURVE, pingpong_table,
-                                         simulate_curve)
+from mpilab.studies.calibration import SEED000_MAPPING, THIN_FIT_CURVE, pingpong_table, simulate_curve
 
 PARTS = ("thin", "thin-pingpong", "jupiter", "seed002", "bunyip")
 #: Seed 000's curves that SimGrid runs as Open MPI does (SimGrid has no bcast chain).
-THIN_CURVES = (("bcast", "basic_linear"), ("bcast", "pipeline"), ("reduce", "basic_linear"),
-               ("reduce", "chain"), ("reduce", "pipeline"))
+THIN_CURVES = (
+    ("bcast", "basic_linear"),
+    ("bcast", "pipeline"),
+    ("reduce", "basic_linear"),
+    ("reduce", "chain"),
+    ("reduce", "pipeline"),
+)
 THIN_NPROCS = tuple(range(8, 49, 4))
 #: What differs between a seed's algorithm and SimGrid's copy of it.
-NOTES = {("reduce", "chain"): "SimGrid's ompi_chain has P/2 chains of 64 KiB segments; Open MPI "
-                              "4.1 forced chain: 4 chains, no segments"}
+NOTES = {
+    ("reduce", "chain"): "SimGrid's ompi_chain has P/2 chains of 64 KiB segments; Open MPI "
+    "4.1 forced chain: 4 chains, no segments"
+}
 
 
 def thin(platform="orfeo-thin", nprocs=THIN_NPROCS, mapping=SEED000_MAPPING):
@@ -54,10 +61,18 @@ def thin(platform="orfeo-thin", nprocs=THIN_NPROCS, mapping=SEED000_MAPPING):
         sim = simulate_curve(platform, coll, alg, nprocs, reference.REPORT_BYTES, mapping=mapping)
         for r in sim.itertuples():
             seed = float(reference.predict(coll, alg, r.nprocs))
-            rows.append(dict(collective=coll, algorithm=alg, nprocs=int(r.nprocs), seed_us=seed,
-                             sim_maxrank_us=float(r.maxrank_avg_us), sim_avg_us=float(r.avg_us),
-                             held_out=(coll, alg) != THIN_FIT_CURVE,
-                             note=NOTES.get((coll, alg), "")))
+            rows.append(
+                dict(
+                    collective=coll,
+                    algorithm=alg,
+                    nprocs=int(r.nprocs),
+                    seed_us=seed,
+                    sim_maxrank_us=float(r.maxrank_avg_us),
+                    sim_avg_us=float(r.avg_us),
+                    held_out=(coll, alg) != THIN_FIT_CURVE,
+                    note=NOTES.get((coll, alg), ""),
+                )
+            )
     t = pd.DataFrame(rows)
     t["ratio"] = t["sim_maxrank_us"] / t["seed_us"]
     t["ratio_avg"] = t["sim_avg_us"] / t["seed_us"]
@@ -76,28 +91,44 @@ def jupiter(platform="jupiter-32x16", nprocs=(16, 32, 64, 128), large=(512,), wo
     """
     fig = reference.seed_table("001-figures")
     meas = reference.seed_table("001-measured")
-    points = [(coll, nbytes, figure, p) for coll, nbytes, figure in (("reduce", 128, 10), ("allreduce", 8, 6))
-              for p in list(large) + list(nprocs)]              # the long launches first
-    platforms.platform_file(platform)          # write the (large) file once, before the threads
+    points = [
+        (coll, nbytes, figure, p)
+        for coll, nbytes, figure in (("reduce", 128, 10), ("allreduce", 8, 6))
+        for p in list(large) + list(nprocs)
+    ]  # the long launches first
+    platforms.platform_file(platform)  # write the (large) file once, before the threads
     with ThreadPoolExecutor(max_workers=max(1, int(workers))) as pool:
         sims = list(pool.map(lambda pt: _native(platform, pt[0], pt[3], pt[1])[0], points))
     rows = []
     for (coll, nbytes, figure, p), sim in sorted(zip(points, sims), key=lambda x: (x[0][2] != 10, x[0][3])):
         paper = fig[(fig["figure"] == figure) & (fig["algorithm"] == "default") & (fig["nprocs"] == p)]
-        m = meas[(meas["quantity"] == "time_us") & (meas["collective"] == coll)
-                 & (meas["algorithm"] == "default") & (meas["nprocs"] == p)]
-        rows.append(dict(collective=coll, bytes=nbytes, nprocs=p, sim_us=sim,
-                         paper_us=float(paper["seconds"].iloc[0]) * 1e6 if len(paper) else np.nan,
-                         measured_low_us=float(m["low"].iloc[0]) if len(m) else np.nan,
-                         measured_high_us=float(m["high"].iloc[0]) if len(m) else np.nan,
-                         held_out=not (coll == "reduce" and p == 16)))
+        m = meas[
+            (meas["quantity"] == "time_us")
+            & (meas["collective"] == coll)
+            & (meas["algorithm"] == "default")
+            & (meas["nprocs"] == p)
+        ]
+        rows.append(
+            dict(
+                collective=coll,
+                bytes=nbytes,
+                nprocs=p,
+                sim_us=sim,
+                paper_us=float(paper["seconds"].iloc[0]) * 1e6 if len(paper) else np.nan,
+                measured_low_us=float(m["low"].iloc[0]) if len(m) else np.nan,
+                measured_high_us=float(m["high"].iloc[0]) if len(m) else np.nan,
+                held_out=not (coll == "reduce" and p == 16),
+            )
+        )
     t = pd.DataFrame(rows)
     t["ratio_paper"] = t["sim_us"] / t["paper_us"]
     mid = np.sqrt(t["measured_low_us"] * t["measured_high_us"])
     t["ratio_measured"] = t["sim_us"] / mid
-    t["in_measured_range"] = np.where(t["measured_low_us"].notna(),
-                                      (t["sim_us"] >= t["measured_low_us"]) & (t["sim_us"] <= t["measured_high_us"]),
-                                      np.nan)
+    t["in_measured_range"] = np.where(
+        t["measured_low_us"].notna(),
+        (t["sim_us"] >= t["measured_low_us"]) & (t["sim_us"] <= t["measured_high_us"]),
+        np.nan,
+    )
     return t
 
 
@@ -113,8 +144,9 @@ def jupiter_ratio(table):
 
 def _kit_allgather(platform, algo, p, nbytes, mapping="core"):
     lau = launch.get_launcher("smpi", platform=str(platform))
-    rows = collbench.measure(lau, "allgather", algo, p, mapping=mapping, timeout=900,
-                             sizes=f"{nbytes}:{nbytes}", iters=1, warmup=1)
+    rows = collbench.measure(
+        lau, "allgather", algo, p, mapping=mapping, timeout=900, sizes=f"{nbytes}:{nbytes}", iters=1, warmup=1
+    )
     return float(rows[0]["maxrank_avg_us"])
 
 
@@ -123,10 +155,21 @@ def seed002(platform="orfeo-thin", nprocs=(4, 8, 16), sizes=(65536, 262144, 1 <<
     rows = []
     for p in nprocs:
         for b in sizes:
-            gb, pw = _kit_allgather(platform, "gather_bcast", p, b), _kit_allgather(platform, "pairwise", p, b)
+            gb, pw = (
+                _kit_allgather(platform, "gather_bcast", p, b),
+                _kit_allgather(platform, "pairwise", p, b),
+            )
             seed = reference.allgather_002("gather_bcast", p, b) / reference.allgather_002("pairwise", p, b)
-            rows.append(dict(nprocs=p, bytes=b, sim_gather_bcast_us=gb, sim_pairwise_us=pw,
-                             sim_ratio=gb / pw, seed_ratio=seed))
+            rows.append(
+                dict(
+                    nprocs=p,
+                    bytes=b,
+                    sim_gather_bcast_us=gb,
+                    sim_pairwise_us=pw,
+                    sim_ratio=gb / pw,
+                    seed_ratio=seed,
+                )
+            )
     t = pd.DataFrame(rows)
     t["ratio"] = t["sim_ratio"] / t["seed_ratio"]
     return t
@@ -139,9 +182,11 @@ def bunyip(platform="bunyip-8", doubles=(1000, 4000, 10000)):
     answer key (:func:`mpilab.model.costs.evaluate`): this part runs in an instructor's checkout.
     """
     if not costs.table():
-        raise ToolMissing("the Bunyip validation compares seed 004's cost models, which are lab 2's "
-                          "graded costs: it needs the answer key (an instructor's checkout, "
-                          "pip install -e solutions)")
+        raise ToolMissing(
+            "the Bunyip validation compares seed 004's cost models, which are lab 2's "
+            "graded costs: it needs the answer key (an instructor's checkout, "
+            "pip install -e solutions)"
+        )
     b = reference.seed_table("004").set_index("parameter")["value"]
     alpha = b["alpha_s"] + b["alpha_r"]
     beta = b["beta_s"] + b["beta_r"]
@@ -154,13 +199,23 @@ def bunyip(platform="bunyip-8", doubles=(1000, 4000, 10000)):
         # seed 004 counts n in doubles and beta per double: the key's costs take n and beta alike
         m_ring = float(costs.evaluate("allgather", "ring", p, n, alpha, beta))
         m_rd = float(costs.evaluate("allgather", "pairwise", p, n, alpha, beta))
-        rows += [dict(doubles=n, algorithm="ring", model="the key's ring cost", model_us=m_ring,
-                      sim_us=ring),
-                 dict(doubles=n, algorithm="recursive doubling", model="the key's pairwise cost",
-                      model_us=m_rd, sim_us=rd),
-                 dict(doubles=n, algorithm="all at once (full fan-in)",
-                      model="the ring's cost / o, o ~ 1 (seed 004's overlap)",
-                      model_us=m_ring / b["overlap_allgather_full_fan_in"], sim_us=fan)]
+        rows += [
+            dict(doubles=n, algorithm="ring", model="the key's ring cost", model_us=m_ring, sim_us=ring),
+            dict(
+                doubles=n,
+                algorithm="recursive doubling",
+                model="the key's pairwise cost",
+                model_us=m_rd,
+                sim_us=rd,
+            ),
+            dict(
+                doubles=n,
+                algorithm="all at once (full fan-in)",
+                model="the ring's cost / o, o ~ 1 (seed 004's overlap)",
+                model_us=m_ring / b["overlap_allgather_full_fan_in"],
+                sim_us=fan,
+            ),
+        ]
     t = pd.DataFrame(rows)
     t["ratio"] = t["sim_us"] / t["model_us"]
     return t
@@ -174,8 +229,12 @@ def summary(table, ratio="ratio", held_out_only=True):
     r = t[ratio].dropna().to_numpy(float)
     if not len(r):
         return dict(points=0, median_abs_error=np.nan, within_2x=np.nan, median_ratio=np.nan)
-    return dict(points=int(len(r)), median_abs_error=float(np.median(np.abs(r - 1))),
-                within_2x=float(np.mean((r >= 0.5) & (r <= 2))), median_ratio=float(np.median(r)))
+    return dict(
+        points=int(len(r)),
+        median_abs_error=float(np.median(np.abs(r - 1))),
+        within_2x=float(np.mean((r >= 0.5) & (r <= 2))),
+        median_ratio=float(np.median(r)),
+    )
 
 
 def run(parts=PARTS, echo=None):

@@ -9,6 +9,7 @@ data a student hands in, and the instructor's guide quotes them. The student's s
 Every function reads a results table (:mod:`mpilab.core.results`) and uses the median over
 repetitions.
 """
+
 import pandas as pd
 
 from mpilab.core.errors import UsageError
@@ -17,8 +18,11 @@ from mpilab.core.errors import UsageError
 def _medians(df, value):
     v = df[value] if value in df and df[value].notna().any() else df["avg_us"]
     d = df.assign(_v=v.astype(float))
-    return (d.groupby(["collective", "nprocs", "bytes", "algorithm"], as_index=False)["_v"]
-             .median().rename(columns={"_v": "median_us"}))
+    return (
+        d.groupby(["collective", "nprocs", "bytes", "algorithm"], as_index=False)["_v"]
+        .median()
+        .rename(columns={"_v": "median_us"})
+    )
 
 
 def best_per_point(df, value="maxrank_avg_us", algorithms=None):
@@ -71,10 +75,17 @@ def decision_table(df, value="maxrank_avg_us", algorithms=None):
                 blocks.append([p, p, ranges])
         for pmin, pmax, ranges in blocks:
             for bmin, bmax, a in ranges:
-                out.append(dict(collective=coll, nprocs_min=int(pmin), nprocs_max=int(pmax),
-                                bytes_min=int(bmin), bytes_max=int(bmax), algorithm=a))
+                out.append(
+                    dict(
+                        collective=coll,
+                        nprocs_min=int(pmin),
+                        nprocs_max=int(pmax),
+                        bytes_min=int(bmin),
+                        bytes_max=int(bmax),
+                        algorithm=a,
+                    )
+                )
     return pd.DataFrame(out)
-
 
 
 def regret(df, value="maxrank_avg_us", algorithms=None):
@@ -97,9 +108,17 @@ def regret(df, value="maxrank_avg_us", algorithms=None):
     out = []
     for (coll, alg), g in m.groupby(["collective", "algorithm"]):
         w = g.loc[g["regret"].idxmax()]
-        out.append(dict(collective=coll, algorithm=alg, points=len(g),
-                        mean_regret=g["regret"].mean(), max_regret=g["regret"].max(),
-                        worst_nprocs=int(w["nprocs"]), worst_bytes=int(w["bytes"])))
+        out.append(
+            dict(
+                collective=coll,
+                algorithm=alg,
+                points=len(g),
+                mean_regret=g["regret"].mean(),
+                max_regret=g["regret"].max(),
+                worst_nprocs=int(w["nprocs"]),
+                worst_bytes=int(w["bytes"]),
+            )
+        )
     return pd.DataFrame(out).sort_values(["collective", "mean_regret"]).reset_index(drop=True)
 
 
@@ -129,12 +148,22 @@ def ranking(df, value="avg_us"):
     for (coll, nbytes), g in m.groupby(["collective", "bytes"]):
         wide = g.pivot_table(index="nprocs", columns="algorithm", values="median_us").dropna()
         if wide.empty:
-            raise UsageError(f"{coll} at {nbytes} B: no process count where every algorithm "
-                             f"({', '.join(sorted(g['algorithm'].unique()))}) was measured")
+            raise UsageError(
+                f"{coll} at {nbytes} B: no process count where every algorithm "
+                f"({', '.join(sorted(g['algorithm'].unique()))}) was measured"
+            )
         winners = wide.idxmin(axis=1)
         mean = wide.mean().sort_values(kind="stable")
         for rank, (alg, mu) in enumerate(mean.items(), 1):
-            out.append(dict(collective=coll, bytes=int(nbytes), rank=rank, algorithm=alg,
-                            mean_us=float(mu), wins=int((winners == alg).sum()),
-                            nprocs=len(wide)))
+            out.append(
+                dict(
+                    collective=coll,
+                    bytes=int(nbytes),
+                    rank=rank,
+                    algorithm=alg,
+                    mean_us=float(mu),
+                    wins=int((winners == alg).sum()),
+                    nprocs=len(wide),
+                )
+            )
     return pd.DataFrame(out)

@@ -6,6 +6,7 @@ segmented fit (:func:`mpilab.model.fits.segmented_fit`, every admissible choice 
 tried), so it is the reference the rubric compares a student's fits with; :func:`piecewise_r2`
 scores any table of segments against the data.
 """
+
 import numpy as np
 import pandas as pd
 

@@ -5,6 +5,7 @@ measurement: a table typed in to make the analysis easy would pass any check of 
 alone. SimGrid's simulated time is deterministic, so the grader simulates one point of the table
 again, with the kit it trusts, and compares. A mismatch fails the cells built on that table.
 """
+
 import math
 
 from mpilab.grade.cases import Case
@@ -21,9 +22,19 @@ def simulated_row(platform, cfg, collective, algorithm, nprocs, nbytes, mapping=
     key = (platform, tuple(cfg), collective, algorithm, int(nprocs), int(nbytes), mapping)
     if key not in _CACHE:
         lau = launch.get_launcher("smpi", platform=platform, cfg=list(cfg))
-        rows = forcing.measure(lau, collective, algorithm, int(nprocs), sizes=(int(nbytes), int(nbytes)),
-                               mapping=mapping, iters=1, warmup=1, iters_large=1, warmup_large=1,
-                               timeout=300)
+        rows = forcing.measure(
+            lau,
+            collective,
+            algorithm,
+            int(nprocs),
+            sizes=(int(nbytes), int(nbytes)),
+            mapping=mapping,
+            iters=1,
+            warmup=1,
+            iters_large=1,
+            warmup_large=1,
+            timeout=300,
+        )
         _CACHE[key] = rows[0]
     return _CACHE[key]
 
@@ -55,7 +66,16 @@ def spot_case(table, what, platform, cfg=(), choices=(), value="avg_us"):
         got = float(rows[rows["bytes"] == nbytes][value].median())
         want = float(simulated_row(platform, cfg, coll, alg, p, nbytes)[value])
         ok = math.isclose(got, want, rel_tol=RTOL, abs_tol=1e-3)
-        return Case(title, ok, f"{coll} {alg} at P = {p}, {nbytes} B: your table says {value} = "
-                               f"{got:.4g} us, the simulation gives {want:.4g} us")
-    return Case(title, False, f"{what} has none of the points the grader simulates again ("
-                              + "; ".join(f"{c} {a} at P = {p}" for c, a, p in choices) + ")")
+        return Case(
+            title,
+            ok,
+            f"{coll} {alg} at P = {p}, {nbytes} B: your table says {value} = "
+            f"{got:.4g} us, the simulation gives {want:.4g} us",
+        )
+    return Case(
+        title,
+        False,
+        f"{what} has none of the points the grader simulates again ("
+        + "; ".join(f"{c} {a} at P = {p}" for c, a, p in choices)
+        + ")",
+    )

@@ -4,13 +4,15 @@ Lab 5 asks students to write their decision table as a rules file; writing it is
 the writer is on the instructor's side (the tests and the rubric use it). The format, the
 reader and the lookup are :mod:`mpilab.measure.rules`.
 """
+
 from mpilab.core.errors import UsageError
 from mpilab.measure import libalgs
 from mpilab.measure.rules import OMPI_COLL_IDS
 
 
 def write_ompi_rules(table, path, segsizes=None):
-    """Write ``table`` (from :func:`mpilab_key.decision.decision_table`) as an Open MPI 4.1 dynamic rules file.
+    """Write ``table`` (from :func:`mpilab_key.decision.decision_table`) as an Open MPI 4.1 dynamic rules
+    file.
 
     Open MPI 4.1 compares an allgather's message size with the whole gathered buffer, so for
     allgather one communicator-size block is written per process count of the table (the first
@@ -37,12 +39,13 @@ def write_ompi_rules(table, path, segsizes=None):
     lines.append(f"{len(colls)}")
     for coll in colls:
         if coll not in OMPI_COLL_IDS:
-            raise UsageError(f"no Open MPI rules for collective {coll!r}; valid: "
-                             f"{', '.join(sorted(OMPI_COLL_IDS))}")
+            raise UsageError(
+                f"no Open MPI rules for collective {coll!r}; valid: {', '.join(sorted(OMPI_COLL_IDS))}"
+            )
         t = table[table.collective == coll]
         for name in t["algorithm"].unique():
             _refuse_kit_algorithm(coll, name)
-        blocks = []     # (communicator size written, P the thresholds are scaled by, rules)
+        blocks = []  # (communicator size written, P the thresholds are scaled by, rules)
         for pmin in sorted(t["nprocs_min"].unique()):
             rules = t[t.nprocs_min == pmin].sort_values("bytes_min")
             pmax = int(rules["nprocs_max"].max())
@@ -56,8 +59,10 @@ def write_ompi_rules(table, path, segsizes=None):
             for j, (_, r) in enumerate(rules.iterrows()):
                 alg = libalgs.lookup(coll, r["algorithm"])
                 if alg.ompi_id is None:
-                    raise UsageError(f"{coll} algorithm {r['algorithm']!r} is not available on "
-                                     f"openmpi; it cannot go into a rules file")
+                    raise UsageError(
+                        f"{coll} algorithm {r['algorithm']!r} is not available on "
+                        f"openmpi; it cannot go into a rules file"
+                    )
                 seg = segsizes.get((coll, alg.name), alg.ompi_segsize)
                 start = 0 if j == 0 else int(r["bytes_min"]) * scale
                 lines.append(f"{start} {alg.ompi_id} 0 {seg}")
@@ -71,11 +76,19 @@ def _refuse_kit_algorithm(coll, name):
     """Raise a UsageError for rows that are not Open MPI algorithms (the kit's C code)."""
     if libalgs.is_library(coll, name):
         return
-    hint = (f"; the library's {name} is {libalgs.PREFIX + name!r}"
-            if libalgs.PREFIX + name in libalgs.names(coll) else "")
-    what = ("the library's own choice, not an algorithm (use 'default' for Open MPI's fixed "
-            "rules)" if name == "native" else "the kit's own C algorithm or unknown")
-    raise UsageError(f"{coll} algorithm {name!r} in the decision table is {what}: an Open MPI "
-                     f"rules file can only name Open MPI's algorithms{hint}; build the table "
-                     f"from library rows only, e.g. decision_table(df, algorithms=[...]) with "
-                     f"names from `mpilab libalgs --coll {coll}`")
+    hint = (
+        f"; the library's {name} is {libalgs.PREFIX + name!r}"
+        if libalgs.PREFIX + name in libalgs.names(coll)
+        else ""
+    )
+    what = (
+        "the library's own choice, not an algorithm (use 'default' for Open MPI's fixed rules)"
+        if name == "native"
+        else "the kit's own C algorithm or unknown"
+    )
+    raise UsageError(
+        f"{coll} algorithm {name!r} in the decision table is {what}: an Open MPI "
+        f"rules file can only name Open MPI's algorithms{hint}; build the table "
+        f"from library rows only, e.g. decision_table(df, algorithms=[...]) with "
+        f"names from `mpilab libalgs --coll {coll}`"
+    )

@@ -7,6 +7,7 @@ an instructor's checkout.
 On the student's side they are answers: lab 2 asks for ring and Bruck, and a schedule gives
 away the order of their messages.
 """
+
 from mpilab.model.schedules import TAGS, Program
 
 

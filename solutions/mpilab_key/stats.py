@@ -4,6 +4,7 @@ Lab 5 asks students for Pearson's r between the probe and the broadcast per algo
 :func:`correlate` computes that table, so it is on the instructor's side (the rubric recomputes
 the expected r with it from the rows a student hands in).
 """
+
 import pandas as pd
 from scipy import stats as _st
 
@@ -33,13 +34,14 @@ def correlate(df, x="probe_us", y="avg_us", by=("collective", "algorithm", "byte
     for col in (x, y):
         if col not in df.columns:
             raise UsageError(f"results table has no column {col!r}; columns: {', '.join(df.columns)}")
-    d = df.assign(_x=pd.to_numeric(df[x], errors="coerce"),
-                  _y=pd.to_numeric(df[y], errors="coerce")).dropna(subset=["_x", "_y"])
+    d = df.assign(_x=pd.to_numeric(df[x], errors="coerce"), _y=pd.to_numeric(df[y], errors="coerce")).dropna(
+        subset=["_x", "_y"]
+    )
     if d.empty:
         raise UsageError(f"no row has both {x} and {y} (for probe_us, measure with --probe)")
     keys = [c for c in by if c in d.columns]
     out = []
-    for key, g in (d.groupby(keys, sort=True) if keys else [((), d)]):
+    for key, g in d.groupby(keys, sort=True) if keys else [((), d)]:
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
         row["n"] = len(g)
         r = pr = rho = float("nan")

@@ -20,19 +20,71 @@ Typical use (the CLI ``mpilab slurm render|submit|collect|profiles`` does the sa
     report = slurm.collect("runs/s1")
 """
 
-from mpilab.cluster.slurm.collection import (append_results, collect, collect_osu, Collected,
-                                          ingest_point, point_rows, read_kv)
-from mpilab.cluster.slurm.jobs import (cluster_answers, DONE_STATES, FAILED_STATES, job_states,
-                                       log_paths, parse_jobcomp, parse_sacct, SACCT_FIELDS,
-                                       submit, TaskState, wait)
-from mpilab.cluster.slurm.profiles import (check_resources, format_time, list_profiles,
-                                           load_profile, parse_time, Partition, Profile,
-                                           profiles_dir, templates_dir)
-from mpilab.cluster.slurm.render import render, render_to_dir, SEED_ALGORITHMS, TEMPLATES
+from mpilab.cluster.slurm.collection import (
+    Collected,
+    append_results,
+    collect,
+    collect_osu,
+    ingest_point,
+    point_rows,
+    read_kv,
+)
+from mpilab.cluster.slurm.jobs import (
+    DONE_STATES,
+    FAILED_STATES,
+    SACCT_FIELDS,
+    TaskState,
+    cluster_answers,
+    job_states,
+    log_paths,
+    parse_jobcomp,
+    parse_sacct,
+    submit,
+    wait,
+)
+from mpilab.cluster.slurm.profiles import (
+    Partition,
+    Profile,
+    check_resources,
+    format_time,
+    list_profiles,
+    load_profile,
+    parse_time,
+    profiles_dir,
+    templates_dir,
+)
+from mpilab.cluster.slurm.render import SEED_ALGORITHMS, TEMPLATES, render, render_to_dir
 
-__all__ = ["append_results", "check_resources", "cluster_answers", "collect", "collect_osu",
-           "Collected", "DONE_STATES", "FAILED_STATES", "format_time", "ingest_point",
-           "job_states", "list_profiles", "load_profile", "log_paths", "parse_jobcomp",
-           "parse_sacct", "parse_time", "Partition", "point_rows", "Profile", "profiles_dir",
-           "read_kv", "render", "render_to_dir", "SACCT_FIELDS", "SEED_ALGORITHMS", "submit",
-           "TaskState", "templates_dir", "TEMPLATES", "wait"]
+__all__ = [
+    "append_results",
+    "check_resources",
+    "cluster_answers",
+    "collect",
+    "collect_osu",
+    "Collected",
+    "DONE_STATES",
+    "FAILED_STATES",
+    "format_time",
+    "ingest_point",
+    "job_states",
+    "list_profiles",
+    "load_profile",
+    "log_paths",
+    "parse_jobcomp",
+    "parse_sacct",
+    "parse_time",
+    "Partition",
+    "point_rows",
+    "Profile",
+    "profiles_dir",
+    "read_kv",
+    "render",
+    "render_to_dir",
+    "SACCT_FIELDS",
+    "SEED_ALGORITHMS",
+    "submit",
+    "TaskState",
+    "templates_dir",
+    "TEMPLATES",
+    "wait",
+]

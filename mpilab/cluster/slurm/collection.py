@@ -9,10 +9,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpilab.cluster.slurm.jobs import job_states, log_paths, TaskState
+from mpilab.cluster.slurm.jobs import TaskState, job_states, log_paths
 from mpilab.core import results as _results
 from mpilab.core.errors import UsageError
 from mpilab.measure import collbench, driver, libalgs, osu
+
 
 def point_rows(text, meta, source="collbench output"):
     """Turn one point's collbench output into rows of the results table.
@@ -32,8 +33,7 @@ def point_rows(text, meta, source="collbench output"):
         Rows of :func:`mpilab.core.results.rows`.
     """
     out = driver.parse(text, source=source, program=collbench.PROGRAM, columns=collbench.COLUMNS)
-    return _results.rows(out.meta, out.table,
-                         **{k: v for k, v in meta.items() if k in _results.COLUMNS})
+    return _results.rows(out.meta, out.table, **{k: v for k, v in meta.items() if k in _results.COLUMNS})
 
 
 def append_results(rows, results):
@@ -95,16 +95,21 @@ class Collected:
 
     def summary(self):
         """A human-readable report (what ``mpilab slurm collect`` prints)."""
-        lines = [f"run directory: {self.run_dir}",
-                 f"results: {self.results} ({self.points} point files, {self.ingested} new rows)"]
+        lines = [
+            f"run directory: {self.run_dir}",
+            f"results: {self.results} ({self.points} point files, {self.ingested} new rows)",
+        ]
         for p in self.provenance:
-            lines.append(f"provenance {p.get('job_id', '?')}"
-                         f"{'_' + p['array_task_id'] if p.get('array_task_id') else ''}: "
-                         f"nodes {p.get('nodelist', '?')}; MPI {p.get('mpi_version', '?')}; "
-                         f"modules {p.get('modules', '') or 'none'}")
+            lines.append(
+                f"provenance {p.get('job_id', '?')}"
+                f"{'_' + p['array_task_id'] if p.get('array_task_id') else ''}: "
+                f"nodes {p.get('nodelist', '?')}; MPI {p.get('mpi_version', '?')}; "
+                f"modules {p.get('modules', '') or 'none'}"
+            )
         for t in self.tasks:
-            lines.append(f"job {t.label}: {t.state} exit {t.exit_code or '?'}"
-                         + (f" ({t.source})" if t.source else ""))
+            lines.append(
+                f"job {t.label}: {t.state} exit {t.exit_code or '?'}" + (f" ({t.source})" if t.source else "")
+            )
         for t in self.failed:
             lines.append(f"FAILED {t.label}: {t.reason}")
         return "\n".join(lines)
@@ -118,8 +123,10 @@ def _failure_reason(task):
     if task.reason and task.reason not in ("None", "NonZeroExitCode"):
         bits.append(f"reason {task.reason}")
     if task.state.startswith("TIMEOUT"):
-        bits.append("killed at its time limit; resubmit the same script to resume "
-                    "(finished points are kept and skipped)")
+        bits.append(
+            "killed at its time limit; resubmit the same script to resume "
+            "(finished points are kept and skipped)"
+        )
     for log in {task.stderr, task.stdout} - {""}:
         p = Path(log)
         if p.is_file():
@@ -152,8 +159,11 @@ def collect(run_dir, job_ids=None, results=None):
         raise UsageError(f"run directory {str(run_dir)!r} does not exist")
     results = Path(results) if results else run_dir / "results.csv"
     jobs_file = run_dir / "jobs.jsonl"
-    submitted = ([json.loads(l) for l in jobs_file.read_text().splitlines() if l.strip()]
-                 if jobs_file.is_file() else [])
+    submitted = (
+        [json.loads(l) for l in jobs_file.read_text().splitlines() if l.strip()]
+        if jobs_file.is_file()
+        else []
+    )
     scripts = {j["job_id"]: j.get("script", "") for j in submitted}
     if job_ids is None:
         job_ids = [j["job_id"] for j in submitted]
@@ -176,8 +186,14 @@ def collect(run_dir, job_ids=None, results=None):
     for jid in job_ids:
         found = job_states(jid)
         if not found:
-            found = [TaskState(str(jid), "", "UNKNOWN", reason="no record: not in sacct, "
-                               "scontrol or the job completion log")]
+            found = [
+                TaskState(
+                    str(jid),
+                    "",
+                    "UNKNOWN",
+                    reason="no record: not in sacct, scontrol or the job completion log",
+                )
+            ]
         for t in found:
             if t.failed:
                 script = scripts.get(t.job_id, "")
@@ -215,21 +231,28 @@ def collect_osu(run_dir, results=None, flavour="openmpi", platform=None):
     run_dir = Path(run_dir).resolve()
     index = run_dir / "osu" / "index.csv"
     if not index.is_file():
-        raise UsageError(f"{index} does not exist: the osu-seed job has not finished a point yet "
-                         f"(see {run_dir / 'logs'})")
+        raise UsageError(
+            f"{index} does not exist: the osu-seed job has not finished a point yet (see {run_dir / 'logs'})"
+        )
     if platform is None:
         prov = [read_kv(p) for p in sorted((run_dir / "provenance").glob("*.txt"))]
-        platform = (f"{prov[0].get('profile', 'slurm')}/{prov[0].get('partition', '')}"
-                    if prov else "slurm")
+        platform = f"{prov[0].get('profile', 'slurm')}/{prov[0].get('partition', '')}" if prov else "slurm"
     results = Path(results) if results else run_dir / "results.csv"
     rows = []
     with open(index, newline="") as f:
         for entry in csv.DictReader(f):
             coll, tuned_id = entry["collective"], int(entry["coll_tuned_id"])
             name = next(a.name for a in libalgs.TABLE[coll].values() if a.ompi_id == tuned_id)
-            rows += osu.to_rows(run_dir / "osu" / entry["file"], nprocs=int(entry["nprocs"]),
-                                algorithm=name, mapping=entry["mapping"], flavour=flavour,
-                                platform=platform, launcher="srun",
-                                host=entry.get("nodelist", ""), command=entry.get("command", ""),
-                                job=entry.get("job", ""))
+            rows += osu.to_rows(
+                run_dir / "osu" / entry["file"],
+                nprocs=int(entry["nprocs"]),
+                algorithm=name,
+                mapping=entry["mapping"],
+                flavour=flavour,
+                platform=platform,
+                launcher="srun",
+                host=entry.get("nodelist", ""),
+                command=entry.get("command", ""),
+                job=entry.get("job", ""),
+            )
     return append_results(rows, results)

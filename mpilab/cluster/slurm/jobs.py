@@ -15,8 +15,16 @@ from pathlib import Path
 from mpilab.core import process
 from mpilab.core.errors import LaunchError, ParseError, ToolMissing, UsageError
 
-FAILED_STATES = {"FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
-                 "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+FAILED_STATES = {
+    "FAILED",
+    "TIMEOUT",
+    "CANCELLED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+}
 DONE_STATES = FAILED_STATES | {"COMPLETED"}
 #: Seconds a SLURM command (sbatch, sacct, scontrol) may take before it is stopped.
 COMMAND_TIMEOUT = 120
@@ -24,11 +32,14 @@ COMMAND_TIMEOUT = 120
 
 # --------------------------------------------------------------------------- submit, wait
 
+
 def _tool(name):
     path = shutil.which(name)
     if not path:
-        raise ToolMissing(f"{name} is not installed or not on PATH; on a test machine run "
-                          "scripts/local-slurm.sh start (Debian packages slurm-wlm, munge)")
+        raise ToolMissing(
+            f"{name} is not installed or not on PATH; on a test machine run "
+            "scripts/local-slurm.sh start (Debian packages slurm-wlm, munge)"
+        )
     return path
 
 
@@ -68,16 +79,29 @@ def submit(script, sbatch_args=(), env=None):
         if value:
             Path(value).parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ, **(env or {}))
-    proc = process.run([_tool("sbatch"), "--parsable", *sbatch_args, script], env=full_env,
-                       cwd=script.parent, timeout=COMMAND_TIMEOUT)
+    proc = process.run(
+        [_tool("sbatch"), "--parsable", *sbatch_args, script],
+        env=full_env,
+        cwd=script.parent,
+        timeout=COMMAND_TIMEOUT,
+    )
     if proc.timed_out:
         raise LaunchError(f"sbatch {script} did not answer within {COMMAND_TIMEOUT} s")
     if proc.returncode != 0:
         raise LaunchError(f"sbatch {script} failed: {proc.stderr.strip() or proc.stdout.strip()}")
     job_id = proc.stdout.strip().split(";")[0]
     with open(script.parent / "jobs.jsonl", "a") as f:
-        f.write(json.dumps({"job_id": job_id, "script": str(script), "sbatch_args": list(sbatch_args),
-                            "submitted": _dt.datetime.now(_dt.timezone.utc).isoformat()}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "job_id": job_id,
+                    "script": str(script),
+                    "sbatch_args": list(sbatch_args),
+                    "submitted": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                }
+            )
+            + "\n"
+        )
     return job_id
 
 
@@ -94,13 +118,14 @@ class TaskState:
     stderr: str = ""
     nodelist: str = ""
     source: str = ""
-    raw_id: str = ""     # the task's own job id (SLURM's %j); for a plain job, job_id
-    name: str = ""       # the job name (SLURM's %x)
+    raw_id: str = ""  # the task's own job id (SLURM's %j); for a plain job, job_id
+    name: str = ""  # the job name (SLURM's %x)
 
     @property
     def failed(self):
         return self.state.split()[0] in FAILED_STATES or (
-            self.state == "COMPLETED" and self.exit_code not in ("", "0:0"))
+            self.state == "COMPLETED" and self.exit_code not in ("", "0:0")
+        )
 
     @property
     def done(self):
@@ -136,13 +161,25 @@ def parse_sacct(text, source="sacct output"):
             continue
         fields = line.split("|")
         if len(fields) != len(SACCT_FIELDS):
-            raise ParseError(f"{source}: line {n}: {len(fields)} fields, expected "
-                             f"{len(SACCT_FIELDS)} ({'|'.join(SACCT_FIELDS)}): {line!r}")
+            raise ParseError(
+                f"{source}: line {n}: {len(fields)} fields, expected "
+                f"{len(SACCT_FIELDS)} ({'|'.join(SACCT_FIELDS)}): {line!r}"
+            )
         kv = dict(zip(SACCT_FIELDS, fields))
         base, _, task = kv["JobID"].partition("_")
-        out.append(TaskState(base, task, kv["State"], kv["ExitCode"], kv["Reason"],
-                             nodelist=kv["NodeList"], source="sacct", raw_id=kv["JobIDRaw"],
-                             name=kv["JobName"]))
+        out.append(
+            TaskState(
+                base,
+                task,
+                kv["State"],
+                kv["ExitCode"],
+                kv["Reason"],
+                nodelist=kv["NodeList"],
+                source="sacct",
+                raw_id=kv["JobIDRaw"],
+                name=kv["JobName"],
+            )
+        )
     return out
 
 
@@ -151,8 +188,10 @@ def _sacct(job_id):
     disabled), an empty list when sacct has no record of the job (yet)."""
     if not shutil.which("sacct"):
         return None
-    proc = process.run(["sacct", "-j", job_id, "-X", "--parsable2", "--noheader",
-                        "-o", ",".join(SACCT_FIELDS)], timeout=COMMAND_TIMEOUT)
+    proc = process.run(
+        ["sacct", "-j", job_id, "-X", "--parsable2", "--noheader", "-o", ",".join(SACCT_FIELDS)],
+        timeout=COMMAND_TIMEOUT,
+    )
     if proc.returncode != 0 or "disabled" in proc.stderr + proc.stdout:
         return None
     return parse_sacct(proc.stdout, f"sacct -j {job_id}")
@@ -160,8 +199,10 @@ def _sacct(job_id):
 
 def _agree(a, b):
     """True when two views of a job list the same tasks in the same states."""
+
     def view(states):
         return sorted((t.label, t.state.split()[0] if t.state else "", t.exit_code) for t in states)
+
     return view(a) == view(b)
 
 
@@ -177,10 +218,21 @@ def _scontrol(job_id):
     for line in proc.stdout.strip().splitlines():
         kv = _kv(line)
         base = kv.get("ArrayJobId") or kv.get("JobId", "")
-        out.append(TaskState(base, kv.get("ArrayTaskId", ""), kv.get("JobState", "?"),
-                             kv.get("ExitCode", ""), kv.get("Reason", ""), kv.get("StdOut", ""),
-                             kv.get("StdErr", ""), kv.get("NodeList", ""), "scontrol",
-                             kv.get("JobId", ""), kv.get("JobName", "")))
+        out.append(
+            TaskState(
+                base,
+                kv.get("ArrayTaskId", ""),
+                kv.get("JobState", "?"),
+                kv.get("ExitCode", ""),
+                kv.get("Reason", ""),
+                kv.get("StdOut", ""),
+                kv.get("StdErr", ""),
+                kv.get("NodeList", ""),
+                "scontrol",
+                kv.get("JobId", ""),
+                kv.get("JobName", ""),
+            )
+        )
     return out or None
 
 
@@ -207,11 +259,20 @@ def parse_jobcomp(text, job_ids):
         kv = _kv(line)
         if "JobId" in kv and (kv["JobId"] in job_ids or kv.get("ArrayJobId") in job_ids):
             found[kv["JobId"]] = kv
-    return [TaskState(kv.get("ArrayJobId") or jid, kv.get("ArrayTaskId", ""),
-                      kv.get("JobState", "?"), kv.get("ExitCode", ""), "",
-                      nodelist=kv.get("NodeList", ""), source="jobcomp", raw_id=jid,
-                      name=kv.get("Name", ""))
-            for jid, kv in found.items()]
+    return [
+        TaskState(
+            kv.get("ArrayJobId") or jid,
+            kv.get("ArrayTaskId", ""),
+            kv.get("JobState", "?"),
+            kv.get("ExitCode", ""),
+            "",
+            nodelist=kv.get("NodeList", ""),
+            source="jobcomp",
+            raw_id=jid,
+            name=kv.get("Name", ""),
+        )
+        for jid, kv in found.items()
+    ]
 
 
 def _jobcomp(job_ids):
@@ -263,19 +324,25 @@ def wait(job_id, timeout=600, poll=1.0):
     while True:
         states = job_states(job_id)
         if not states and time.monotonic() - start > 15:
-            raise LaunchError(f"job {job_id} is unknown to SLURM (not in sacct, scontrol or the "
-                              "job completion log): check the id with squeue")
-        if states and all(s.done for s in states) and not any(
-                s.array_task.startswith("[") or "-" in s.array_task for s in states):
+            raise LaunchError(
+                f"job {job_id} is unknown to SLURM (not in sacct, scontrol or the "
+                "job completion log): check the id with squeue"
+            )
+        if (
+            states
+            and all(s.done for s in states)
+            and not any(s.array_task.startswith("[") or "-" in s.array_task for s in states)
+        ):
             # Finished for the controller: give accounting, where there is some, up to 30 s
             # to record the same, so that what is returned (and reported later) is sacct's.
             finished = finished or time.monotonic()
-            if (states[0].source != "scontrol" or time.monotonic() - finished > 30
-                    or _sacct(job_id) is None):
+            if states[0].source != "scontrol" or time.monotonic() - finished > 30 or _sacct(job_id) is None:
                 return states
         if time.monotonic() > deadline:
-            raise LaunchError(f"job {job_id} not finished after {timeout} s: "
-                              + ", ".join(f"{s.label} {s.state}" for s in states))
+            raise LaunchError(
+                f"job {job_id} not finished after {timeout} s: "
+                + ", ".join(f"{s.label} {s.state}" for s in states)
+            )
         time.sleep(poll)
 
 
@@ -303,8 +370,14 @@ def log_paths(script, task):
     d = _sbatch_directives(script.read_text())
     array = task.array_task if task.array_task not in ("", "N/A") else ""
     own = task.raw_id or task.job_id
-    subs = {"x": task.name or d.get("job-name", ""), "j": own, "A": task.job_id if array else own,
-            "a": array, "u": getpass.getuser(), "%": "%"}
+    subs = {
+        "x": task.name or d.get("job-name", ""),
+        "j": own,
+        "A": task.job_id if array else own,
+        "a": array,
+        "u": getpass.getuser(),
+        "%": "%",
+    }
     default = "slurm-%A_%a.out" if array else "slurm-%j.out"
 
     def expand(pattern):
@@ -316,6 +389,7 @@ def log_paths(script, task):
 
 
 # --------------------------------------------------------------------------- helpers for labs
+
 
 def _controller_refuses(conf=None):
     """True when slurm.conf names a controller whose port refuses a connection right now.

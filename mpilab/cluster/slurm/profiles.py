@@ -13,7 +13,7 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib
 
-from mpilab.core.errors import one_of, ParseError, UsageError
+from mpilab.core.errors import ParseError, UsageError, one_of
 from mpilab.core.paths import repo_root
 from mpilab.core.vocabulary import FLAVOURS, SRUN_MPI_PLUGINS
 
@@ -62,11 +62,11 @@ def parse_time(text):
     days, a, b, c = m.groups()
     if days is None:
         if b is None:
-            secs = int(a) * 60                                   # M
+            secs = int(a) * 60  # M
         elif c is None:
-            secs = int(a) * 60 + int(b)                          # M:S
+            secs = int(a) * 60 + int(b)  # M:S
         else:
-            secs = int(a) * 3600 + int(b) * 60 + int(c)          # H:M:S
+            secs = int(a) * 3600 + int(b) * 60 + int(c)  # H:M:S
     else:
         secs = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
     return secs
@@ -81,6 +81,7 @@ def format_time(seconds):
 
 
 # --------------------------------------------------------------------------- profiles
+
 
 @dataclass
 class Partition:
@@ -123,8 +124,9 @@ class Profile:
         if flavour not in self.mpi or "modules" not in self.mpi[flavour]:
             raise UsageError(
                 f"profile {self.name!r} ({self.path}) has no module line for flavour {flavour!r}: "
-                f"add [mpi.{flavour}] with modules = [\"...\"] (an empty list when the MPI is on "
-                f"PATH without modules); flavours with one: {', '.join(with_modules) or 'none'}")
+                f'add [mpi.{flavour}] with modules = ["..."] (an empty list when the MPI is on '
+                f"PATH without modules); flavours with one: {', '.join(with_modules) or 'none'}"
+            )
         return self.mpi[flavour]
 
 
@@ -164,12 +166,19 @@ def load_profile(name):
     parts = {}
     for pname, p in data.get("partitions", {}).items():
         try:
-            parts[pname] = Partition(pname, int(p["nodes"]), int(p["sockets"]),
-                                     int(p["cores_per_socket"]), str(p.get("memory", "")),
-                                     parse_time(p["max_time"]))
+            parts[pname] = Partition(
+                pname,
+                int(p["nodes"]),
+                int(p["sockets"]),
+                int(p["cores_per_socket"]),
+                str(p.get("memory", "")),
+                parse_time(p["max_time"]),
+            )
         except KeyError as e:
-            raise ParseError(f"{path}: partition {pname!r} lacks {e.args[0]!r}; needs nodes, "
-                             "sockets, cores_per_socket, max_time (memory optional)") from None
+            raise ParseError(
+                f"{path}: partition {pname!r} lacks {e.args[0]!r}; needs nodes, "
+                "sockets, cores_per_socket, max_time (memory optional)"
+            ) from None
     if not parts:
         raise ParseError(f"{path}: no [partitions.<NAME>] table")
     for flavour, table in data.get("mpi", {}).items():
@@ -177,12 +186,19 @@ def load_profile(name):
             raise ParseError(f"{path}: [mpi.{flavour}]: unknown flavour; valid: {', '.join(FLAVOURS)}")
         plugin = table.get("srun_mpi", "pmix")
         if plugin not in SRUN_MPI_PLUGINS:
-            raise ParseError(f"{path}: [mpi.{flavour}] srun_mpi = {plugin!r}; valid: {', '.join(SRUN_MPI_PLUGINS)}")
-    return Profile(name=data.get("name", path.stem), path=path,
-                   description=data.get("description", ""), login_host=data.get("login_host", ""),
-                   account=data.get("account", ""), qos=data.get("qos", ""),
-                   mpi=data.get("mpi", {}), partitions=parts)
-
+            raise ParseError(
+                f"{path}: [mpi.{flavour}] srun_mpi = {plugin!r}; valid: {', '.join(SRUN_MPI_PLUGINS)}"
+            )
+    return Profile(
+        name=data.get("name", path.stem),
+        path=path,
+        description=data.get("description", ""),
+        login_host=data.get("login_host", ""),
+        account=data.get("account", ""),
+        qos=data.get("qos", ""),
+        mpi=data.get("mpi", {}),
+        partitions=parts,
+    )
 
 
 def check_resources(profile, partition, nodes, ntasks, time_limit, ntasks_per_node=None):
@@ -221,15 +237,19 @@ def check_resources(profile, partition, nodes, ntasks, time_limit, ntasks_per_no
         raise UsageError(
             f"{ntasks} tasks need more cores than the {have} of {nodes} node(s) of {where} "
             f"({partition.cores_per_node} cores per node, {partition.nodes} nodes): ask for "
-            f"--nodes {-(-ntasks // partition.cores_per_node)} or fewer processes")
+            f"--nodes {-(-ntasks // partition.cores_per_node)} or fewer processes"
+        )
     if ntasks_per_node is not None and ntasks_per_node > partition.cores_per_node:
-        raise UsageError(f"--ntasks-per-node {ntasks_per_node} is more than the "
-                         f"{partition.cores_per_node} cores per node of {where}")
+        raise UsageError(
+            f"--ntasks-per-node {ntasks_per_node} is more than the "
+            f"{partition.cores_per_node} cores per node of {where}"
+        )
     secs = parse_time(time_limit)
     if secs <= 0:
         raise UsageError(f"time limit {time_limit!r} must be positive")
     if secs > partition.max_time:
-        raise UsageError(f"time limit {time_limit!r} ({format_time(secs)}) is above the "
-                         f"{format_time(partition.max_time)} limit of {where}")
+        raise UsageError(
+            f"time limit {time_limit!r} ({format_time(secs)}) is above the "
+            f"{format_time(partition.max_time)} limit of {where}"
+        )
     return secs
-

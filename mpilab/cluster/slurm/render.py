@@ -12,12 +12,10 @@ from pathlib import Path
 import jinja2
 
 from mpilab import __version__
-from mpilab.cluster.slurm.profiles import (check_resources, format_time, load_profile, Profile,
-                                           templates_dir)
-from mpilab.core.errors import one_of, UsageError
+from mpilab.cluster.slurm.profiles import Profile, check_resources, format_time, load_profile, templates_dir
+from mpilab.core.errors import UsageError, one_of
 from mpilab.core.paths import collbench_path, repo_root
-from mpilab.core.vocabulary import (COLLECTIVES, FLAVOURS, MAPPINGS, SRUN_DISTRIBUTION,
-                                    srun_placement)
+from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS, MAPPINGS, SRUN_DISTRIBUTION, srun_placement
 from mpilab.measure import libalgs
 from mpilab.measure.collbench import PROGRAM as COLLBENCH
 from mpilab.measure.driver import BenchOptions
@@ -47,19 +45,47 @@ def _as_list(value, kind, cast=str):
 
 
 def _environment():
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["q"] = lambda v: shlex.quote(str(v))
     return env
 
 
-def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name=None,
-           nodes=1, ntasks_per_node=None, time="00:10:00", collective="allgather",
-           algos=("native",), nprocs=(1, 2), mappings=("core",), sizes="32:1K", iters=100,
-           warmup=10, repetitions=1, cooldown=0, exclusive=None, collbench=None, image=None,
-           container_kit_dir="/opt/mpilab", osu_dir="", notebook_dir=None, exchange=None,
-           course="mpilab", command=None):
+def render(
+    template,
+    profile,
+    partition,
+    *,
+    run_dir,
+    flavour="openmpi",
+    job_name=None,
+    nodes=1,
+    ntasks_per_node=None,
+    time="00:10:00",
+    collective="allgather",
+    algos=("native",),
+    nprocs=(1, 2),
+    mappings=("core",),
+    sizes="32:1K",
+    iters=100,
+    warmup=10,
+    repetitions=1,
+    cooldown=0,
+    exclusive=None,
+    collbench=None,
+    image=None,
+    container_kit_dir="/opt/mpilab",
+    osu_dir="",
+    notebook_dir=None,
+    exchange=None,
+    course="mpilab",
+    command=None,
+):
     """Render one of :data:`TEMPLATES` into the text of an sbatch script.
 
     Parameters
@@ -128,14 +154,16 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
     if int(repetitions) < 1:
         raise UsageError(f"bad --repetitions {repetitions!r}; valid: an integer >= 1")
     options = BenchOptions(sizes=str(sizes), iters=iters, warmup=warmup)
-    options.size_range(COLLBENCH)       # a bad range is refused here, not in the job
+    options.size_range(COLLBENCH)  # a bad range is refused here, not in the job
 
     if template == "osu-seed":
         ntasks_per_node = ntasks_per_node or part.cores_per_node
         ntasks = nodes * ntasks_per_node
         if max(nprocs) > ntasks:
-            raise UsageError(f"process count {max(nprocs)} is more than the {ntasks} tasks of "
-                             f"{nodes} node(s) x {ntasks_per_node}")
+            raise UsageError(
+                f"process count {max(nprocs)} is more than the {ntasks} tasks of "
+                f"{nodes} node(s) x {ntasks_per_node}"
+            )
     elif template in ("jupyter", "jupyter-exchange"):
         ntasks = 1
     elif template == "ipyparallel":
@@ -147,8 +175,10 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
     secs = check_resources(prof, part, nodes, ntasks, time, ntasks_per_node)
     if template == "jupyter-exchange":
         if not exchange or not os.path.isabs(str(exchange)):
-            raise UsageError(f"template 'jupyter-exchange' needs --exchange, an absolute path on a filesystem "
-                             f"the compute nodes share (got {exchange!r})")
+            raise UsageError(
+                f"template 'jupyter-exchange' needs --exchange, an absolute path on a filesystem "
+                f"the compute nodes share (got {exchange!r})"
+            )
         if not re.match(r"^[A-Za-z0-9_-]+$", str(course)):
             raise UsageError(f"course id {course!r} is not valid: letters, digits, - and _")
     if template == "sweep-apptainer" and not image:
@@ -164,36 +194,73 @@ def render(template, profile, partition, *, run_dir, flavour="openmpi", job_name
     run_dir = Path(run_dir).resolve()
     if collbench is None:
         collbench = collbench_path(flavour)
-    points = [dict(algo=a, nprocs=p, mapping=m)
-              for a, p, m in itertools.product(algos, nprocs, mappings)]
-    params = dict(template=template, profile=prof.name, partition=part.name, flavour=flavour,
-                  nodes=nodes, ntasks=ntasks, time=format_time(secs), collective=collective,
-                  algos=",".join(algos), nprocs=",".join(map(str, nprocs)),
-                  mappings=",".join(mappings), sizes=sizes, iters=iters, warmup=warmup,
-                  repetitions=repetitions)
+    points = [dict(algo=a, nprocs=p, mapping=m) for a, p, m in itertools.product(algos, nprocs, mappings)]
+    params = dict(
+        template=template,
+        profile=prof.name,
+        partition=part.name,
+        flavour=flavour,
+        nodes=nodes,
+        ntasks=ntasks,
+        time=format_time(secs),
+        collective=collective,
+        algos=",".join(algos),
+        nprocs=",".join(map(str, nprocs)),
+        mappings=",".join(mappings),
+        sizes=sizes,
+        iters=iters,
+        warmup=warmup,
+        repetitions=repetitions,
+    )
     context = dict(
-        profile=prof, partition=part, flavour=flavour, mpi=mpi, modules=mpi.get("modules", []),
-        srun_mpi=mpi.get("srun_mpi", "pmix"), mpi_env=mpi.get("env", {}),
-        job_name=job_name or f"mpilab-{template}", nodes=nodes, ntasks=ntasks,
-        ntasks_per_node=ntasks_per_node, time=format_time(secs),
-        exclusive=exclusive, job_distribution=job_distribution,
-        run_dir=str(run_dir), results=str(run_dir / "results.csv"), collbench=str(collbench),
-        python=sys.executable, kit_dir=str(repo_root()), kit_version=__version__,
-        collective=collective, algos=algos, nprocs=nprocs, mappings=mappings, sizes=sizes,
-        iters=int(iters), warmup=int(warmup), repetitions=int(repetitions), cooldown=cooldown,
-        points=points, platform=f"{prof.name}/{part.name}",
+        profile=prof,
+        partition=part,
+        flavour=flavour,
+        mpi=mpi,
+        modules=mpi.get("modules", []),
+        srun_mpi=mpi.get("srun_mpi", "pmix"),
+        mpi_env=mpi.get("env", {}),
+        job_name=job_name or f"mpilab-{template}",
+        nodes=nodes,
+        ntasks=ntasks,
+        ntasks_per_node=ntasks_per_node,
+        time=format_time(secs),
+        exclusive=exclusive,
+        job_distribution=job_distribution,
+        run_dir=str(run_dir),
+        results=str(run_dir / "results.csv"),
+        collbench=str(collbench),
+        python=sys.executable,
+        kit_dir=str(repo_root()),
+        kit_version=__version__,
+        collective=collective,
+        algos=algos,
+        nprocs=nprocs,
+        mappings=mappings,
+        sizes=sizes,
+        iters=int(iters),
+        warmup=int(warmup),
+        repetitions=int(repetitions),
+        cooldown=cooldown,
+        points=points,
+        platform=f"{prof.name}/{part.name}",
         placement={m: srun_placement(m) for m in MAPPINGS},
         bench_options=shlex.join(options.argv(COLLBENCH)),
-        image=image or "", container_kit_dir=container_kit_dir,
+        image=image or "",
+        container_kit_dir=container_kit_dir,
         container_collbench=f"{container_kit_dir}/c_reference/build/{flavour}/collbench",
         osu_dir=osu_dir,
         # a course's student works in their home, where the Assignment List fetches
-        notebook_dir=notebook_dir or str(Path.home() if template == "jupyter-exchange" else repo_root() / "labs"),
-        exchange=str(exchange or ""), course=course,
+        notebook_dir=notebook_dir
+        or str(Path.home() if template == "jupyter-exchange" else repo_root() / "labs"),
+        exchange=str(exchange or ""),
+        course=course,
         rendered_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        command=command or "", params=params,
-        osu_algorithms={c: {a: libalgs.lookup(c, a).ompi_id for a in SEED_ALGORITHMS}
-                        for c in ("bcast", "reduce")},
+        command=command or "",
+        params=params,
+        osu_algorithms={
+            c: {a: libalgs.lookup(c, a).ompi_id for a in SEED_ALGORITHMS} for c in ("bcast", "reduce")
+        },
         template_file=TEMPLATES[template],
     )
     return _environment().get_template(TEMPLATES[template]).render(**context)

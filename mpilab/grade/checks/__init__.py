@@ -9,6 +9,7 @@ no answer: expected values, hidden cases and reference data are their arguments.
 A rubric entry of the answer key is a :class:`Verdict`: it names the answers its cell hands in
 (``needs``) and is called with the decoded answers and the judge's context.
 """
+
 from mpilab.grade.answers import BadAnswer
 from mpilab.grade.cases import Case
 
@@ -40,8 +41,11 @@ def missing(answers, *names):
     """A failed case for the first of ``names`` that was not handed in or cannot be read; else None."""
     for name in names:
         if name not in answers:
-            return Case(f"the answer {name}", False, f"no answer named {name!r} was handed in: run "
-                        f"the cells above this one so that {name} exists")
+            return Case(
+                f"the answer {name}",
+                False,
+                f"no answer named {name!r} was handed in: run the cells above this one so that {name} exists",
+            )
         if isinstance(answers[name], BadAnswer):
             return Case(f"the answer {name}", False, str(answers[name]))
     return None

@@ -2,9 +2,11 @@
 
 The harnesses (``mpilab/data/grading/check_student.c`` for allgather, ``check_bcast.c`` for
 lab 6's broadcasts) check every element of every case and print one line per case
-(:func:`mpilab.grade.runner.run_cases`). Every case counts: a ring that fails only the ``MPI_IN_PLACE`` cases keeps the points of the others, and the
+(:func:`mpilab.grade.runner.run_cases`). Every case counts: a ring that fails only the ``MPI_IN_PLACE``
+cases keeps the points of the others, and the
 feedback names each failed case ("Open MPI, P = 5, in-place count=8: rank 3: block 2 ...").
 """
+
 import dataclasses
 import os
 import shutil
@@ -48,7 +50,9 @@ def allgather_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progres
             shutil.rmtree(work, ignore_errors=True)
         return [Case(f"{name} compiles", False, str(exc), weight=_weight(runs))]
     try:
-        return runner.run_cases(work, "check_student", runs, ALLGATHER_KINDS, timeout=timeout, progress=progress)
+        return runner.run_cases(
+            work, "check_student", runs, ALLGATHER_KINDS, timeout=timeout, progress=progress
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -68,15 +72,22 @@ def saved_note(c_file, now=None):
         return f"{path}: no such file next to this notebook"
     ago = max(0, round((time.time() if now is None else now) - saved))
     when = time.strftime("%H:%M:%S" if ago < 86400 else "%Y-%m-%d %H:%M", time.localtime(saved))
-    age = (f"{ago} s" if ago < 120 else f"{ago // 60} min" if ago < 7200 else f"{ago // 3600} h")
-    return (f"checking {path} as last saved at {when} ({age} ago); an edit made since and not "
-            "saved (Ctrl+S in its editor) is not checked")
+    age = f"{ago} s" if ago < 120 else f"{ago // 60} min" if ago < 7200 else f"{ago // 3600} h"
+    return (
+        f"checking {path} as last saved at {when} ({age} ago); an edit made since and not "
+        "saved (Ctrl+S in its editor) is not checked"
+    )
 
 
 def untouched_case(c_file, weight):
     """The one failed case of a C file handed in as released: nothing of it is built or run."""
-    return Case(f"{c_file} holds your code", False, f"{c_file} is the skeleton as released, "
-                "unchanged: write the algorithm in it, save it, then run the check", weight=weight)
+    return Case(
+        f"{c_file} holds your code",
+        False,
+        f"{c_file} is the skeleton as released, "
+        "unchanged: write the algorithm in it, save it, then run the check",
+        weight=weight,
+    )
 
 
 def _weight(runs):
@@ -105,8 +116,15 @@ class AllgatherVerdict(Verdict):
     def cases(self, answers, ctx):
         path = ctx.submitted_file(self.c_file)
         if path is None:
-            return [Case(f"{self.c_file} was handed in", False, f"{self.c_file} is not in the submission: "
-                         f"hand in your {self.c_file} next to the notebook", weight=_weight(self.runs))]
+            return [
+                Case(
+                    f"{self.c_file} was handed in",
+                    False,
+                    f"{self.c_file} is not in the submission: "
+                    f"hand in your {self.c_file} next to the notebook",
+                    weight=_weight(self.runs),
+                )
+            ]
         if ctx.untouched(self.c_file):
             return [untouched_case(self.c_file, _weight(self.runs))]
         return allgather_cases(path, self.algorithm, self.runs)
@@ -126,6 +144,7 @@ class AllgatherVerdict(Verdict):
         if found.status == "ok" and not failed:
             return None
         return found.text(), found.html()
+
 
 # ---- lab 6: broadcasts ------------------------------------------------------------------------
 
@@ -155,8 +174,9 @@ def bcast_runs(runs, algorithm):
     out = []
     for r in runs:
         if r.nprocs < 2:
-            raise ValueError(f"a broadcast check needs P >= 2, not {r.nprocs}: with one process "
-                             "an empty function is right")
+            raise ValueError(
+                f"a broadcast check needs P >= 2, not {r.nprocs}: with one process an empty function is right"
+            )
         out.append(dataclasses.replace(r, kinds=bcast_kinds(algorithm, r.nprocs)))
     return out
 
@@ -206,8 +226,15 @@ class BcastVerdict(Verdict):
         path = ctx.submitted_file(self.c_file)
         weight = float(sum(len(r.kinds) for r in bcast_runs(self.runs, self.algorithm)))
         if path is None:
-            return [Case(f"{self.c_file} was handed in", False, f"{self.c_file} is not in the "
-                         f"submission: hand in your {self.c_file} next to the notebook", weight=weight)]
+            return [
+                Case(
+                    f"{self.c_file} was handed in",
+                    False,
+                    f"{self.c_file} is not in the "
+                    f"submission: hand in your {self.c_file} next to the notebook",
+                    weight=weight,
+                )
+            ]
         if ctx.untouched(self.c_file):
             return [untouched_case(self.c_file, weight)]
         return bcast_cases(path, self.algorithm, self.runs)

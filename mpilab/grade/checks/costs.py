@@ -6,6 +6,7 @@ so an answer with the right message count and a wrong byte count earns half the 
 told which term is off, at which p and n. An expression that is not linear in α and β (a max,
 a product of the two) is compared whole.
 """
+
 import math
 
 import sympy
@@ -42,7 +43,7 @@ def terms(expr):
         e = sympy.expand(expr)
         a, b = sympy.diff(e, costs.alpha), sympy.diff(e, costs.beta)
         rest = sympy.simplify(e - a * costs.alpha - b * costs.beta)
-    except Exception:   # sympy raises many kinds on odd expressions
+    except Exception:  # sympy raises many kinds on odd expressions
         return None
     if any(s in x.free_symbols for x in (a, b) for s in (costs.alpha, costs.beta)) or rest != 0:
         return None
@@ -51,8 +52,9 @@ def terms(expr):
 
 def _value(expr, pv, nv):
     try:
-        v = float(expr.subs({costs.p: pv, costs.n: nv, costs.s: SEGMENT,
-                             costs.alpha: ALPHA, costs.beta: BETA}))
+        v = float(
+            expr.subs({costs.p: pv, costs.n: nv, costs.s: SEGMENT, costs.alpha: ALPHA, costs.beta: BETA})
+        )
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
@@ -70,14 +72,29 @@ def form_cases(answer, name="the cost"):
         return [Case(f"{name} reads as an expression", False, str(exc))]
     out = [Case(f"{name} reads as an expression", True)]
     split = terms(expr)
-    out.append(Case(f"{name} is A·alpha + B·beta", split is not None,
-                    "write it as (messages)·alpha + (bytes)·beta, with p and n in the coefficients"))
+    out.append(
+        Case(
+            f"{name} is A·alpha + B·beta",
+            split is not None,
+            "write it as (messages)·alpha + (bytes)·beta, with p and n in the coefficients",
+        )
+    )
     at1 = _value(expr, 1, 1024)
-    out.append(Case(f"{name} at p = 1", at1 is not None and abs(at1) < 1e-12,
-                    f"one process sends nothing, so the cost at p = 1 is 0; yours gives {at1}"))
+    out.append(
+        Case(
+            f"{name} at p = 1",
+            at1 is not None and abs(at1) < 1e-12,
+            f"one process sends nothing, so the cost at p = 1 is 0; yours gives {at1}",
+        )
+    )
     bad = [pv for pv in (2, 3, 5, 8) if (_value(expr, pv, 1024) or 0) <= 0]
-    out.append(Case(f"{name} above p = 1", not bad,
-                    f"the cost must be positive; at p = {bad[0] if bad else ''} it is not"))
+    out.append(
+        Case(
+            f"{name} above p = 1",
+            not bad,
+            f"the cost must be positive; at p = {bad[0] if bad else ''} it is not",
+        )
+    )
     return out
 
 
@@ -103,16 +120,33 @@ def value_cases(answer, expected, domain="any p", points=None, name="the cost"):
         got = to_expression(answer)
     except ValueError as exc:
         return [Case(f"{name}", False, str(exc))]
-    points = costs.check_points(domain) if points is None else \
-        [(pv, nv) for pv, nv in points if costs.DOMAINS[domain](int(pv))]
+    points = (
+        costs.check_points(domain)
+        if points is None
+        else [(pv, nv) for pv, nv in points if costs.DOMAINS[domain](int(pv))]
+    )
     where = "" if domain == "any p" else f" (for {domain})"
     mine, theirs = terms(got), terms(expected)
     if mine is None or theirs is None:
         return [_compare(got, expected, points, f"{name}{where}", "the cost")]
-    return [_compare(mine[0], theirs[0], points, f"its α term{where}: messages on the critical path",
-                     "the α coefficient", weight=1.0),
-            _compare(mine[1], theirs[1], points, f"its β term{where}: bytes on the critical path",
-                     "the β coefficient", weight=1.0)]
+    return [
+        _compare(
+            mine[0],
+            theirs[0],
+            points,
+            f"its α term{where}: messages on the critical path",
+            "the α coefficient",
+            weight=1.0,
+        ),
+        _compare(
+            mine[1],
+            theirs[1],
+            points,
+            f"its β term{where}: bytes on the critical path",
+            "the β coefficient",
+            weight=1.0,
+        ),
+    ]
 
 
 def _compare(got, want, points, title, what, weight=1.0):
@@ -121,8 +155,12 @@ def _compare(got, want, points, title, what, weight=1.0):
         if g is None:
             return Case(title, False, f"{what} gives no number at p = {pv}, n = {nv}", weight)
         if not math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-12):
-            return Case(title, False, f"{what} differs at p = {pv}, n = {nv} bytes: yours is "
-                                      f"{g:g}, expected {w:g}", weight)
+            return Case(
+                title,
+                False,
+                f"{what} differs at p = {pv}, n = {nv} bytes: yours is {g:g}, expected {w:g}",
+                weight,
+            )
     return Case(title, True, "", weight)
 
 
@@ -137,5 +175,6 @@ class CostVerdict(Verdict):
 
     def cases(self, answers, ctx):
         bad = missing(answers, self.answer)
-        return [bad] if bad else value_cases(answers[self.answer], self.expected, self.domain,
-                                             name=self.answer)
+        return (
+            [bad] if bad else value_cases(answers[self.answer], self.expected, self.domain, name=self.answer)
+        )

@@ -8,6 +8,7 @@ breakpoint may belong to either side), and R² is 1 - (squared error) / (spread 
 This says how good a fit is, not what the best fit would be: the grader compares it with fits
 it computes itself.
 """
+
 import numpy as np
 
 from mpilab.grade.cases import Case
@@ -72,8 +73,9 @@ def fit_form_cases(fits, data, segments=4, value="avg_us"):
         The R² of each curve's fit is in its case's name, so the student sees it; whether it is
         good enough the grader decides, against its own fits.
     """
-    bad = table_case(fits, "fits", COLUMNS) or table_case(data, "the results table",
-                                                          ("collective", "algorithm", "nprocs", value))
+    bad = table_case(fits, "fits", COLUMNS) or table_case(
+        data, "the results table", ("collective", "algorithm", "nprocs", value)
+    )
     if bad:
         return [bad]
     fits, out = frame(fits), []
@@ -85,8 +87,13 @@ def fit_form_cases(fits, data, segments=4, value="avg_us"):
             continue
         r2, uncovered = piecewise_r2(rows, x, y)
         if uncovered:
-            out.append(Case(title, False, f"no segment's range (lower..upper) holds P = "
-                                          f"{', '.join(f'{u:g}' for u in uncovered)}"))
+            out.append(
+                Case(
+                    title,
+                    False,
+                    f"no segment's range (lower..upper) holds P = {', '.join(f'{u:g}' for u in uncovered)}",
+                )
+            )
         elif r2 != r2:
             out.append(Case(title, False, "a segment's bounds, intercept or slope is not a number"))
         else:

@@ -5,6 +5,7 @@ one process count, or SMPI on a simulated cluster) gives two cases: the ranks an
 (one line per rank, each rank once, P on every line), and the hosts (a name from
 ``MPI_Get_processor_name`` on real MPI; under SMPI the simulated core the rank was placed on).
 """
+
 import os
 import re
 import shutil
@@ -19,16 +20,25 @@ _HELLO = re.compile(r"^hello from rank (-?\d+) of (-?\d+) on (\S+)\s*$")
 
 def _ranks_case(lines, p, title):
     if len(lines) != p:
-        return Case(title, False, f"{len(lines)} lines 'hello from rank R of P on HOST', expected {p} "
-                    "(one per rank)")
+        return Case(
+            title, False, f"{len(lines)} lines 'hello from rank R of P on HOST', expected {p} (one per rank)"
+        )
     ranks = sorted(int(r) for r, _, _ in lines)
     if ranks != list(range(p)):
-        return Case(title, False, f"the ranks printed were {ranks}, expected each of 0..{p - 1} once "
-                    "— did you call MPI_Comm_rank on MPI_COMM_WORLD?")
+        return Case(
+            title,
+            False,
+            f"the ranks printed were {ranks}, expected each of 0..{p - 1} once "
+            "— did you call MPI_Comm_rank on MPI_COMM_WORLD?",
+        )
     sizes = sorted({int(s) for _, s, _ in lines})
     if sizes != [p]:
-        return Case(title, False, f"the sizes printed were {sizes}, expected {p} on every rank — did "
-                    "you call MPI_Comm_size on MPI_COMM_WORLD?")
+        return Case(
+            title,
+            False,
+            f"the sizes printed were {sizes}, expected {p} on every rank — did "
+            "you call MPI_Comm_size on MPI_COMM_WORLD?",
+        )
     return Case(title, True)
 
 
@@ -44,8 +54,12 @@ def _hosts_case(lines, run, title):
     for r in range(run.nprocs):
         if hosts.get(r) != want[r]:
             got = "no line" if r not in hosts else repr(hosts[r])
-            return Case(title, False, f"rank {r} says it ran on {got}, but it was placed on {want[r]!r}; "
-                        "print the name MPI_Get_processor_name gives")
+            return Case(
+                title,
+                False,
+                f"rank {r} says it ran on {got}, but it was placed on {want[r]!r}; "
+                "print the name MPI_Get_processor_name gives",
+            )
     return Case(title, True)
 
 
@@ -53,8 +67,10 @@ def run_cases(res, run):
     """The two cases of one run from its result (:class:`mpilab.grade.outcome.SandboxResult`)."""
     why = runner.failure(res, run)
     # "<run>, <kind>", as the C harnesses' cases, so the feedback groups one run's failures
-    titles = (f"{run.label}, one line per rank with its rank and the size",
-              f"{run.label}, " + ("each rank's simulated core" if run.flavour == "smpi" else "each rank's host"))
+    titles = (
+        f"{run.label}, one line per rank with its rank and the size",
+        f"{run.label}, " + ("each rank's simulated core" if run.flavour == "smpi" else "each rank's host"),
+    )
     if why:
         return [Case(t, False, why, hidden=run.hidden) for t in titles]
     lines = [m.groups() for m in map(_HELLO.match, res.stdout.splitlines()) if m]
@@ -111,6 +127,13 @@ class HelloVerdict(Verdict):
     def cases(self, answers, ctx):
         path = ctx.submitted_file(self.c_file)
         if path is None:
-            return [Case(f"{self.c_file} was handed in", False, f"{self.c_file} is not in the submission: "
-                         f"hand in your {self.c_file} next to the notebook", weight=2.0 * len(self.runs))]
+            return [
+                Case(
+                    f"{self.c_file} was handed in",
+                    False,
+                    f"{self.c_file} is not in the submission: "
+                    f"hand in your {self.c_file} next to the notebook",
+                    weight=2.0 * len(self.runs),
+                )
+            ]
         return hello_cases(path, self.runs)

@@ -5,12 +5,13 @@ legend, and one line per algorithm that is the student's own measurements. The a
 count only when at least one line shows the data: a figure's description is computed in the
 student's kernel, so an empty figure whose axes claim to be logarithmic earns nothing.
 """
+
 import numpy as np
 
+from mpilab.core.errors import UsageError
 from mpilab.grade.answers import encode_figure
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Verdict, missing
-from mpilab.core.errors import UsageError
 
 
 def figure_data(fig):
@@ -49,7 +50,11 @@ def latency_plot_cases(fig, table, x="bytes", y="avg_us", by="algorithm", log="x
     except UsageError as exc:
         return [Case("the figure", False, str(exc))]
     if len(data["axes"]) <= axes:
-        return [Case("the figure", False, f"the figure has {len(data['axes'])} axes, expected at least {axes + 1}")]
+        return [
+            Case(
+                "the figure", False, f"the figure has {len(data['axes'])} axes, expected at least {axes + 1}"
+            )
+        ]
     ax = data["axes"][axes]
     missing_cols = [c for c in (x, y, by) if c not in getattr(table, "columns", ())]
     if missing_cols:
@@ -59,32 +64,53 @@ def latency_plot_cases(fig, table, x="bytes", y="avg_us", by="algorithm", log="x
         scale = ax[f"{axis}scale"]
         want = "log" if axis in log else None
         if want:
-            out.append(Case(f"the {axis} axis is logarithmic", scale == "log",
-                            f"the {axis} axis is {scale}: use a log scale (ax.set_{axis}scale('log'))"))
+            out.append(
+                Case(
+                    f"the {axis} axis is logarithmic",
+                    scale == "log",
+                    f"the {axis} axis is {scale}: use a log scale (ax.set_{axis}scale('log'))",
+                )
+            )
     for axis, col in (("x", x), ("y", y)):
         label = (ax[f"{axis}label"] or "").strip()
         ok = bool(label) and (col == "nprocs" or "(" in label or "[" in label)
-        why = f"the {axis} axis has no label" if not label else \
-            f"the {axis} label {label!r} has no unit in parentheses, e.g. '(bytes)' or '(us)'"
-        out.append(Case(f"the {axis} axis is labelled" + ("" if col == "nprocs" else " with its unit"), ok, why))
+        why = (
+            f"the {axis} axis has no label"
+            if not label
+            else f"the {axis} label {label!r} has no unit in parentheses, e.g. '(bytes)' or '(us)'"
+        )
+        out.append(
+            Case(f"the {axis} axis is labelled" + ("" if col == "nprocs" else " with its unit"), ok, why)
+        )
     out.append(Case("a legend", ax["legend"] is not None, "there is no legend (ax.legend())"))
     lines = {ln["label"]: ln for ln in ax["lines"] if not str(ln["label"]).startswith("_")}
     for name in sorted(map(str, table[by].unique())):
         title = f"the line {name!r}"
         if name not in lines:
-            out.append(Case(title, False, f"no line labelled {name!r} (lines: {', '.join(sorted(lines)) or 'none'})"))
+            out.append(
+                Case(title, False, f"no line labelled {name!r} (lines: {', '.join(sorted(lines)) or 'none'})")
+            )
             continue
         sub = table[table[by].astype(str) == name].groupby(x)[y].mean().sort_index()
         xs = np.asarray(lines[name]["x"], dtype=float)
         ys = np.asarray(lines[name]["y"], dtype=float)
         order = np.argsort(xs)
-        ok = len(xs) == len(sub) and np.allclose(xs[order], sub.index.to_numpy(float)) \
+        ok = (
+            len(xs) == len(sub)
+            and np.allclose(xs[order], sub.index.to_numpy(float))
             and np.allclose(ys[order], sub.to_numpy(float), rtol=1e-6)
+        )
         out.append(Case(title, ok, f"it does not show your table's {y} against {x} for {name}"))
     if not any(c.passed for c in out if c.name.startswith("the line ")):
         # axes and labels count only on a plot of the data: an empty figure earns nothing
-        return [Case("the plot shows your data", False, f"no line of the plot is your table's {y} "
-                     f"against {x} for one {by}; the axes and labels count once the lines are there")]
+        return [
+            Case(
+                "the plot shows your data",
+                False,
+                f"no line of the plot is your table's {y} "
+                f"against {x} for one {by}; the axes and labels count once the lines are there",
+            )
+        ]
     return out
 
 

@@ -10,6 +10,7 @@ to learn another's numbers is the communication the cell is asked to write. Afte
 every rank writes its ``recv`` to a file; the grader compares it with every rank's ``send``, rank 0 first.
 One case per process count.
 """
+
 import json
 import os
 import re
@@ -35,7 +36,7 @@ MAX_HANDED_BACK = 1_000_000
 #: Runs on every rank, around the student's code (its globals are the cell's namespace). What a
 #: rank hands back goes to its own file, not to stdout: mpirun forwards the ranks' output in
 #: pieces that may split a line, so a student's own print could garble a result line.
-_PROGRAM = r'''
+_PROGRAM = r"""
 import json as _json, os as _os, traceback as _traceback
 import numpy as np
 from mpi4py import MPI
@@ -66,7 +67,7 @@ except BaseException as _exc:   # the student's error, for the feedback
     _hand_back("error", _traceback.format_exception_only(type(_exc), _exc)[-1].strip())
     MPI.COMM_WORLD.Abort(1)
 _hand_back("recv", _out)
-'''
+"""
 _READY = re.compile(r"MPILAB-READY (\d+)\b")
 #: A launch whose ranks did not all reach the cell's code in time is tried once more, with this
 #: many times the limit: starting Python, numpy and MPI on every rank is the grader's part, and
@@ -102,14 +103,16 @@ def python_code(source):
     try:
         compile(code, "your cell", "exec")
     except SyntaxError as exc:
-        raise ValueError(f"line {(exc.lineno or 0) + 1} of the cell is not Python the grader can run "
-                         f"({exc.msg}); only the first line may be %%px") from None
+        raise ValueError(
+            f"line {(exc.lineno or 0) + 1} of the cell is not Python the grader can run "
+            f"({exc.msg}); only the first line may be %%px"
+        ) from None
     return code
 
 
 def _sends(p):
     rng = np.random.default_rng(secrets.randbits(64))
-    return [rng.integers(-10**6, 10**6, SEND_LENGTH, dtype=np.int32) for _ in range(p)]
+    return [rng.integers(-(10**6), 10**6, SEND_LENGTH, dtype=np.int32) for _ in range(p)]
 
 
 def _launch(work, code, run, timeout):
@@ -125,8 +128,9 @@ def _launch(work, code, run, timeout):
         f.write(code)
     launcher = runner.MPIRUN_OPENMPI if run.flavour == "openmpi" else [MPIRUN[run.flavour], "-n"]
     argv = launcher + [str(run.nprocs), sys.executable, "-I", "rank.py"]
-    return sends, sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=runner.REAL_MEMORY_MB,
-                              copy_back="always")
+    return sends, sandbox.run(
+        argv, cwd=work, timeout=timeout, memory_mb=runner.REAL_MEMORY_MB, copy_back="always"
+    )
 
 
 def _handed_back(work, kind, nprocs):
@@ -165,9 +169,14 @@ def run_case(work, code, run, timeout):
     if res.timed_out and _started(res) < run.nprocs:
         sends, res = _launch(work, code, run, timeout * SLOW_START_FACTOR)
         if res.timed_out and _started(res) < run.nprocs:
-            return Case(title, False, f"only {_started(res)} of {run.nprocs} ranks started "
-                        f"within {timeout * SLOW_START_FACTOR:.3g} s, twice: the grading machine was too "
-                        "busy, not your cell (ask for a regrade)", hidden=run.hidden)
+            return Case(
+                title,
+                False,
+                f"only {_started(res)} of {run.nprocs} ranks started "
+                f"within {timeout * SLOW_START_FACTOR:.3g} s, twice: the grading machine was too "
+                "busy, not your cell (ask for a regrade)",
+                hidden=run.hidden,
+            )
     recv, errors = _handed_back(work, "recv", run.nprocs), _handed_back(work, "error", run.nprocs)
     if errors:
         r = min(errors)
@@ -180,9 +189,14 @@ def run_case(work, code, run, timeout):
             return Case(title, False, f"rank {r} did not finish the cell: {why}", hidden=run.hidden)
         values = got["recv"]
         if len(values) != len(want) or values != want.tolist():
-            return Case(title, False, f"rank {r}: recv = {values[:12]}{' ...' if len(values) > 12 else ''}"
-                        f", expected every rank's send, rank 0 first: {want.tolist()[:12]}"
-                        f"{' ...' if len(want) > 12 else ''} ({len(want)} ints)", hidden=run.hidden)
+            return Case(
+                title,
+                False,
+                f"rank {r}: recv = {values[:12]}{' ...' if len(values) > 12 else ''}"
+                f", expected every rank's send, rank 0 first: {want.tolist()[:12]}"
+                f"{' ...' if len(want) > 12 else ''} ({len(want)} ints)",
+                hidden=run.hidden,
+            )
     return Case(title, True, hidden=run.hidden)
 
 
@@ -228,18 +242,34 @@ def engine_cases(state, send="send", recv="recv"):
     except (KeyError, TypeError, ValueError) as exc:
         return [Case("the engines' arrays", False, f"could not read {send!r} and {recv!r} ({exc})")]
     if sorted(ranks) != list(range(len(ranks))):
-        return [Case("the engines are one MPI_COMM_WORLD", False, f"the engines' ranks are {sorted(ranks)} "
-                     "(restart the cluster with engines.mpi_cluster)")]
+        return [
+            Case(
+                "the engines are one MPI_COMM_WORLD",
+                False,
+                f"the engines' ranks are {sorted(ranks)} (restart the cluster with engines.mpi_cluster)",
+            )
+        ]
     if len({a.tobytes() for a in sends}) < len(sends):
-        return [Case(f"the given {send}", False, f"two engines hold the same {send!r}: leave the given "
-                     f"{send!r} as it is")]
+        return [
+            Case(
+                f"the given {send}",
+                False,
+                f"two engines hold the same {send!r}: leave the given {send!r} as it is",
+            )
+        ]
     by_rank = dict(zip(ranks, sends))
     want = np.concatenate([by_rank[r] for r in sorted(by_rank)])
     out = []
     for r, got in sorted(zip(ranks, recvs), key=lambda x: x[0]):
         ok = got.shape == want.shape and np.array_equal(got, want)
-        out.append(Case(f"rank {r}'s {recv}", ok, f"{recv} = {got.tolist()[:24]}, expected "
-                        f"{want.tolist()[:24]} (every rank's {send}, rank 0 first)"))
+        out.append(
+            Case(
+                f"rank {r}'s {recv}",
+                ok,
+                f"{recv} = {got.tolist()[:24]}, expected "
+                f"{want.tolist()[:24]} (every rank's {send}, rank 0 first)",
+            )
+        )
     return out
 
 

@@ -11,6 +11,7 @@ count=5: rank 3: recvbuf[2] is 4, expected 7 ...").
 Under SMPI the code is built with the node shim (``data/lab3/smpi_nodes.h``), so that
 ``MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`` groups the ranks of one simulated node.
 """
+
 import importlib.resources
 import os
 import shutil
@@ -36,8 +37,10 @@ HARNESS_KINDS = {"reduce_scatter_block": 1, "allreduce": 2, "reduce": 3}
 #: the reduce-scatter and Rabenseifner's allreduce from point-to-point messages: a call of one of
 #: the library's collectives fails the case; the two-level allreduce is made of the library's
 #: collectives).
-FUNCTIONS = {name: (a.skeleton, HARNESS_KINDS[a.collective], a.point_to_point)
-             for name, a in algorithms.skeletons(*HARNESS_KINDS).items()}
+FUNCTIONS = {
+    name: (a.skeleton, HARNESS_KINDS[a.collective], a.point_to_point)
+    for name, a in algorithms.skeletons(*HARNESS_KINDS).items()
+}
 
 
 def kinds_of(harness_kind):
@@ -79,8 +82,16 @@ def build(c_file, function, harness_kind, flavours, work=None, own_messages=Fals
     with importlib.resources.as_file(harness.data_file("grading", HARNESS)) as source:
         for flavour in sorted(set(flavours), key=lambda f: f == "smpi"):
             program = "check_reduce" + ("_smpi" if flavour == "smpi" else "")
-            work = harness.build([source, os.fspath(c_file)], flavour, program, defines, work=work,
-                                smpi_nodes=True, student=c_file, keep=[function])
+            work = harness.build(
+                [source, os.fspath(c_file)],
+                flavour,
+                program,
+                defines,
+                work=work,
+                smpi_nodes=True,
+                student=c_file,
+                keep=[function],
+            )
     return work
 
 
@@ -111,8 +122,9 @@ def reduction_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progres
     return harness_cases(c_file, function, kind, runs, timeout=timeout, own_messages=own, progress=progress)
 
 
-def harness_cases(c_file, function, harness_kind, runs, timeout=runner.RUN_TIMEOUT, own_messages=False,
-                  progress=None):
+def harness_cases(
+    c_file, function, harness_kind, runs, timeout=runner.RUN_TIMEOUT, own_messages=False, progress=None
+):
     """:func:`reduction_cases` for any function of one of the harness's signatures."""
     name = os.path.basename(os.fspath(c_file))
     kinds = kinds_of(harness_kind)
@@ -148,6 +160,13 @@ class ReductionVerdict(Verdict):
     def cases(self, answers, ctx):
         path = ctx.submitted_file(self.c_file)
         if path is None:
-            return [Case(f"{self.c_file} was handed in", False, f"{self.c_file} is not in the submission: "
-                         f"hand in your {self.c_file} next to the notebook", weight=weight(self.runs))]
+            return [
+                Case(
+                    f"{self.c_file} was handed in",
+                    False,
+                    f"{self.c_file} is not in the submission: "
+                    f"hand in your {self.c_file} next to the notebook",
+                    weight=weight(self.runs),
+                )
+            ]
         return reduction_cases(path, self.algorithm, self.runs)

@@ -10,6 +10,7 @@ the buffer, no rank sends it before it has it, nothing deadlocks or stays unrece
 schedule takes the time it should (the expected time is the caller's: the student's own formula
 in the notebook, the answer key's in the grader).
 """
+
 import json
 import math
 
@@ -69,21 +70,34 @@ def _cases(build, max_p, nbytes):
             key = f"{p},{root}"
             try:
                 progs = build(p, nbytes, root)
-            except Exception as exc:   # the student's code: any error is this case's answer
+            except Exception as exc:  # the student's code: any error is this case's answer
                 out[key] = f"error: your function raised {type(exc).__name__}: {exc}"[:300]
                 continue
-            if not isinstance(progs, (list, tuple)) or not all(isinstance(x, schedules.Program) for x in progs):
-                out[key] = (f"error: return a list of {p} schedules.Program, one per rank (got "
-                            f"{type(progs).__name__})")
+            if not isinstance(progs, (list, tuple)) or not all(
+                isinstance(x, schedules.Program) for x in progs
+            ):
+                out[key] = (
+                    f"error: return a list of {p} schedules.Program, one per rank (got "
+                    f"{type(progs).__name__})"
+                )
                 continue
-            out[key] = [[int(getattr(x, "rank", -1)), [_op(op) for op in list(x.ops)[:MAX_CALLS + 1]]]
-                        for x in progs]
+            out[key] = [
+                [int(getattr(x, "rank", -1)), [_op(op) for op in list(x.ops)[: MAX_CALLS + 1]]] for x in progs
+            ]
     return out
 
 
 def _op(op):
-    return [op.call, op.dst, int(op.sbytes or 0), op.src, int(op.rbytes or 0), int(op.tag or 0),
-            [int(r) for r in op.reqs], op.req]
+    return [
+        op.call,
+        op.dst,
+        int(op.sbytes or 0),
+        op.src,
+        int(op.rbytes or 0),
+        int(op.tag or 0),
+        [int(r) for r in op.reqs],
+        op.req,
+    ]
 
 
 def programs(entry):
@@ -95,7 +109,7 @@ def programs(entry):
         Data that is not what :func:`schedules_data` writes (the message says what).
     """
     if isinstance(entry, str):
-        raise ValueError(entry[len("error: "):] if entry.startswith("error: ") else entry)
+        raise ValueError(entry[len("error: ") :] if entry.startswith("error: ") else entry)
     if not isinstance(entry, list):
         raise ValueError("the schedule could not be read back")
     progs = []
@@ -114,9 +128,18 @@ def programs(entry):
                 raise ValueError(f"rank {rank}: a call could not be read back") from None
             if call not in ("Send", "Recv", "Sendrecv", "Isend", "Irecv", "Wait", "Waitall"):
                 raise ValueError(f"rank {rank}: unknown call {call!r}")
-            prog.ops.append(schedules.Op(str(call), None if dst is None else int(dst), int(sbytes),
-                                         None if src is None else int(src), int(rbytes), int(tag),
-                                         tuple(int(r) for r in reqs), None if req is None else int(req)))
+            prog.ops.append(
+                schedules.Op(
+                    str(call),
+                    None if dst is None else int(dst),
+                    int(sbytes),
+                    None if src is None else int(src),
+                    int(rbytes),
+                    int(tag),
+                    tuple(int(r) for r in reqs),
+                    None if req is None else int(req),
+                )
+            )
         progs.append(prog)
     return progs
 
@@ -137,10 +160,20 @@ def bcast_case(entry, p, root, want_us=None, nbytes=NBYTES, what="the expected",
         return Case(title, False, f"{len(progs)} programs for {p} ranks: return one per rank", hidden=hidden)
     wrong = [r for r, prog in enumerate(progs) if prog.rank != r]
     if wrong:
-        return Case(title, False, f"list item {wrong[0]} is the program of rank {progs[wrong[0]].rank}; "
-                                  f"put rank r's program at index r", hidden=hidden)
-    bad = [f"rank {r} talks to rank {x}" for r, prog in enumerate(progs) for op in prog.ops
-           for x in (op.dst, op.src) if x is not None and not 0 <= x < p]
+        return Case(
+            title,
+            False,
+            f"list item {wrong[0]} is the program of rank {progs[wrong[0]].rank}; "
+            f"put rank r's program at index r",
+            hidden=hidden,
+        )
+    bad = [
+        f"rank {r} talks to rank {x}"
+        for r, prog in enumerate(progs)
+        for op in prog.ops
+        for x in (op.dst, op.src)
+        if x is not None and not 0 <= x < p
+    ]
     if bad:
         return Case(title, False, f"{bad[0]}, which does not exist", hidden=hidden)
     try:
@@ -150,11 +183,16 @@ def bcast_case(entry, p, root, want_us=None, nbytes=NBYTES, what="the expected",
     has = {root: 0.0}
     for m in msgs.sort_values("send_us", kind="stable").itertuples():
         if m.recv_us is None or m.recv_us != m.recv_us:
-            return Case(title, False, f"the message of rank {m.src} to rank {m.dst} is never received",
-                        hidden=hidden)
+            return Case(
+                title, False, f"the message of rank {m.src} to rank {m.dst} is never received", hidden=hidden
+            )
         if m.src not in has or has[m.src] > m.send_us + 1e-9:
-            return Case(title, False, f"rank {m.src} sends to rank {m.dst} at {m.send_us:g} us, before "
-                                      "it has the buffer", hidden=hidden)
+            return Case(
+                title,
+                False,
+                f"rank {m.src} sends to rank {m.dst} at {m.send_us:g} us, before it has the buffer",
+                hidden=hidden,
+            )
         if m.bytes >= nbytes:
             has[m.dst] = min(has.get(m.dst, math.inf), m.recv_us)
     missing = [r for r in range(p) if r not in has]
@@ -162,7 +200,11 @@ def bcast_case(entry, p, root, want_us=None, nbytes=NBYTES, what="the expected",
         return Case(title, False, f"rank(s) {missing} never receive the {nbytes}-byte buffer", hidden=hidden)
     total = float(calls["end_us"].max()) if len(calls) else 0.0
     if want_us is not None and not math.isclose(total, want_us, rel_tol=1e-9, abs_tol=1e-9):
-        return Case(title, False, f"your schedule takes {total:g} us under the α-β model (α = {ALPHA} us, "
-                                  f"β = {BETA} us/B, n = {nbytes} B); {what} time is {want_us:g} us",
-                    hidden=hidden)
+        return Case(
+            title,
+            False,
+            f"your schedule takes {total:g} us under the α-β model (α = {ALPHA} us, "
+            f"β = {BETA} us/B, n = {nbytes} B); {what} time is {want_us:g} us",
+            hidden=hidden,
+        )
     return Case(title, True, hidden=hidden)

@@ -6,6 +6,7 @@ They hold no answer: the best sizes are compared with the sweep the student hand
 α and β of the platform are the grader's arguments. :func:`rerun_case` lets the grader check that
 the sweep is real: it times the submitted pipeline again in SMPI, which is deterministic.
 """
+
 import math
 
 import numpy as np
@@ -26,12 +27,14 @@ TIE = 0.02
 
 def _table(value, columns, what):
     if not isinstance(value, pd.DataFrame):
-        return None, Case(f"{what} is a table", False, f"hand in {what} as a pandas DataFrame, "
-                          f"not {type(value).__name__}")
+        return None, Case(
+            f"{what} is a table", False, f"hand in {what} as a pandas DataFrame, not {type(value).__name__}"
+        )
     lacking = [c for c in columns if c not in value.columns]
     if lacking:
-        return None, Case(f"{what} is a table", False, f"{what} has no column {lacking[0]!r}; it needs "
-                          f"{', '.join(columns)}")
+        return None, Case(
+            f"{what} is a table", False, f"{what} has no column {lacking[0]!r}; it needs {', '.join(columns)}"
+        )
     return value, None
 
 
@@ -69,12 +72,24 @@ def best_segment_cases(best, sweep, platforms, nprocs):
                 continue
             seg = int(b["segsize"].iloc[0])
             if seg not in times.index:
-                out.append(Case(name, False, f"segment size {seg} B was not swept; the sweep has "
-                                f"{', '.join(str(int(x)) for x in times.index)}"))
+                out.append(
+                    Case(
+                        name,
+                        False,
+                        f"segment size {seg} B was not swept; the sweep has "
+                        f"{', '.join(str(int(x)) for x in times.index)}",
+                    )
+                )
                 continue
             ok = times[seg] <= times.min() * (1 + TIE)
-            out.append(Case(name, bool(ok), f"{seg} B takes {times[seg]:.1f} us in your sweep, "
-                            f"{int(times.idxmin())} B takes {times.min():.1f} us"))
+            out.append(
+                Case(
+                    name,
+                    bool(ok),
+                    f"{seg} B takes {times[seg]:.1f} us in your sweep, "
+                    f"{int(times.idxmin())} B takes {times.min():.1f} us",
+                )
+            )
     return out
 
 
@@ -86,13 +101,13 @@ def k_form_cases(answer, name="k_opt"):
     except ValueError as exc:
         return [Case(f"{name} reads as an expression", False, str(exc))]
     v = cost_checks._value(expr, 8, 1 << 20)
-    return [Case(f"{name} reads as an expression", True),
-            Case(f"{name} is a positive number at p = 8, n = 1 MiB", v is not None and v > 0,
-                 f"it gives {v}")]
+    return [
+        Case(f"{name} reads as an expression", True),
+        Case(f"{name} is a positive number at p = 8, n = 1 MiB", v is not None and v > 0, f"it gives {v}"),
+    ]
 
 
-def k_value_cases(answer, expected, points=((3, 1024), (8, 1 << 20), (32, 65536), (48, 12345)),
-                  name="k_opt"):
+def k_value_cases(answer, expected, points=((3, 1024), (8, 1 << 20), (32, 65536), (48, 12345)), name="k_opt"):
     """The grader's check of k* against the expected expression (relative 1e-6, at ``points``)."""
     try:
         got = cost_checks.to_expression(answer)
@@ -101,9 +116,14 @@ def k_value_cases(answer, expected, points=((3, 1024), (8, 1 << 20), (32, 65536)
     for pv, nv in points:
         g, w = cost_checks._value(got, pv, nv), cost_checks._value(expected, pv, nv)
         if g is None or not math.isclose(g, w, rel_tol=1e-6):
-            return [Case(f"{name} is the number of segments that minimises your pipeline's cost", False,
-                         f"at p = {pv}, n = {nv} bytes (alpha = {cost_checks.ALPHA}, beta = "
-                         f"{cost_checks.BETA}) yours gives {g}, expected {w:.6g}")]
+            return [
+                Case(
+                    f"{name} is the number of segments that minimises your pipeline's cost",
+                    False,
+                    f"at p = {pv}, n = {nv} bytes (alpha = {cost_checks.ALPHA}, beta = "
+                    f"{cost_checks.BETA}) yours gives {g}, expected {w:.6g}",
+                )
+            ]
     return [Case(f"{name} is the number of segments that minimises your pipeline's cost", True)]
 
 
@@ -114,8 +134,9 @@ def k_simulated_case(answer, sweep, platform, nprocs, nbytes, alpha_us, beta_us_
     name = f"your k* against the simulation ({platform}, P = {nprocs}, {nbytes} B)"
     try:
         expr = cost_checks.to_expression(answer)
-        k = float(expr.subs({costs.p: nprocs, costs.n: nbytes, costs.alpha: alpha_us,
-                             costs.beta: beta_us_per_byte}))
+        k = float(
+            expr.subs({costs.p: nprocs, costs.n: nbytes, costs.alpha: alpha_us, costs.beta: beta_us_per_byte})
+        )
     except (ValueError, TypeError) as exc:
         return Case(name, False, f"k* gives no number there: {exc}")
     sweep, bad = _table(sweep, SWEEP_COLUMNS, "sweep")
@@ -128,9 +149,13 @@ def k_simulated_case(answer, sweep, platform, nprocs, nbytes, alpha_us, beta_us_
     seg = nbytes / k
     nearest = int(times.index[np.argmin(np.abs(np.log2(times.index.to_numpy(dtype=float)) - math.log2(seg)))])
     ok = times[nearest] <= times.min() * (1 + tolerance)
-    return Case(name, bool(ok), f"k* = {k:.3g} gives segments of {seg:.0f} B; the nearest swept size, "
-                f"{nearest} B, takes {times[nearest]:.1f} us, the best ({int(times.idxmin())} B) "
-                f"{times.min():.1f} us")
+    return Case(
+        name,
+        bool(ok),
+        f"k* = {k:.3g} gives segments of {seg:.0f} B; the nearest swept size, "
+        f"{nearest} B, takes {times[nearest]:.1f} us, the best ({int(times.idxmin())} B) "
+        f"{times.min():.1f} us",
+    )
 
 
 def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
@@ -144,8 +169,15 @@ def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
     if bad:
         return Case(name, False, bad.message, hidden=hidden)
     try:
-        got = runner.benchmark_bcast({"pipeline": c_file}, nprocs=(nprocs,), sizes=(nbytes,), segsizes=segsizes,
-                                     flavour="smpi", platform=platform, native=False)
+        got = runner.benchmark_bcast(
+            {"pipeline": c_file},
+            nprocs=(nprocs,),
+            sizes=(nbytes,),
+            segsizes=segsizes,
+            flavour="smpi",
+            platform=platform,
+            native=False,
+        )
     except AssertionError as exc:
         return Case(name, False, f"the grader could not time your pipeline.c: {exc}", hidden=hidden)
     mine = sweep[(sweep["platform"].astype(str) == platform) & (sweep["nprocs"] == nprocs)]
@@ -153,8 +185,13 @@ def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
     for r in got.itertuples():
         if r.segsize not in theirs.index or abs(theirs[r.segsize] - r.maxrank_avg_us) > 0.01:
             have = f"{theirs[r.segsize]:.3f} us" if r.segsize in theirs.index else "no row"
-            return Case(name, False, f"segments of {r.segsize} B: the grader's run gives "
-                        f"{r.maxrank_avg_us:.3f} us, your sweep {have}", hidden=hidden)
+            return Case(
+                name,
+                False,
+                f"segments of {r.segsize} B: the grader's run gives "
+                f"{r.maxrank_avg_us:.3f} us, your sweep {have}",
+                hidden=hidden,
+            )
     return Case(name, True, hidden=hidden)
 
 
@@ -162,5 +199,6 @@ def credited_if(gate, cases):
     """``gate`` followed by ``cases``, which earn nothing when ``gate`` failed (content first)."""
     if gate.passed:
         return [gate] + list(cases)
-    return [gate] + [Case(c.name, False, "not credited: " + gate.name + " fails", c.weight, c.hidden)
-                     for c in cases]
+    return [gate] + [
+        Case(c.name, False, "not credited: " + gate.name + " fails", c.weight, c.hidden) for c in cases
+    ]

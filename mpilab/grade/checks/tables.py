@@ -4,6 +4,7 @@ The notebooks' visible checks use them to say early that an answer has the wrong
 column ``algorithm``, a list where a dict was asked for); the grader's verdicts use them before
 they compare contents, so a malformed answer gets one clear failed case instead of a crash.
 """
+
 import numbers
 
 import pandas as pd
@@ -26,8 +27,12 @@ def table_case(value, name, columns=(), rows=True):
         return Case(title, False, f"{name} should be a pandas DataFrame, got {type(value).__name__}")
     missing = [c for c in columns if c not in value.columns]
     if missing:
-        return Case(title, False, f"{name} has no column(s) {', '.join(missing)}; its columns: "
-                                  f"{', '.join(map(str, value.columns)) or 'none'}")
+        return Case(
+            title,
+            False,
+            f"{name} has no column(s) {', '.join(missing)}; its columns: "
+            f"{', '.join(map(str, value.columns)) or 'none'}",
+        )
     if rows and value.empty:
         return Case(title, False, f"{name} is empty: run the cells above it first")
     return None
@@ -55,8 +60,12 @@ def dict_case(value, name, keys=None, kind=None):
     if not isinstance(value, dict):
         return Case(title, False, f"{name} should be a dict, got {type(value).__name__}")
     if keys is not None and set(value) != set(keys):
-        return Case(title, False, f"{name} should have the keys {', '.join(map(repr, sorted(keys)))}; "
-                                  f"it has {', '.join(map(repr, sorted(map(str, value)))) or 'none'}")
+        return Case(
+            title,
+            False,
+            f"{name} should have the keys {', '.join(map(repr, sorted(keys)))}; "
+            f"it has {', '.join(map(repr, sorted(map(str, value)))) or 'none'}",
+        )
     if kind is not None:
         bad = [k for k, v in value.items() if not is_kind(v, kind)]
         if bad:

@@ -1,4 +1,5 @@
 """Lab 0's rubric: the hidden runs of the hello and %%px checks, and the ping-pong fit recomputed."""
+
 import math
 import numbers
 
@@ -20,8 +21,11 @@ PX_HIDDEN = (Run("openmpi", 5, hidden=True), Run("openmpi", 6, hidden=True))
 RTOL, ALPHA_FLOOR = 0.02, 0.01
 #: Defensible conventions of a Hockney fit: which time of each size (the mean the notebook
 #: names, or the median), and which sizes (all, or without the empty message).
-TIMES = {"avg_us": "the mean time (avg_us)", "maxrank_median_us": "the median time",
-         "median_us": "the median time"}
+TIMES = {
+    "avg_us": "the mean time (avg_us)",
+    "maxrank_median_us": "the median time",
+    "median_us": "the median time",
+}
 
 
 def reference_fits(pp):
@@ -59,8 +63,10 @@ def _plausible(pp):
     if n.isna().any() or t.isna().any() or (t <= 0).any() or (n < 0).any():
         return "pp has sizes or times that are not numbers, or times that are not positive"
     if n.nunique() < 4 or n.max() < 1024:
-        return (f"pp has {n.nunique()} sizes up to {n.max():g} B; the ping-pong of the notebook "
-                "measures 0 B to 64 KiB")
+        return (
+            f"pp has {n.nunique()} sizes up to {n.max():g} B; the ping-pong of the notebook "
+            "measures 0 B to 64 KiB"
+        )
     return None
 
 
@@ -85,17 +91,38 @@ def fit_cases(answers, ctx):
         return bool(_is_number(b) and abs(b - ref[1]) <= RTOL * abs(ref[1]))
 
     # the convention nearest to the student's pair: the one that passes most, then the closest β
-    name, ref = min(fits.items(), key=lambda kv: (-(alpha_ok(alpha, kv[1]) + beta_ok(beta, kv[1])),
-                                                  abs((beta if _is_number(beta) else 0) - kv[1][1])))
-    out = [Case("alpha_us is the fit's intercept (µs)", alpha_ok(alpha, ref),
-                f"alpha_us = {alpha!r}, but a least-squares line through your ping-pong ({name}) has "
-                f"intercept {ref[0]:.4g} µs" if _is_number(alpha) else f"alpha_us = {alpha!r} is not a number"),
-           Case("beta_us_per_byte is the fit's slope (µs per byte)", beta_ok(beta, ref),
-                f"beta_us_per_byte = {beta!r}, but that line's slope is {ref[1]:.4g} µs per byte"
-                if _is_number(beta) else f"beta_us_per_byte = {beta!r} is not a number")]
+    name, ref = min(
+        fits.items(),
+        key=lambda kv: (
+            -(alpha_ok(alpha, kv[1]) + beta_ok(beta, kv[1])),
+            abs((beta if _is_number(beta) else 0) - kv[1][1]),
+        ),
+    )
+    out = [
+        Case(
+            "alpha_us is the fit's intercept (µs)",
+            alpha_ok(alpha, ref),
+            f"alpha_us = {alpha!r}, but a least-squares line through your ping-pong ({name}) has "
+            f"intercept {ref[0]:.4g} µs"
+            if _is_number(alpha)
+            else f"alpha_us = {alpha!r} is not a number",
+        ),
+        Case(
+            "beta_us_per_byte is the fit's slope (µs per byte)",
+            beta_ok(beta, ref),
+            f"beta_us_per_byte = {beta!r}, but that line's slope is {ref[1]:.4g} µs per byte"
+            if _is_number(beta)
+            else f"beta_us_per_byte = {beta!r} is not a number",
+        ),
+    ]
     if not (_is_number(bw) and _is_number(beta) and beta > 0):
-        out.append(Case("bandwidth_GBps is 1/β in GB/s", False,
-                        f"bandwidth_GBps = {bw!r}: give 1/β in GB/s, from your beta_us_per_byte"))
+        out.append(
+            Case(
+                "bandwidth_GBps is 1/β in GB/s",
+                False,
+                f"bandwidth_GBps = {bw!r}: give 1/β in GB/s, from your beta_us_per_byte",
+            )
+        )
         return out
     want = 1e-3 / beta
     ok = bool(abs(bw - want) <= RTOL * want)
@@ -104,8 +131,13 @@ def fit_cases(answers, ctx):
         hint = ": 1/β is in bytes per µs (= MB/s); divide by 1000 for GB/s"
     elif math.isclose(bw, 1e-3 / beta * 8, rel_tol=RTOL):
         hint = ": that is Gbit/s; GB/s counts bytes"
-    out.append(Case("bandwidth_GBps is 1/β in GB/s", ok,
-                    f"bandwidth_GBps = {bw:.4g}, but 1/β with your β is {want:.4g} GB/s{hint}"))
+    out.append(
+        Case(
+            "bandwidth_GBps is 1/β in GB/s",
+            ok,
+            f"bandwidth_GBps = {bw:.4g}, but 1/β with your β is {want:.4g} GB/s{hint}",
+        )
+    )
     return out
 
 
@@ -118,10 +150,12 @@ RUBRIC = {
 #: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
 GUIDE = {
     "time": "45 minutes to 1 hour for a typical MSc student; longer when MPI or Jupyter is new",
-    "sections": [("1. What is on this machine (mpilab doctor)", "5 min"),
-                 ("2. Hello from every rank, real and simulated", "15 to 20 min"),
-                 ("3. MPI ranks in the notebook (ipyparallel, mpi4py's Allgather)", "10 to 15 min"),
-                 ("4. One message: α and β from a ping-pong", "15 to 20 min")],
+    "sections": [
+        ("1. What is on this machine (mpilab doctor)", "5 min"),
+        ("2. Hello from every rank, real and simulated", "15 to 20 min"),
+        ("3. MPI ranks in the notebook (ipyparallel, mpi4py's Allgather)", "10 to 15 min"),
+        ("4. One message: α and β from a ping-pong", "15 to 20 min"),
+    ],
     "quotes": {
         "α on this machine, two cores (µs)": "round(alpha_us, 3)",
         "bandwidth on this machine (GB/s)": "round(bandwidth_GBps, 2)",
@@ -129,11 +163,24 @@ GUIDE = {
         "bandwidth on simulated THIN (GB/s)": "round(1e-3 / sim_fit['beta'], 2)",
     },
     "wrong": {
-        "hello_correct": [("MPI_Get_processor_name never called: every host is '?'",
-                           {"hello.c": "tests/data/grading/hello_no_host.c"})],
-        "pingpong_fit": [("the bandwidth in MB/s (1/β) where GB/s is asked",
-                          {"alpha_us": 0.5, "beta_us_per_byte": 2e-4, "bandwidth_GBps": 5000.0,
-                           "pp": pd.DataFrame({"bytes": [0, 1024, 8192, 65536],
-                                               "avg_us": [0.5, 0.7048, 2.1384, 13.6072]})})],
+        "hello_correct": [
+            (
+                "MPI_Get_processor_name never called: every host is '?'",
+                {"hello.c": "tests/data/grading/hello_no_host.c"},
+            )
+        ],
+        "pingpong_fit": [
+            (
+                "the bandwidth in MB/s (1/β) where GB/s is asked",
+                {
+                    "alpha_us": 0.5,
+                    "beta_us_per_byte": 2e-4,
+                    "bandwidth_GBps": 5000.0,
+                    "pp": pd.DataFrame(
+                        {"bytes": [0, 1024, 8192, 65536], "avg_us": [0.5, 0.7048, 2.1384, 13.6072]}
+                    ),
+                },
+            )
+        ],
     },
 }

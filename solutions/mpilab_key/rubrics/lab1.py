@@ -13,6 +13,7 @@ computes from the same table:
   process counts every algorithm was measured at; two algorithms within 1 % of each other may
   come in either order.
 """
+
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Function, Verdict, missing, plots
 from mpilab.grade.checks.fits import curves, piecewise_r2
@@ -55,8 +56,14 @@ class Panel(Verdict):
         if gate:
             return gate
         fixed = frame(answers["fixed"])
-        return plots.latency_plot_cases(answers["fig"], fixed[fixed["collective"] == self.collective],
-                                        x="nprocs", y="avg_us", log="y", axes=self.axes)
+        return plots.latency_plot_cases(
+            answers["fig"],
+            fixed[fixed["collective"] == self.collective],
+            x="nprocs",
+            y="avg_us",
+            log="y",
+            axes=self.axes,
+        )
 
 
 def fit_cases(answers, ctx):
@@ -71,14 +78,20 @@ def fit_cases(answers, ctx):
         if title not in form or not form[title].passed:
             out.append(form.get(title) or next(iter(form.values())))
             continue
-        rows = frame(fits)[(frame(fits)["collective"].astype(str) == coll)
-                           & (frame(fits)["algorithm"].astype(str) == alg)]
+        rows = frame(fits)[
+            (frame(fits)["collective"].astype(str) == coll) & (frame(fits)["algorithm"].astype(str) == alg)
+        ]
         r2, _ = piecewise_r2(rows, x, y)
         need, best, report = r2_needed(x, y)
-        out.append(Case(title, r2 >= need - 1e-9,
-                        f"your segments give R² = {r2:.4f}; the best four segments give {best:.4f}"
-                        + (f", the report's cuts at 12, 24, 36 give {report:.4f}" if report == report else "")
-                        + f": choose the breakpoints where the curve bends (R² of at least {need:.4f})"))
+        out.append(
+            Case(
+                title,
+                r2 >= need - 1e-9,
+                f"your segments give R² = {r2:.4f}; the best four segments give {best:.4f}"
+                + (f", the report's cuts at 12, 24, 36 give {report:.4f}" if report == report else "")
+                + f": choose the breakpoints where the curve bends (R² of at least {need:.4f})",
+            )
+        )
     return out
 
 
@@ -86,14 +99,19 @@ def statistics(fixed, coll):
     """``{convention: {algorithm: value}}``: the mean and the median over P of each algorithm's
     median ``avg_us``, over the process counts every algorithm of ``coll`` was measured at."""
     t = frame(fixed)
-    wide = (t[t["collective"] == coll].groupby(["nprocs", "algorithm"])["avg_us"].median()
-            .unstack("algorithm").dropna())
+    wide = (
+        t[t["collective"] == coll]
+        .groupby(["nprocs", "algorithm"])["avg_us"]
+        .median()
+        .unstack("algorithm")
+        .dropna()
+    )
     return {"mean": wide.mean().to_dict(), "median": wide.median().to_dict()}
 
 
 def order_ok(order, values):
     """Whether ``order`` is fastest first under ``values``, near-ties (:data:`TIE`) either way."""
-    return all(values[a] <= values[b] * (1 + TIE) for i, a in enumerate(order) for b in order[i + 1:])
+    return all(values[a] <= values[b] * (1 + TIE) for i, a in enumerate(order) for b in order[i + 1 :])
 
 
 def ranking_cases(answers, ctx):
@@ -114,8 +132,13 @@ def ranking_cases(answers, ctx):
         order = [str(a) for a in ranking[coll]]
         ok = any(order_ok(order, v) for v in stats.values())
         means = ", ".join(f"{a} {m:.2f}" for a, m in sorted(stats["mean"].items(), key=lambda kv: kv[1]))
-        out.append(Case(f"{coll}: the ranking", ok, f"your ranking is {order}; the mean avg_us over the "
-                                                    f"common P in your table (us): {means}"))
+        out.append(
+            Case(
+                f"{coll}: the ranking",
+                ok,
+                f"your ranking is {order}; the mean avg_us over the common P in your table (us): {means}",
+            )
+        )
     return out
 
 
@@ -129,17 +152,21 @@ RUBRIC = {
 
 #: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
 GUIDE = {
-    "time": ("3.5 to 4.5 hours for a typical MSc student: about 1.5 h of reading (Open MPI's "
-             "forcing, the report, the design), 1 h for the sweeps, plots and fits (the simulated "
-             "sweeps themselves take 1 to 2 minutes), 30 min for the ranking and the ping-pong, "
-             "and 1 h for the two written answers"),
-    "sections": [("1-3. Forcing an algorithm, the design, the SLURM job (reading, one run)", "45 min"),
-                 ("4. The sweeps (simulated 1-2 min, real 1-3 min on 2 cores)", "30 min"),
-                 ("5-7. Latency against P, a fixed size, the plot", "30 min"),
-                 ("8. Segmented fits (choosing breakpoints, one fit per curve)", "45 min to 1 h"),
-                 ("9. The point-to-point model and the α-β cost of two broadcasts", "30 min"),
-                 ("10. The ranking", "20 min"),
-                 ("11. Discussion (comparing with the report)", "45 min to 1 h")],
+    "time": (
+        "3.5 to 4.5 hours for a typical MSc student: about 1.5 h of reading (Open MPI's "
+        "forcing, the report, the design), 1 h for the sweeps, plots and fits (the simulated "
+        "sweeps themselves take 1 to 2 minutes), 30 min for the ranking and the ping-pong, "
+        "and 1 h for the two written answers"
+    ),
+    "sections": [
+        ("1-3. Forcing an algorithm, the design, the SLURM job (reading, one run)", "45 min"),
+        ("4. The sweeps (simulated 1-2 min, real 1-3 min on 2 cores)", "30 min"),
+        ("5-7. Latency against P, a fixed size, the plot", "30 min"),
+        ("8. Segmented fits (choosing breakpoints, one fit per curve)", "45 min to 1 h"),
+        ("9. The point-to-point model and the α-β cost of two broadcasts", "30 min"),
+        ("10. The ranking", "20 min"),
+        ("11. Discussion (comparing with the report)", "45 min to 1 h"),
+    ],
     "quotes": {
         "FIXED_BYTES of the solution": "FIXED_BYTES",
         "bcast ranking at FIXED_BYTES (simulated THIN, fastest first)": "ranking['bcast']",
@@ -147,15 +174,33 @@ GUIDE = {
         "simulated points below one message on the core link (section 9)": "len(too_fast)",
     },
     "wrong": {
-        "fits_check": [("flat lines (every slope 0)",
-                        {"fits": InNotebook("fits.assign(slope=0.0)"), "fixed": InNotebook("fixed")}),
-                       ("three segments per curve",
-                        {"fits": InNotebook("fits[fits.segment < 4]"), "fixed": InNotebook("fixed")})],
-        "ranking_check": [("slowest first",
-                           {"ranking": InNotebook("{c: v[::-1] for c, v in ranking.items()}"),
-                            "fixed": InNotebook("fixed")})],
-        "plot_bcast": [("linear latency axis",
-                        {"fig": InNotebook("(fig.axes[0].set_yscale('linear'), fig)[1]"),
-                         "fixed": InNotebook("fixed")})],
+        "fits_check": [
+            (
+                "flat lines (every slope 0)",
+                {"fits": InNotebook("fits.assign(slope=0.0)"), "fixed": InNotebook("fixed")},
+            ),
+            (
+                "three segments per curve",
+                {"fits": InNotebook("fits[fits.segment < 4]"), "fixed": InNotebook("fixed")},
+            ),
+        ],
+        "ranking_check": [
+            (
+                "slowest first",
+                {
+                    "ranking": InNotebook("{c: v[::-1] for c, v in ranking.items()}"),
+                    "fixed": InNotebook("fixed"),
+                },
+            )
+        ],
+        "plot_bcast": [
+            (
+                "linear latency axis",
+                {
+                    "fig": InNotebook("(fig.axes[0].set_yscale('linear'), fig)[1]"),
+                    "fixed": InNotebook("fixed"),
+                },
+            )
+        ],
     },
 }

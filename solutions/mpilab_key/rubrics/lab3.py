@@ -1,5 +1,6 @@
 """Lab 3's rubric: the hidden runs of the C checks, the expected cost, the study's plot against
 medians the grader simulates itself."""
+
 import os
 
 import pandas as pd
@@ -7,9 +8,9 @@ import pandas as pd
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import missing, plots, reductions
 from mpilab.grade.checks.costs import CostVerdict
-from mpilab.grade.labs.lab3 import VISIBLE_RUNS
 from mpilab.grade.harness import BuildError
-from mpilab.grade.runner import Run, SMALL_CLUSTER
+from mpilab.grade.labs.lab3 import VISIBLE_RUNS
+from mpilab.grade.runner import SMALL_CLUSTER, Run
 from mpilab.model import algorithms, costs
 from mpilab.studies import repro
 
@@ -17,10 +18,11 @@ from mpilab.studies import repro
 #: simulated nodes the visible run does not have: 7 ranks dealt round-robin over the 3 x 3
 #: cluster (a node's ranks are not neighbours), 37 ranks dealt over jupiter's 32 nodes (nodes of
 #: 2 and of 1 rank) and 40 ranks filling jupiter's nodes of 16 (16 + 16 + 8).
-HIDDEN_RUNS = (reductions.runs_at("openmpi", (4, 6, 7), hidden=True)
-               + (Run("smpi", 7, SMALL_CLUSTER, "node", hidden=True),
-                  Run("smpi", 37, "jupiter-32x16", "node", hidden=True),
-                  Run("smpi", 40, "jupiter-32x16", "core", hidden=True)))
+HIDDEN_RUNS = reductions.runs_at("openmpi", (4, 6, 7), hidden=True) + (
+    Run("smpi", 7, SMALL_CLUSTER, "node", hidden=True),
+    Run("smpi", 37, "jupiter-32x16", "node", hidden=True),
+    Run("smpi", 40, "jupiter-32x16", "core", hidden=True),
+)
 RUNS = VISIBLE_RUNS + HIDDEN_RUNS
 
 #: The study's points the grader simulates again, and how far a handed-in median may be from its
@@ -35,8 +37,11 @@ def study_table_case(table, allreduce_c, nprocs=STUDY_NPROCS, x="nprocs", y="med
     if not isinstance(table, pd.DataFrame) or not {x, y, by} <= set(table.columns):
         return Case(title, False, f"s8 should be the study's summary with columns {x}, {by} and {y}")
     if allreduce_c is None:
-        return Case(title, False, "allreduce_two_level.c is not in the submission: the grader simulates "
-                                  "the study's points with it")
+        return Case(
+            title,
+            False,
+            "allreduce_two_level.c is not in the submission: the grader simulates the study's points with it",
+        )
     try:
         want = repro.point_medians(allreduce_c, nprocs, 8)
     except (AssertionError, BuildError) as exc:
@@ -47,8 +52,12 @@ def study_table_case(table, allreduce_c, nprocs=STUDY_NPROCS, x="nprocs", y="med
             return Case(title, False, f"s8 has no row for {algo} at P = {p}")
         got = float(pd.to_numeric(rows[y], errors="coerce").iloc[0])
         if not abs(got - w) <= STUDY_RTOL * abs(w):
-            return Case(title, False, f"s8 says {algo} at P = {p} takes {got:g} us; the grader simulated "
-                                      f"your allreduce_two_level.c there: {w:g} us")
+            return Case(
+                title,
+                False,
+                f"s8 says {algo} at P = {p} takes {got:g} us; the grader simulated "
+                f"your allreduce_two_level.c there: {w:g} us",
+            )
     return Case(title, True)
 
 
@@ -65,8 +74,9 @@ class StudyPlotVerdict(plots.LatencyPlotVerdict):
         if bad:
             return [bad]
         path = ctx.submitted_file(self.allreduce_c)
-        gate = study_table_case(answers[self.table], os.fspath(path) if path else None,
-                                x=self.options["x"], y=self.options["y"])
+        gate = study_table_case(
+            answers[self.table], os.fspath(path) if path else None, x=self.options["x"], y=self.options["y"]
+        )
         return [gate] + super().cases(answers, ctx) if gate.passed else [gate]
 
 
@@ -85,36 +95,62 @@ _S8 = "s8[(s8.nprocs == s8.nprocs.max()) & (s8.algorithm == {!r})]['median_us'].
 #: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
 GUIDE = {
     "time": "8 to 12 hours for a typical MSc student; the three C files take most of it, the first "
-            "reduce-scatter alone often half a day",
-    "sections": [("1. Reduce-scatter by recursive halving, then Rabenseifner's allreduce (schedules "
-                  "for p = 8 and p = 6, the fold for p not a power of two, MPI_IN_PLACE, a deadlock "
-                  "or two)", "4 to 5 h"),
-                 ("2. Rabenseifner's cost, and what the fold adds (written)", "45 min to 1 h"),
-                 ("3. The two-level allreduce (MPI_Comm_split_type, the leaders' communicator, "
-                  "nodes under SMPI)", "1 h 30 to 2 h 30"),
-                 ("4. The reproduction study: simulate, compare with the paper, plot, discuss",
-                  "1 h 30 to 2 h 30"),
-                 ("5. Noise: repetitions in a deterministic simulator, jitter (written)", "30 to 45 min")],
+    "reduce-scatter alone often half a day",
+    "sections": [
+        (
+            "1. Reduce-scatter by recursive halving, then Rabenseifner's allreduce (schedules "
+            "for p = 8 and p = 6, the fold for p not a power of two, MPI_IN_PLACE, a deadlock "
+            "or two)",
+            "4 to 5 h",
+        ),
+        ("2. Rabenseifner's cost, and what the fold adds (written)", "45 min to 1 h"),
+        (
+            "3. The two-level allreduce (MPI_Comm_split_type, the leaders' communicator, nodes under SMPI)",
+            "1 h 30 to 2 h 30",
+        ),
+        ("4. The reproduction study: simulate, compare with the paper, plot, discuss", "1 h 30 to 2 h 30"),
+        ("5. Noise: repetitions in a deterministic simulator, jitter (written)", "30 to 45 min"),
+    ],
     "quotes": {
         "largest P of the study's grid": "int(s8.nprocs.max())",
-        "MPI_Allreduce 8 B at that P, library default (simulated median, us)":
-            "round(float(" + _S8.format("default") + "), 2)",
-        "MPI_Allreduce 8 B at that P, the solution's two-level (simulated median, us)":
-            "round(float(" + _S8.format("two_level") + "), 2)",
-        "largest relative spread of the R launches of one point (plain platform)":
-            "float(repro.spread(results)['rel_spread'].max())",
-        "relative spread of the jittered launches (sigma = 0.1, P = 32, 8 B)":
-            "round(float(repro.spread(jittered)['rel_spread'].max()), 3)",
+        "MPI_Allreduce 8 B at that P, library default (simulated median, us)": "round(float("
+        + _S8.format("default")
+        + "), 2)",
+        "MPI_Allreduce 8 B at that P, the solution's two-level (simulated median, us)": "round(float("
+        + _S8.format("two_level")
+        + "), 2)",
+        "largest relative spread of the R launches of one point (plain platform)": (
+            "float(repro.spread(results)['rel_spread'].max())"
+        ),
+        "relative spread of the jittered launches (sigma = 0.1, P = 32, 8 B)": (
+            "round(float(repro.spread(jittered)['rel_spread'].max()), 3)"
+        ),
     },
     "wrong": {
-        "rabenseifner_correct": [("a write through a wrong block pointer: a crash from P = 2 on",
-                                  {"allreduce_rabenseifner.c": "tests/data/grading/allreduce_rabenseifner_segfault.c"})],
-        "two_level_correct": [("every rank waits for its leader's result before sending its own part: a deadlock",
-                               {"allreduce_two_level.c": "tests/data/grading/allreduce_two_level_deadlock.c"})],
-        "cost_rabenseifner": [("only the reduce-scatter half counted",
-                               {"cost_rabenseifner": costs.LOG2 * costs.alpha
-                                + (costs.p - 1) / costs.p * costs.n * costs.beta}),
-                              ("recursive doubling's cost (the whole vector on every step)",
-                               {"cost_rabenseifner": costs.LOG2 * (costs.alpha + costs.n * costs.beta)})],
+        "rabenseifner_correct": [
+            (
+                "a write through a wrong block pointer: a crash from P = 2 on",
+                {"allreduce_rabenseifner.c": "tests/data/grading/allreduce_rabenseifner_segfault.c"},
+            )
+        ],
+        "two_level_correct": [
+            (
+                "every rank waits for its leader's result before sending its own part: a deadlock",
+                {"allreduce_two_level.c": "tests/data/grading/allreduce_two_level_deadlock.c"},
+            )
+        ],
+        "cost_rabenseifner": [
+            (
+                "only the reduce-scatter half counted",
+                {
+                    "cost_rabenseifner": costs.LOG2 * costs.alpha
+                    + (costs.p - 1) / costs.p * costs.n * costs.beta
+                },
+            ),
+            (
+                "recursive doubling's cost (the whole vector on every step)",
+                {"cost_rabenseifner": costs.LOG2 * (costs.alpha + costs.n * costs.beta)},
+            ),
+        ],
     },
 }

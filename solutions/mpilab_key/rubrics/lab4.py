@@ -16,13 +16,16 @@ broadcasts, the event model's options, the model errors and the calibrated platf
   to three segments, median, mean or slowest-rank times): the latency and the bandwidth are one
   case each.
 """
+
 import math
 
 import numpy as np
 
 from mpilab.core.errors import UsageError
 from mpilab.grade.cases import Case
-from mpilab.grade.checks import Function, costs as cost_checks, schedules as schedule_checks
+from mpilab.grade.checks import Function
+from mpilab.grade.checks import costs as cost_checks
+from mpilab.grade.checks import schedules as schedule_checks
 from mpilab.grade.checks.tables import frame
 from mpilab.grade.labs import lab4
 from mpilab.measure import libtrace, trace
@@ -39,8 +42,13 @@ HIDDEN_BCAST = tuple((p, r) for p in (4, 7, 13) for r in (1, p - 1))
 #: pairwise exchange at P = 13 sends 3000-byte blocks across the sockets. The visible runs alone
 #: leave any eager_bytes from 2049 to 4096 (pairwise at P = 8 with 1 KiB sends 2048 and 4096 B);
 #: P = 6 with 4095 B leaves 4096 only.
-HIDDEN_TRACES = (("pairwise", 5, 32768), ("gather_bcast", 6, 4095), ("pairwise", 13, 3000),
-                 ("gather_bcast", 13, 4096), ("gather_bcast", 16, 65535))
+HIDDEN_TRACES = (
+    ("pairwise", 5, 32768),
+    ("gather_bcast", 6, 4095),
+    ("pairwise", 13, 3000),
+    ("gather_bcast", 13, 4096),
+    ("gather_bcast", 16, 65535),
+)
 #: MAPE agreement (relative), and the calibrated link's (relative; absolute for α in µs).
 MAPE_RTOL, LINK_RTOL, LINK_ATOL = 1e-3, 0.02, 0.005
 
@@ -50,11 +58,20 @@ def linear_cases(answers, ctx):
     out = []
     for hidden, cases in ((False, lab4.VISIBLE_BCAST), (True, HIDDEN_BCAST)):
         for p, root in cases:
-            want = float(costs.evaluate("bcast", "basic_linear", p, schedule_checks.NBYTES,
-                                        schedule_checks.ALPHA, schedule_checks.BETA))
+            want = float(
+                costs.evaluate(
+                    "bcast",
+                    "basic_linear",
+                    p,
+                    schedule_checks.NBYTES,
+                    schedule_checks.ALPHA,
+                    schedule_checks.BETA,
+                )
+            )
             entry = data.get(f"{p},{root}", data.get("error", "error: no schedule for this case"))
-            out.append(schedule_checks.bcast_case(entry, p, root, want, what="the linear broadcast's",
-                                                  hidden=hidden))
+            out.append(
+                schedule_checks.bcast_case(entry, p, root, want, what="the linear broadcast's", hidden=hidden)
+            )
     e = costs.entry("bcast", "basic_linear")
     return out + cost_checks.value_cases(cost, e.expr, e.domain, name="cost_linear_bcast")
 
@@ -66,11 +83,18 @@ def rank0_cases(answers, ctx):
         return form
     out = []
     for alg in lab4.LIBRARY_BCASTS:
-        tl = libtrace.run_library_traced("bcast", alg, lab4.LIBRARY_P, lab4.LIBRARY_BYTES, platform=lab4.PLATFORM)
+        tl = libtrace.run_library_traced(
+            "bcast", alg, lab4.LIBRARY_P, lab4.LIBRARY_BYTES, platform=lab4.PLATFORM
+        )
         want = int((tl.messages["src"] == 0).sum())
-        out.append(Case(f"{alg}: rank 0's messages", int(counts[alg]) == want,
-                        f"you counted {counts[alg]}; count the arrows that leave rank 0's row in "
-                        f"the diagram of {alg} (P = {lab4.LIBRARY_P}, {lab4.LIBRARY_BYTES} B)"))
+        out.append(
+            Case(
+                f"{alg}: rank 0's messages",
+                int(counts[alg]) == want,
+                f"you counted {counts[alg]}; count the arrows that leave rank 0's row in "
+                f"the diagram of {alg} (P = {lab4.LIBRARY_P}, {lab4.LIBRARY_BYTES} B)",
+            )
+        )
     return out
 
 
@@ -94,8 +118,11 @@ def platform_alpha_beta():
 
 def mape(rows, expr, alpha, beta, value):
     """Mean absolute percentage error of a cost expression on results rows."""
-    model = np.atleast_1d(costs.evaluate_expression(expr, rows["nprocs"].to_numpy(float),
-                                                    rows["bytes"].to_numpy(float), alpha, beta))
+    model = np.atleast_1d(
+        costs.evaluate_expression(
+            expr, rows["nprocs"].to_numpy(float), rows["bytes"].to_numpy(float), alpha, beta
+        )
+    )
     meas = rows[value].to_numpy(dtype=float)
     return float(np.mean(np.abs(model - meas) / meas * 100))
 
@@ -106,8 +133,13 @@ def errors_cases(answers, ctx):
     if len(form) == 1 and not form[0].passed:
         return form
     results_df, errors = frame(results_df), frame(errors)
-    spot = spot_case(results_df.assign(collective="allgather"), "results_df", lab4.PLATFORM, (),
-                     (("allgather", "lib:bruck", 8), ("allgather", "lib:bruck", 4)))
+    spot = spot_case(
+        results_df.assign(collective="allgather"),
+        "results_df",
+        lab4.PLATFORM,
+        (),
+        (("allgather", "lib:bruck", 8), ("allgather", "lib:bruck", 4)),
+    )
     if not spot.passed:
         return [spot]
     alpha, beta = platform_alpha_beta()
@@ -125,14 +157,23 @@ def errors_cases(answers, ctx):
         options = {v: mape(rows, expr, alpha, beta, v) for v in ("avg_us", "maxrank_avg_us") if v in rows}
         want[alg] = options.get("avg_us")
         mine = got.get(alg)
-        ok = mine is not None and any(math.isclose(float(mine), w, rel_tol=MAPE_RTOL, abs_tol=1e-6)
-                                      for w in options.values())
-        out.append(Case(title, ok, f"yours is {mine if mine is None else round(float(mine), 4)} %; your "
-                                   f"cost on results_df with alpha = {alpha:.4g} us and beta = {beta:.4g} us/B "
-                                   f"gives {options.get('avg_us', float('nan')):.4g} % (avg_us)"))
+        ok = mine is not None and any(
+            math.isclose(float(mine), w, rel_tol=MAPE_RTOL, abs_tol=1e-6) for w in options.values()
+        )
+        out.append(
+            Case(
+                title,
+                ok,
+                f"yours is {mine if mine is None else round(float(mine), 4)} %; your "
+                f"cost on results_df with alpha = {alpha:.4g} us and beta = {beta:.4g} us/B "
+                f"gives {options.get('avg_us', float('nan')):.4g} % (avg_us)",
+            )
+        )
     if want and all(v is not None for v in want.values()):
         largest = max(want, key=want.get)
-        out.append(Case("worst", str(worst) == largest, f"worst = {worst!r}; the largest error is {largest}'s"))
+        out.append(
+            Case("worst", str(worst) == largest, f"worst = {worst!r}; the largest error is {largest}'s")
+        )
     else:
         out.append(Case("worst", False, "the errors could not be recomputed for every algorithm"))
     return out
@@ -152,7 +193,9 @@ def pingpong_fits(pp):
                 first = p2p.fit(rows, segments=segments, value=value).iloc[0]
             except (UsageError, ValueError, KeyError):
                 continue
-            out.append((float(first["intercept"]), float(first["slope"]), f"{segments} segment(s) of {value}"))
+            out.append(
+                (float(first["intercept"]), float(first["slope"]), f"{segments} segment(s) of {value}")
+            )
     return out
 
 
@@ -162,9 +205,14 @@ def platform_cases(answers, ctx):
         return [Case("my_platform is a file", False, "my_platform should be the platform's path")]
     path = ctx.written_file(my_platform.rsplit("/", 1)[-1])
     if path is None or path.stat().st_size > 5_000_000:
-        return [Case("my_platform is next to the notebook", False,
-                     "the platform file was not found next to the notebook: write it there "
-                     "(e.g. path='my-machine.xml')")]
+        return [
+            Case(
+                "my_platform is next to the notebook",
+                False,
+                "the platform file was not found next to the notebook: write it there "
+                "(e.g. path='my-machine.xml')",
+            )
+        ]
     try:
         a, b = lab4.core_link(path)
     except (UsageError, OSError, ValueError) as exc:
@@ -175,10 +223,18 @@ def platform_cases(answers, ctx):
     near = min(fits, key=lambda f: abs(f[0] - a))
     ok_a = any(math.isclose(a, f[0], rel_tol=LINK_RTOL, abs_tol=LINK_ATOL) for f in fits)
     ok_b = any(math.isclose(b, f[1], rel_tol=LINK_RTOL) for f in fits)
-    return [Case("the core link's latency is your ping-pong's α", ok_a,
-                 f"the platform's core latency is {a:.4g} us; a fit of pp gives {near[0]:.4g} us ({near[2]})"),
-            Case("the core link's bandwidth is your ping-pong's 1/β", ok_b,
-                 f"the platform's core link costs {b:.4g} us/B; a fit of pp gives {near[1]:.4g} us/B ({near[2]})")]
+    return [
+        Case(
+            "the core link's latency is your ping-pong's α",
+            ok_a,
+            f"the platform's core latency is {a:.4g} us; a fit of pp gives {near[0]:.4g} us ({near[2]})",
+        ),
+        Case(
+            "the core link's bandwidth is your ping-pong's 1/β",
+            ok_b,
+            f"the platform's core link costs {b:.4g} us/B; a fit of pp gives {near[1]:.4g} us/B ({near[2]})",
+        ),
+    ]
 
 
 def _forgets_last_rank(p, n, root=0):
@@ -201,17 +257,20 @@ RUBRIC = {
 
 #: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
 GUIDE = {
-    "time": ("4 to 5 hours for a typical MSc student: the event model and the diagrams take an hour "
-             "to read, the linear broadcast and its cost 30-45 min, finding the model options by "
-             "trial 45-60 min, the errors and the calibration an hour, the four written answers "
-             "about an hour; the notebook's own runs take 2-4 minutes"),
-    "sections": [("1. Schedules, the event model, the linear broadcast and its cost", "1 h to 1 h 15"),
-                 ("2. Measured diagrams: the reference allgathers, the library's broadcasts, a real run",
-                  "45 min"),
-                 ("3. Where overlap breaks the model (the model options)", "45 min to 1 h"),
-                 ("4. The model's error per algorithm", "45 min"),
-                 ("5. Calibrating a platform to this machine", "30 min"),
-                 ("Written answers (four)", "45 min to 1 h")],
+    "time": (
+        "4 to 5 hours for a typical MSc student: the event model and the diagrams take an hour "
+        "to read, the linear broadcast and its cost 30-45 min, finding the model options by "
+        "trial 45-60 min, the errors and the calibration an hour, the four written answers "
+        "about an hour; the notebook's own runs take 2-4 minutes"
+    ),
+    "sections": [
+        ("1. Schedules, the event model, the linear broadcast and its cost", "1 h to 1 h 15"),
+        ("2. Measured diagrams: the reference allgathers, the library's broadcasts, a real run", "45 min"),
+        ("3. Where overlap breaks the model (the model options)", "45 min to 1 h"),
+        ("4. The model's error per algorithm", "45 min"),
+        ("5. Calibrating a platform to this machine", "30 min"),
+        ("Written answers (four)", "45 min to 1 h"),
+    ],
     "quotes": {
         "alpha, beta of THIN's core link (us, us/B)": "(alpha, beta)",
         "rank 0's messages in the library's broadcasts (P = 8, 64 KiB)": "messages_from_rank0",
@@ -222,19 +281,37 @@ GUIDE = {
     },
     "wrong": {
         "linear_bcast_check": [
-            ("the root forgets the last rank, cost right",
-             {"linear_bcast": schedule_checks.schedules_data(_forgets_last_rank),
-              "cost_linear_bcast": (costs.p - 1) * (costs.alpha + costs.n * costs.beta)}),
-            ("right schedule, one α for all messages (the overlapping sends' cost)",
-             {"linear_bcast": InNotebook("__import__('mpilab.grade.checks.schedules', fromlist=['x'])"
-                                         ".schedules_data(linear_bcast)"),
-              "cost_linear_bcast": costs.alpha + (costs.p - 1) * costs.n * costs.beta})],
-        "model_check": [("4 kB read as 4000 B (eager below 4000 B)",
-                         {"model": dict(ports="shared", eager_bytes=4000)}),
-                        ("SimGrid's default eager limit (64 KiB), not the platform's",
-                         {"model": dict(ports="shared", eager_bytes=65536)}),
-                        ("one port, nothing eager", {"model": dict(ports=1, eager_bytes=0)})],
-        "rank0_check": [("the root's children only (one message per algorithm)",
-                         {"messages_from_rank0": {"binomial": 3, "pipeline": 1, "scatter_allgather_ring": 3}})],
+            (
+                "the root forgets the last rank, cost right",
+                {
+                    "linear_bcast": schedule_checks.schedules_data(_forgets_last_rank),
+                    "cost_linear_bcast": (costs.p - 1) * (costs.alpha + costs.n * costs.beta),
+                },
+            ),
+            (
+                "right schedule, one α for all messages (the overlapping sends' cost)",
+                {
+                    "linear_bcast": InNotebook(
+                        "__import__('mpilab.grade.checks.schedules', fromlist=['x'])"
+                        ".schedules_data(linear_bcast)"
+                    ),
+                    "cost_linear_bcast": costs.alpha + (costs.p - 1) * costs.n * costs.beta,
+                },
+            ),
+        ],
+        "model_check": [
+            ("4 kB read as 4000 B (eager below 4000 B)", {"model": dict(ports="shared", eager_bytes=4000)}),
+            (
+                "SimGrid's default eager limit (64 KiB), not the platform's",
+                {"model": dict(ports="shared", eager_bytes=65536)},
+            ),
+            ("one port, nothing eager", {"model": dict(ports=1, eager_bytes=0)}),
+        ],
+        "rank0_check": [
+            (
+                "the root's children only (one message per algorithm)",
+                {"messages_from_rank0": {"binomial": 3, "pipeline": 1, "scatter_allgather_ring": 3}},
+            )
+        ],
     },
 }

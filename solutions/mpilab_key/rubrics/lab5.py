@@ -11,6 +11,7 @@ the tables the student hands in (``quiet``, ``series``), one point of each simul
   measured point (one case per process count), once the table holds every measured point;
 * correlation: one case per algorithm: Pearson's r of probe_us and maxrank_avg_us at every size.
 """
+
 import math
 
 import numpy as np
@@ -62,8 +63,10 @@ def merged_case(table):
     """The question's merging: neighbouring ranges of a process-count range never share an
     algorithm, and neighbouring process-count ranges never have the same size ranges."""
     t = frame(table).sort_values(["nprocs_min", "bytes_min"])
-    blocks = [(key, [(int(r.bytes_min), int(r.bytes_max), str(r.algorithm)) for r in g.itertuples()])
-              for key, g in t.groupby(["nprocs_min", "nprocs_max"], sort=True)]
+    blocks = [
+        (key, [(int(r.bytes_min), int(r.bytes_max), str(r.algorithm)) for r in g.itertuples()])
+        for key, g in t.groupby(["nprocs_min", "nprocs_max"], sort=True)
+    ]
     problems = []
     for (pmin, pmax), ranges in blocks:
         for (b0, _, a0), (b1, _, a1) in zip(ranges, ranges[1:]):
@@ -78,7 +81,11 @@ def merged_case(table):
 def table_cases(answers, ctx):
     table, quiet = answers["table"], answers["quiet"]
     form = lab5.table_form_cases(table, quiet)
-    if len(form) == 1 and not form[0].passed and form[0].name != lab5.coverage_case(frame(table), frame(quiet)).name:
+    if (
+        len(form) == 1
+        and not form[0].passed
+        and form[0].name != lab5.coverage_case(frame(table), frame(quiet)).name
+    ):
         return form
     gate = data_gate(quiet, "quiet")
     if gate:
@@ -91,10 +98,17 @@ def table_cases(answers, ctx):
             says = lab5.lookup(table, p, b)
             if len(says) != 1 or not acceptable(times[(p, b)], says[0]):
                 best = min(times[(p, b)], key=lambda a: times[(p, b)][a][0])
-                wrong.append(f"{b} B: {'/'.join(says) or 'no range'} (fastest: {best}, "
-                             f"{times[(p, b)][best][0]:.4g} us)")
-        out.append(Case(f"P = {p}: the fastest algorithm at every size", not wrong,
-                        "; ".join(wrong[:3]) + (f"; and {len(wrong) - 3} more" if len(wrong) > 3 else "")))
+                wrong.append(
+                    f"{b} B: {'/'.join(says) or 'no range'} (fastest: {best}, "
+                    f"{times[(p, b)][best][0]:.4g} us)"
+                )
+        out.append(
+            Case(
+                f"P = {p}: the fastest algorithm at every size",
+                not wrong,
+                "; ".join(wrong[:3]) + (f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""),
+            )
+        )
     return out + [merged_case(table)]
 
 
@@ -119,9 +133,17 @@ def regret_cases(answers, ctx):
             out.append(Case(title, False, f"regret has no row for {alg}"))
             continue
         got = (float(mine.loc[alg, "mean_regret"]), float(mine.loc[alg, "max_regret"]))
-        ok = any(all(math.isclose(g, w, rel_tol=REGRET_RTOL, abs_tol=1e-9) for g, w in zip(got, ws)) for ws in want)
-        out.append(Case(title, ok, f"yours: mean {got[0]:.4f}, worst {got[1]:.4f}; from quiet (time / best "
-                                   f"time - 1 at each point, {lab5.VALUE}): mean {want[0][0]:.4f}, worst {want[0][1]:.4f}"))
+        ok = any(
+            all(math.isclose(g, w, rel_tol=REGRET_RTOL, abs_tol=1e-9) for g, w in zip(got, ws)) for ws in want
+        )
+        out.append(
+            Case(
+                title,
+                ok,
+                f"yours: mean {got[0]:.4f}, worst {got[1]:.4f}; from quiet (time / best "
+                f"time - 1 at each point, {lab5.VALUE}): mean {want[0][0]:.4f}, worst {want[0][1]:.4f}",
+            )
+        )
     return out
 
 
@@ -129,13 +151,23 @@ def rules_cases(answers, ctx):
     path, table, quiet = answers["rules_path"], answers["table"], answers["quiet"]
     form = lab5.table_form_cases(table, quiet)
     if not all(c.passed for c in form):
-        return [Case("the table holds every measured point once", False,
-                     "the rules file is compared with your table where the table says what to run: "
-                     + "; ".join(c.message for c in form if not c.passed))]
+        return [
+            Case(
+                "the table holds every measured point once",
+                False,
+                "the rules file is compared with your table where the table says what to run: "
+                + "; ".join(c.message for c in form if not c.passed),
+            )
+        ]
     found = ctx.written_file(str(path).rsplit("/", 1)[-1]) if isinstance(path, str) else None
     if found is None or found.stat().st_size > 1_000_000:
-        return [Case("the rules file is next to the notebook", False,
-                     "the rules file was not found next to the notebook (rules_path)")]
+        return [
+            Case(
+                "the rules file is next to the notebook",
+                False,
+                "the rules file was not found next to the notebook (rules_path)",
+            )
+        ]
     return lab5.file_cases(found, table, quiet)
 
 
@@ -147,21 +179,35 @@ def corr_cases(answers, ctx):
     gate = data_gate(series, "series")
     if gate:
         return gate
-    want = correlate(frame(series).assign(collective=lab5.COLLECTIVE), x="probe_us", y=lab5.VALUE,
-                     by=("algorithm", "bytes"))
-    got = {(str(a), int(b)): float(r) for a, b, r in zip(frame(corr)["algorithm"], frame(corr)["bytes"],
-                                                         frame(corr)["pearson_r"])}
+    want = correlate(
+        frame(series).assign(collective=lab5.COLLECTIVE),
+        x="probe_us",
+        y=lab5.VALUE,
+        by=("algorithm", "bytes"),
+    )
+    got = {
+        (str(a), int(b)): float(r)
+        for a, b, r in zip(frame(corr)["algorithm"], frame(corr)["bytes"], frame(corr)["pearson_r"])
+    }
     out = []
     for alg, g in want.groupby("algorithm"):
         wrong = []
         for b, r in zip(g["bytes"], g["pearson_r"]):
             mine = got.get((str(alg), int(b)))
-            same = mine is not None and ((math.isnan(mine) and math.isnan(r))
-                                         or (not math.isnan(r) and abs(mine - r) <= R_ATOL))
+            same = mine is not None and (
+                (math.isnan(mine) and math.isnan(r)) or (not math.isnan(r) and abs(mine - r) <= R_ATOL)
+            )
             if not same:
-                wrong.append(f"{int(b)} B: r = {'none' if mine is None else format(mine, '.4f')}, expected {r:.4f}")
-        out.append(Case(f"{alg}: Pearson's r at every size", not wrong,
-                        "; ".join(wrong[:3]) + f" (probe_us against {lab5.VALUE} over the rows of series)"))
+                wrong.append(
+                    f"{int(b)} B: r = {'none' if mine is None else format(mine, '.4f')}, expected {r:.4f}"
+                )
+        out.append(
+            Case(
+                f"{alg}: Pearson's r at every size",
+                not wrong,
+                "; ".join(wrong[:3]) + f" (probe_us against {lab5.VALUE} over the rows of series)",
+            )
+        )
     return out
 
 
@@ -174,38 +220,75 @@ RUBRIC = {
 
 #: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
 GUIDE = {
-    "time": ("4 to 5 hours for a typical MSc student: building the decision table with pandas "
-             "(winners, then merged ranges) takes 1 to 1.5 h, the regret 30 min, writing the rules "
-             "file by hand 45 min to 1 h, the load sections and the correlation 45 min, the three "
-             "written answers 45 min to 1 h; the notebook's own runs take 2-4 minutes here"),
-    "sections": [("1. The measurements (simulated sweep, about 30 s)", "15 min"),
-                 ("2. The decision table", "1 to 1.5 h"),
-                 ("3. Regret of a fixed choice", "30 min"),
-                 ("4. The rules file and a real Open MPI following it", "1 h"),
-                 ("5. Load: busy network (simulated), the probe, real load", "45 min to 1 h"),
-                 ("Written answers (three)", "45 min to 1 h")],
+    "time": (
+        "4 to 5 hours for a typical MSc student: building the decision table with pandas "
+        "(winners, then merged ranges) takes 1 to 1.5 h, the regret 30 min, writing the rules "
+        "file by hand 45 min to 1 h, the load sections and the correlation 45 min, the three "
+        "written answers 45 min to 1 h; the notebook's own runs take 2-4 minutes here"
+    ),
+    "sections": [
+        ("1. The measurements (simulated sweep, about 30 s)", "15 min"),
+        ("2. The decision table", "1 to 1.5 h"),
+        ("3. Regret of a fixed choice", "30 min"),
+        ("4. The rules file and a real Open MPI following it", "1 h"),
+        ("5. Load: busy network (simulated), the probe, real load", "45 min to 1 h"),
+        ("Written answers (three)", "45 min to 1 h"),
+    ],
     "quotes": {
         "decision table rows (simulated THIN, slowest rank)": "len(table)",
-        "lowest mean regret": "regret.sort_values('mean_regret').iloc[0][['algorithm', 'mean_regret', 'max_regret']].to_dict()",
-        "median Pearson r over algorithm and size (busy network, P = 48)": "round(float(corr.pearson_r.median()), 3)",
+        "lowest mean regret": (
+            "regret.sort_values('mean_regret').iloc[0][['algorithm', 'mean_regret', 'max_regret']].to_dict()"
+        ),
+        "median Pearson r over algorithm and size (busy network, P = 48)": (
+            "round(float(corr.pearson_r.median()), 3)"
+        ),
     },
     "wrong": {
-        "decision_table": [("winners by the mean over ranks (avg_us) instead of the slowest rank",
-                            {"table": InNotebook("__import__('mpilab_key.decision', fromlist=['x'])"
-                                                 ".decision_table(quiet, value='avg_us')"),
-                             "quiet": InNotebook("quiet")}),
-                           ("one row per point (nothing merged)",
-                            {"table": InNotebook("fastest(quiet).assign(collective='bcast', nprocs_min="
-                                                 "lambda d: d.nprocs, nprocs_max=lambda d: d.nprocs, "
-                                                 "bytes_min=lambda d: d.bytes, bytes_max=lambda d: d.bytes)"),
-                             "quiet": InNotebook("quiet")})],
-        "regret_check": [("time / best time (no - 1)",
-                          {"regret": InNotebook("regret.assign(mean_regret=regret.mean_regret + 1, "
-                                                "max_regret=regret.max_regret + 1)"),
-                           "quiet": InNotebook("quiet")})],
-        "corr_check": [("correlated with the mean over ranks (avg_us)",
-                        {"corr": InNotebook("corr.assign(pearson_r=[__import__('numpy').corrcoef(g.probe_us, "
-                                            "g.avg_us)[0, 1] for _, g in series.groupby(['algorithm', 'bytes'])])"),
-                         "series": InNotebook("series")})],
+        "decision_table": [
+            (
+                "winners by the mean over ranks (avg_us) instead of the slowest rank",
+                {
+                    "table": InNotebook(
+                        "__import__('mpilab_key.decision', fromlist=['x'])"
+                        ".decision_table(quiet, value='avg_us')"
+                    ),
+                    "quiet": InNotebook("quiet"),
+                },
+            ),
+            (
+                "one row per point (nothing merged)",
+                {
+                    "table": InNotebook(
+                        "fastest(quiet).assign(collective='bcast', nprocs_min="
+                        "lambda d: d.nprocs, nprocs_max=lambda d: d.nprocs, "
+                        "bytes_min=lambda d: d.bytes, bytes_max=lambda d: d.bytes)"
+                    ),
+                    "quiet": InNotebook("quiet"),
+                },
+            ),
+        ],
+        "regret_check": [
+            (
+                "time / best time (no - 1)",
+                {
+                    "regret": InNotebook(
+                        "regret.assign(mean_regret=regret.mean_regret + 1, max_regret=regret.max_regret + 1)"
+                    ),
+                    "quiet": InNotebook("quiet"),
+                },
+            )
+        ],
+        "corr_check": [
+            (
+                "correlated with the mean over ranks (avg_us)",
+                {
+                    "corr": InNotebook(
+                        "corr.assign(pearson_r=[__import__('numpy').corrcoef(g.probe_us, "
+                        "g.avg_us)[0, 1] for _, g in series.groupby(['algorithm', 'bytes'])])"
+                    ),
+                    "series": InNotebook("series"),
+                },
+            )
+        ],
     },
 }
