@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 from course import ROOT, Course, assert_scores, released_notebook, solved_notebook
-from test_grading_lab3 import wrong_block
+from test_rubric_lab3 import wrong_block
 
 DATA = ROOT / "tests" / "data" / "grading"
 SOL = ROOT / "solutions" / "lab3"

@@ -1,6 +1,6 @@
 /* Print, on rank 0, "nodes: <size of the node communicator of each rank, in rank order>" and
  * "leaders: <rank 0 of each rank's node communicator, as a world rank>", from
- * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (test data of tests/test_grading_lab3.py). */
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (test data of tests/test_rubric_lab3.py). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
