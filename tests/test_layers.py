@@ -1,7 +1,7 @@
 """The package's shape, as docs/DEVELOPING.md (section 9, the module map) states it: subpackages
-in layers that import only downwards, no import cycle, no module over 750 lines (600 as laid out by hand before
-ruff format, which spreads the same code over about a quarter more lines), and an import
-inside a function only with a comment that says why.
+in layers that import only downwards, no import cycle, no module over 750 lines (600 as laid out
+by hand before ruff format, which spreads the same code over about a quarter more lines), and an
+import inside a function only with a comment that says why.
 
 The imports are read with :mod:`ast` (nothing is imported), and cycles are found by the standard
 library's :mod:`graphlib`.
