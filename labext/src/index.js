@@ -60,7 +60,9 @@ const plugin = {
   description: "Warns when a cell runs while a file of its lab has unsaved edits.",
   autoStart: true,
   activate(app) {
-    let shown = null;  // the id of the warning on screen, replaced by the next one
+    // The warning on screen, replaced by the next one. Runs are chained: two cells run in quick
+    // succession must not both show a warning because the first one's id was not known yet.
+    let shown = Promise.resolve(null);
 
     app.commands.addCommand(SAVE_COMMAND, {
       label: "Save the lab's unsaved files",
@@ -88,23 +90,28 @@ const plugin = {
       if (paths.length === 0) {
         return;
       }
-      if (shown !== null) {
-        app.commands.execute("apputils:dismiss-notification", { id: shown }).catch(() => undefined);
-      }
-      app.commands.execute("apputils:notify", {
-        message: warningText(paths),
-        type: "warning",
-        options: {
-          autoClose: false,
-          actions: [{
-            label: paths.length === 1 ? `Save ${baseName(paths[0])}` : "Save them",
-            commandId: SAVE_COMMAND,
-            args: { paths },
-            caption: "Save these files; then run the cell again",
-          }],
-        },
-      }).then((id) => { shown = id; }).catch((error) => {
+      const message = warningText(paths);
+      const label = paths.length === 1 ? `Save ${baseName(paths[0])}` : "Save them";
+      shown = shown.then(async (previous) => {
+        if (previous !== null) {
+          await app.commands.execute("apputils:dismiss-notification", { id: previous }).catch(() => undefined);
+        }
+        return app.commands.execute("apputils:notify", {
+          message,
+          type: "warning",
+          options: {
+            autoClose: false,
+            actions: [{
+              label,
+              commandId: SAVE_COMMAND,
+              args: { paths },
+              caption: "Save these files; then run the cell again",
+            }],
+          },
+        });
+      }).catch((error) => {
         console.error(`${PLUGIN_ID}: could not show the unsaved-files warning`, error);
+        return null;
       });
     });
   },
