@@ -16,7 +16,7 @@ VARIANT   ?= student
 
 SHELL_SCRIPTS := scripts/*.sh .ci/run containers/image/*.sh containers/base/*.sh
 
-.PHONY: help setup build demo test lint test-images bench lab grade image student-release instructor-guide clean
+.PHONY: help setup build demo test lint test-images bench lab grade similarity image student-release instructor-guide clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,9 +51,12 @@ test-images: build ## build all four Apptainer images and run every image test (
 lab: build ## start JupyterLab on the kit, opened at labs/ (c_reference/ and docs/ in reach; PORT=8888)
 	$(VENV)/bin/jupyter lab --notebook-dir=. --LabApp.default_url=/lab/tree/labs --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-grade: build ## autograde grader/submitted/ for ASSIGNMENT=lab2 and export grades
+grade: build ## autograde grader/submitted/ for ASSIGNMENT=lab2 and export grades (SLURM=1: a job array)
 	@[ -x scripts/grade.sh ] || { echo "make grade is the instructor's: this is the student's side of the kit (no grader)"; exit 2; }
-	scripts/grade.sh $(ASSIGNMENT)
+	scripts/grade.sh $(if $(filter-out 0 no,$(SLURM)),--slurm,) $(ASSIGNMENT)
+
+similarity: setup ## the similarity report of ASSIGNMENT=lab2's submitted C files (JPlag; needs a JDK 21+ and Maven)
+	scripts/similarity.sh $(ASSIGNMENT)
 
 student-release: setup ## write the student's side of the kit (no answers) to dist/student
 	$(PY) -m mpilab.grade.release dist/student

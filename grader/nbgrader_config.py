@@ -11,6 +11,14 @@ c = get_config()  # noqa: F821 (provided by nbgrader)
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.source_directory = "../solutions"
 c.CourseDirectory.release_directory = "../labs"
+# The gradebook: the course's SQLite file (gradebook.db) on one machine; a database server
+# (scripts/gradebook-db.sh, or the cluster's own) when grading tasks run at once: MPILAB_DB_URL.
+if os.environ.get("MPILAB_DB_URL", "").strip():
+    c.CourseDirectory.db_url = os.environ["MPILAB_DB_URL"].strip()
+    # A database server checks the gradebook's foreign keys (SQLite does not): nbgrader files an
+    # assignment under the course id, which must then name a course.
+    if not c.CourseDirectory.get("course_id"):
+        c.CourseDirectory.course_id = os.environ.get("MPILAB_COURSE_ID", "mpilab")
 c.CourseDirectory.ignore = [
     ".ipynb_checkpoints",
     "*.pyc",

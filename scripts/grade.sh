@@ -4,11 +4,24 @@
 # so one bad submission cannot stall or change the others), generate feedback, export grades
 # to CSV, and print the score table per graded cell.
 #   scripts/grade.sh lab2            (or: make grade ASSIGNMENT=lab2)
+#   scripts/grade.sh --slurm lab2    (or: make grade ASSIGNMENT=lab2 SLURM=1) one SLURM array task
+#                                    per student that needs grading (mpilab/grade/batch.py): a
+#                                    rerun grades only changed submissions and failed tasks
 # Env: MPILAB_CELL_TIMEOUT (s, per notebook cell; default 600), MPILAB_STUDENT_TIMEOUT (s, wall
-# limit of one student's whole autograde; default 3600), COURSE (default grader/).
+# limit of one student's whole autograde; default 3600), COURSE (default grader/),
+# MPILAB_DB_URL (the gradebook's database; default the course's SQLite gradebook.db; with
+# --slurm and no URL, the course's own MariaDB from scripts/gradebook-db.sh, started if needed),
+# MPILAB_GRADE_PARTITION, MPILAB_GRADE_CPUS (per task, default 2) for --slurm.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
-assignment=${1:?usage: scripts/grade.sh ASSIGNMENT (e.g. lab2)}
+usage="usage: scripts/grade.sh [--slurm] ASSIGNMENT (e.g. lab2)"
+mode=serial
+case "${1:-}" in
+    --slurm) mode=slurm; shift ;;
+    --task) mode=task; tasklist=${2:?$usage}; shift 2 ;;  # one array task (grade.sh --slurm submits it)
+    -*) echo "grade.sh: unknown option '$1'; $usage" >&2; exit 2 ;;
+esac
+assignment=${1:?$usage}
 course=${COURSE:-$here/grader}
 venv=$here/.venv/bin
 [ -x "$venv/nbgrader" ] && PATH=$venv:$PATH && export PATH
@@ -24,12 +37,23 @@ cd "$course"
 # with `sudo env COURSE=~teacher/mpilab-course scripts/grade.sh lab2`; whatever this run writes
 # there goes back to the course's owner at the end, so the instructor's nbgrader can go on.
 owner=$(stat -c %u:%g .)
-if [ "$(id -u)" -eq 0 ] && [ "$owner" != "0:0" ]; then
+if [ "$(id -u)" -eq 0 ] && [ "$owner" != "0:0" ] && [ "$mode" != task ]; then
     trap 'chown -R "$owner" "$course"' EXIT
 fi
 # what the sandbox hides from student code and grading kernels (mpilab.grade.sandbox.COURSE_ENV):
 # the course being graded, but for the kernel's own directory
 MPILAB_COURSE_ROOT=$(pwd -P) && export MPILAB_COURSE_ROOT
+# Array tasks write to the gradebook at once: a database server, never the SQLite file.
+if [ "$mode" = slurm ]; then
+    case "${MPILAB_DB_URL:-}" in
+        sqlite*) echo "grade.sh: --slurm needs a gradebook that many tasks can write to at once, not MPILAB_DB_URL='$MPILAB_DB_URL'; unset it to use the course's own MariaDB (scripts/gradebook-db.sh), or give a mysql+pymysql:// URL" >&2; exit 2 ;;
+        "") MPILAB_DB_URL=$(COURSE="$course" "$here/scripts/gradebook-db.sh" start | tail -n 1) \
+                || { echo "grade.sh: --slurm could not start the course's gradebook database (scripts/gradebook-db.sh)" >&2; exit 1; }
+            export MPILAB_DB_URL
+            echo "grade.sh: gradebook: the course's MariaDB (scripts/gradebook-db.sh; MPILAB_DB_URL)" ;;
+    esac
+fi
+if [ "$mode" != task ]; then
 # say once how student code runs here (confined as the sandbox user, or not: and why); this also
 # creates the sandbox user if it is missing, before any student's turn
 python - <<'PY'
@@ -45,6 +69,7 @@ nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
 if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
     nbgrader zip_collect "$assignment" --force --log-level=WARN
 fi
+fi
 [ -d submitted ] || { echo "grade.sh: no submissions in $course/submitted/<student>/$assignment/" >&2; exit 2; }
 # Each student's autograde runs in its own PID namespace when the machine allows it (root, or
 # user namespaces): whatever the submission left running (MPI ranks, ipyparallel engines, a
@@ -56,10 +81,11 @@ isolate="" stop=TERM
 if unshare --pid --fork --kill-child --mount-proc true 2>/dev/null; then
     isolate="unshare --pid --fork --kill-child --mount-proc" stop=KILL
 fi
-echo "student,seconds,autograde" > "autograde-times-$assignment.csv"
-for dir in submitted/*/"$assignment"; do
-    [ -d "$dir" ] || continue
-    student=$(basename "$(dirname "$dir")")
+# grade_one STUDENT: autograde one student within the limit, and record how it ended
+# (autograde-state/<lab>/<student>.json; mpilab/grade/batch.py). Returns non-zero when it did not
+# end well, so that an array task that failed says so to SLURM.
+grade_one() {
+    student=$1
     start=$(date +%s)
     rc=0
     # shellcheck disable=SC2086 # $isolate is a command prefix or nothing
@@ -75,8 +101,60 @@ for dir in submitted/*/"$assignment"; do
         *)  status="failed (exit $rc)"
             echo "grade.sh: autograde of $student failed (exit $rc); continuing" >&2 ;;
     esac
-    echo "$student,$(( $(date +%s) - start )),$status" >> "autograde-times-$assignment.csv"
-done
+    python -m mpilab.grade.batch record "$course" "$assignment" "$student" "$(( $(date +%s) - start ))" "$status"
+    [ "$status" = ok ]
+}
+if [ "$mode" = task ]; then
+    student=$(sed -n "$(( ${SLURM_ARRAY_TASK_ID:?grade.sh --task runs as a SLURM array task} + 1 ))p" "$tasklist")
+    [ -n "$student" ] || { echo "grade.sh: array task $SLURM_ARRAY_TASK_ID has no student in $tasklist" >&2; exit 2; }
+    echo "grade.sh: task $SLURM_ARRAY_TASK_ID on $(hostname): grading $student"
+    # The student's notebook runs as in the serial path: MPI inside it must not take this task's
+    # allocation for its own (Open MPI would see one slot and refuse 2 ranks). What the record
+    # needs is kept under other names.
+    MPILAB_GRADE_JOB=$SLURM_ARRAY_JOB_ID MPILAB_GRADE_TASK=$SLURM_ARRAY_TASK_ID
+    MPILAB_GRADE_NODE=${SLURMD_NODENAME:-$(hostname)}
+    export MPILAB_GRADE_JOB MPILAB_GRADE_TASK MPILAB_GRADE_NODE
+    for var in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\|SLURMD_[A-Za-z0-9_]*\|PMIX_[A-Za-z0-9_]*\|PMI_[A-Za-z0-9_]*\)=.*/\1/p'); do
+        unset "$var"
+    done
+    grade_one "$student"
+    exit $?
+fi
+if [ "$mode" = slurm ]; then
+    todo=$(python -m mpilab.grade.batch pending "$course" "$assignment")
+    total=$(python -c 'import sys; from mpilab.grade.batch import submitted; print(len(submitted(*sys.argv[1:])))' "$course" "$assignment")
+    if [ -z "$todo" ]; then
+        echo "grade.sh: all $total submissions were graded as they are now into this gradebook; nothing to grade"
+    else
+        n=$(printf '%s\n' "$todo" | wc -l)
+        state="$course/autograde-state/$assignment"
+        mkdir -p "$state/logs"
+        tasklist="$state/array-$(date +%Y%m%dT%H%M%S).list"
+        printf '%s\n' "$todo" > "$tasklist"
+        partlimit=$(sinfo -h -o %l ${MPILAB_GRADE_PARTITION:+-p "$MPILAB_GRADE_PARTITION"} | head -n 1)
+        limits=$(python -m mpilab.grade.batch limits "$limit" "$partlimit")
+        minutes=${limits% *} limit=${limits#* }
+        export MPILAB_STUDENT_TIMEOUT="$limit"
+        job=$(sbatch --parsable --requeue --array="0-$((n - 1))" --job-name="mpilab-grade-$assignment" \
+            --cpus-per-task="${MPILAB_GRADE_CPUS:-2}" --time="$minutes" \
+            ${MPILAB_GRADE_PARTITION:+--partition="$MPILAB_GRADE_PARTITION"} \
+            --chdir="$course" --output="$state/logs/%A_%a.out" --export=ALL \
+            --wrap="exec '$here/scripts/grade.sh' --task '$tasklist' '$assignment'") \
+            || { echo "grade.sh: sbatch refused the grading array (see above)" >&2; exit 1; }
+        job=${job%%;*}
+        echo "grade.sh: grading $n of $total students as SLURM array job $job (logs: $state/logs/)"
+        left=$(python -m mpilab.grade.batch watch "$job" "$course" "$assignment" "$tasklist")
+        if [ -n "$left" ]; then
+            echo "grade.sh: not graded this time: $(echo "$left" | tr '\n' ' ')(see $state/logs/); run the same command again to grade only these" >&2
+        fi
+    fi
+else
+    for dir in submitted/*/"$assignment"; do
+        [ -d "$dir" ] || continue
+        grade_one "$(basename "$(dirname "$dir")")" || true
+    done
+fi
+python -m mpilab.grade.batch times "$course" "$assignment"
 nbgrader generate_feedback "$assignment" --force --log-level=WARN \
     || echo "grade.sh: generate_feedback reported errors (see above); continuing" >&2
 nbgrader export --to "grades-$assignment.csv" --log-level=WARN
