@@ -643,15 +643,22 @@ def test_a_confined_run_sees_only_its_allow_list(confined, course):
     assert not {"shadow", "slurm", "munge", "ssh"} & set(etc)
 
 
-def test_the_kit_is_readable_only_when_named_and_the_key_only_for_the_judge(confined, course, tmp_path):
+def test_the_kit_is_readable_only_when_named_and_the_key_only_for_the_judge(
+    confined, course, tmp_path, built_flavour
+):
     """``read=kit_paths()`` (a grading kernel): the mpilab package imports, the answer key does
-    not; ``kit_paths(key=True)`` (the judge): both import. Neither sees .git nor tests/."""
+    not, and the C build it runs (collbench ...) is one without the key; ``kit_paths(key=True)``
+    (the judge): both import, the key's objects are there. Neither sees .git nor tests/."""
+    build = built_flavour("openmpi")
     code = (
         "import os, sys\nimport mpilab\nprint('mpilab', mpilab.__file__)\ntry:\n"
         "    import mpilab_key\n    print('key', mpilab_key.__file__)\n"
         "except ImportError:\n    print('key none')\n"
         f"print('git', os.path.exists({str(paths.repo_root() / '.git')!r}))\n"
         f"print('tests', os.path.exists({str(paths.repo_root() / 'tests')!r}))\n"
+        f"print('collbench', os.path.exists({str(build / 'collbench')!r}))\n"
+        f"print('objects', os.path.exists({str(build / 'obj' / 'key')!r}))\n"
+        f"print('ring', 'ring' in open({str(build / 'registry.json')!r}).read())\n"
     )
     out = {}
     for key in (False, True):
@@ -663,6 +670,9 @@ def test_the_kit_is_readable_only_when_named_and_the_key_only_for_the_judge(conf
     assert out[False]["key"] == "none" and out[True]["key"].endswith("mpilab_key/__init__.py")
     assert {out[k]["mpilab"] for k in out} == {str(paths.PACKAGE_DIR / "__init__.py")}
     assert {out[k]["git"] for k in out} == {out[k]["tests"] for k in out} == {"False"}
+    assert out[False]["collbench"] == out[True]["collbench"] == "True"
+    assert (out[False]["objects"], out[False]["ring"]) == ("False", "False")
+    assert (out[True]["objects"], out[True]["ring"]) == ("True", "True")
 
 
 def test_a_path_that_holds_the_kit_or_the_course_cannot_be_named(confined, course, tmp_path):

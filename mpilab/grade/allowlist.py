@@ -9,10 +9,11 @@ import os
 import shutil
 import site
 import sys
+import warnings
 
 from mpilab.core import paths
 from mpilab.core.errors import UsageError
-from mpilab.core.vocabulary import COMPILERS, MPIRUN
+from mpilab.core.vocabulary import COMPILERS, FLAVOURS, MPIRUN
 from mpilab.simulate import platforms
 
 #: The course root being graded; ``scripts/grade.sh`` exports it. No confined run sees it, but a
@@ -159,17 +160,22 @@ def key_paths():
 
 def c_paths(key=False):
     """The kit's C a process of the kit may need (``collbench``, ``pingpong``, ``timeline``, the
-    reference objects, ``c_reference/include``), as the student's side has it: on the
-    instructor's side (the key's C is here) ``c_reference/build/student`` (built without the key by
-    ``make build``) is seen as ``c_reference/build``, and nothing when it was not built; ``key``:
-    the whole ``c_reference/build``, the key's objects in it."""
+    reference objects, ``c_reference/include``), as the student's side has it: where
+    ``c_reference/build`` holds the key's objects (an instructor's checkout), its
+    ``build/student`` (built without the key by ``make build``) is seen as ``c_reference/build``,
+    and nothing when that was not built; ``key``: the whole ``c_reference/build``."""
     ref = paths.c_reference_dir()
     out = [str(ref / "include")] if (ref / "include").is_dir() else []
     build, student = ref / "build", ref / "build" / "student"
-    if key or not (paths.repo_root() / "solutions" / "c_reference" / "registry_rows.h").exists():
+    if key or not any((build / f / "obj" / "key").exists() for f in FLAVOURS):
         out += [str(build)] if build.is_dir() else []
     elif student.is_dir():
         out.append((str(student), str(build)))
+    else:
+        warnings.warn(
+            f"{build} holds the answer key's objects and {student} is missing: grading kernels "
+            "see no C build (run make build)"
+        )
     return out
 
 
