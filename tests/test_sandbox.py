@@ -1000,3 +1000,21 @@ def test_without_user_namespaces_grading_says_what_is_lost(nonroot_kit, tmp_path
     ) and note.endswith("): " + sandbox.UNCONFINED), note
     assert "No space left on device" in note  # the kernel's own refusal
     assert failure.startswith("timed out after 1 s")
+
+
+def test_a_kit_below_an_allowed_directory_is_covered(confined, tmp_path, monkeypatch):
+    """The safety net: a checkout that lies below a directory the allow-list holds (here one of
+    $LD_LIBRARY_PATH; a kit under /usr/local would be the same) is an empty directory for the run,
+    while the rest of that directory is there."""
+    lib = tmp_path / "lib"
+    (lib / "kit" / ".git").mkdir(parents=True)
+    (lib / "kit" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (lib / "libthing.so").write_text("")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))
+    monkeypatch.setenv("MPILAB_ROOT", str(lib / "kit"))
+    work = sandbox.scratch_dir([])
+    try:
+        res = sandbox.run(["sh", "-c", f"ls -A {lib}; ls -A {lib / 'kit'}; echo end"], cwd=work, timeout=60)
+    finally:
+        shutil.rmtree(work)
+    assert res.stdout.splitlines() == ["kit", "libthing.so", "end"], res.stderr
