@@ -1018,3 +1018,25 @@ def test_a_kit_below_an_allowed_directory_is_covered(confined, tmp_path, monkeyp
     finally:
         shutil.rmtree(work)
     assert res.stdout.splitlines() == ["kit", "libthing.so", "end"], res.stderr
+
+
+def test_a_grading_kernel_s_own_runs_keep_the_limits_only(confined, tmp_path):
+    """A confined process made with nest=False (a grading kernel, whose notebook could run
+    anything itself) starts its runs with the limits only: no second confinement (~0.4 s each)."""
+    code = (
+        "from mpilab.grade import sandbox\nok, note = sandbox.isolation()\nprint(ok)\nprint(note)\n"
+        "res = sandbox.run(['sh', '-c', 'sleep 30'], cwd='.', timeout=1)\nprint(res.failure())"
+    )
+    with sandbox.Sandbox(outcome.Limits.from_env("KERNEL"), read=sandbox.kit_paths(), nest=False) as box:
+        proc = subprocess.run(
+            box.argv([sys.executable, "-c", code]),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            pass_fds=box.pass_fds,
+            timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ok, note, failure = proc.stdout.splitlines()
+    assert ok == "False" and note.startswith("inside a confined grading kernel: runs keep the time")
+    assert failure.startswith("timed out after 1 s")

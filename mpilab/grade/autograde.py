@@ -142,6 +142,7 @@ class ConfinedKernel:
                 network=network,
                 keep=[(self.own, True)] * root + [(self.runtime, True)],
                 read=sandbox.kit_paths(),
+                nest=False,
                 own=[self.connection_file],
                 address_space_mb=memory_mb,
                 report=False,

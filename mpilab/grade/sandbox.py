@@ -95,6 +95,9 @@ from mpilab.grade.outcome import USER_PROCS, Limits, SandboxResult, positive_env
 SANDBOX_USER = "mpilab-sandbox"
 #: The first process of every confined run (PID 1 of its namespaces, run as root).
 INIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_init.py")
+#: Set to 0 in a confined process whose own runs keep the limits only (:class:`Sandbox`'s
+#: ``nest``): a grading kernel, whose notebook could run anything it starts anyway.
+NEST_ENV = "MPILAB_SANDBOX_NEST"
 #: Where a confined program's MPI_Abort reporter writes (inside its private /tmp).
 _ABORT_LOG_INSIDE = "/tmp/.mpilab-abort.log"
 
@@ -184,6 +187,12 @@ def isolation():
         what is missing even so (no usable cgroup: no cap on a run's total memory); else
         ``(False, why)``, why naming the guarantees that are lost.
     """
+    if os.environ.get(NEST_ENV) == "0":
+        return False, (
+            "inside a confined grading kernel: runs keep the time, memory, file-size and output "
+            "limits, within the kernel's own confinement (no network, only the kit and its own "
+            "directory, capped), which the notebook's own code shares anyway"
+        )
     root = host_root()
     needed = ("unshare", "setpriv") if root else ("unshare",)
     missing = [tool for tool in needed if shutil.which(tool) is None]
@@ -281,6 +290,11 @@ class Sandbox:
         More paths the run reads, read-only, at the same place, or (source, where the run sees
         it): the kit for a kernel, the answer key for the judge (:func:`kit_paths`). A path that
         holds the kit's checkout or the course is refused.
+    nest : bool
+        The runs the confined process starts with :func:`run` are confined again, each with its
+        own allow-list (True: the judge, which reads the key, runs student C that must not); or
+        they keep the limits only (False: a grading kernel, where the notebook's own code is as
+        untrusted as what it starts and could run it directly; a confined run costs ~0.4 s).
     """
 
     def __init__(
@@ -296,12 +310,13 @@ class Sandbox:
         address_space_mb=0,
         copy_back="success",
         read=(),
+        nest=True,
     ):
         user = sandbox_user()
         self.limits, self.root = limits, host_root()
         self.name, self.uid, self.gid = user[0], user[1], user[2]
         self.work, self.own, self.network = work, list(own), network
-        self.address_space_mb, self.copy_back = address_space_mb, copy_back
+        self.address_space_mb, self.copy_back, self.nest = address_space_mb, copy_back, nest
         pairs = [(p, p) if isinstance(p, (str, os.PathLike)) else tuple(p) for p in read]
         pairs = [(os.fspath(s), os.fspath(t)) for s, t in pairs]
         refuse_holding_hidden([s for s, _ in pairs] + [p for p, _ in keep])
@@ -341,6 +356,7 @@ class Sandbox:
             f"files={lim.files}",
             f"work={'1' if self.work else ''}",
             f"network={'1' if self.network else ''}",
+            f"nest={'1' if self.nest else '0'}",
             f"parent_fd={self._watch_r}",
             f"report_fd={'' if self._report_fd is None else self._report_fd}",
             f"abort_log={_ABORT_LOG_INSIDE}",

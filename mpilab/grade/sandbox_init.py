@@ -383,6 +383,7 @@ def start(cfg, argv, here):
             # the first for its parent's death); this process watches the grader instead (parent_fd)
             if "JPY_PARENT_PID" in os.environ:
                 os.environ["JPY_PARENT_PID"] = "1"
+            os.environ["MPILAB_SANDBOX_NEST"] = cfg["nest"]  # (mpilab.grade.sandbox.NEST_ENV)
             if cfg["userns"]:
                 _drop_to_own_namespace(cfg["inner_uid"], cfg["inner_gid"])
                 _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
@@ -423,6 +424,7 @@ def parse(args):
         "own": [],
         "work": "",
         "network": "",
+        "nest": "1",
         "userns": "",
         "user": "",
         "report_fd": "",
