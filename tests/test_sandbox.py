@@ -769,8 +769,9 @@ def test_nesting_the_judge_reads_the_key_the_student_code_it_runs_does_not(confi
 
 # --- as a real non-root user, with a kit that user installed ---------------------------------------
 
-#: The user the non-root tests create (and remove at the end).
-NONROOT_USER = "mpilab-nonroot"
+#: The user the non-root tests create (and remove at the end): one per test process, since two
+#: (pytest -n 2, or another checkout's run) must not remove each other's user and kit.
+NONROOT_USER = f"mpilab-nonroot-{os.getpid()}"
 
 #: What the non-root user runs: one JSON line per check (see test_as_an_ordinary_user_...).
 NONROOT_CHECKS = r"""
