@@ -25,7 +25,7 @@ setup: ## install system packages (when allowed), the .venv and the mpilab packa
 	@scripts/setup.sh
 
 build: setup ## build c_reference for Open MPI, MPICH and SimGrid SMPI
-	@for f in $(FLAVOURS); do $(MAKE) --no-print-directory -C c_reference FLAVOUR=$$f || exit 1; done
+	@for f in $(FLAVOURS); do $(MAKE) --no-print-directory -C c_reference FLAVOUR=$$f all student || exit 1; done
 
 demo: build ## run the allgather experiment of the homework seed; results under results/demo/
 	$(VENV)/bin/mpilab demo -o results/demo

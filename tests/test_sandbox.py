@@ -2,12 +2,14 @@
 
 import concurrent.futures
 import hashlib
+import json
 import os
 import pwd
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -15,7 +17,8 @@ import pytest
 
 from mpilab.core import paths
 from mpilab.core.errors import UsageError
-from mpilab.grade import cgroups, outcome, sandbox
+from mpilab.core.vocabulary import COMPILERS
+from mpilab.grade import cgroups, outcome, runner, sandbox
 from mpilab.simulate import platforms
 
 
@@ -501,24 +504,6 @@ def test_a_successful_run_s_files_come_back_and_a_failed_one_s_do_not(confined, 
     assert res.returncode == 3 and not (tmp_path / "lost.txt").exists()
 
 
-def test_without_root_runs_go_on_unconfined_and_say_so(confined, tmp_path):
-    """Inside a confined run (as in a grading kernel) the process is not root: runs there keep
-    only the time, memory, file-size and output limits, and the note says what is missing."""
-    code = (
-        "from mpilab.grade import sandbox\nok, note = sandbox.network_isolation()\n"
-        "res = sandbox.run(['sh', '-c', 'echo x'], cwd='.', timeout=30)\n"
-        "print(ok, res.ok, res.network_isolated)\nprint(note)"
-    )
-    res = sandbox.run([sys.executable, "-c", code], cwd=tmp_path, timeout=120)
-    assert res.ok, res.failure()
-    first, note = res.stdout.splitlines()
-    assert first == "False True False"
-    assert note == (
-        "not root: runs keep the host's network, files, processes and user, with no cap on disk, "
-        "total memory or processes"
-    )
-
-
 def test_cgroups_that_fail_are_left_out_and_runs_stay_confined(confined, tmp_path):
     """A machine whose cgroups look writable but do not take the sandbox's processes: here the
     place where the cgroups should be is a plain directory (mkdir and the limit files work, joining
@@ -557,3 +542,502 @@ def test_bad_limits_and_a_working_directory_too_large_are_refused(confined, tmp_
         (tmp_path / f"f{i}").write_text("x")
     with pytest.raises(UsageError, match=f"the working directory {tmp_path} holds more than a run may copy"):
         sandbox.run(["true"], cwd=tmp_path, timeout=60)
+
+
+# --- what a confined run sees: an allow-list, not the machine minus a list -------------------------
+
+#: Printed by a shell in a confined run: for each path, whether it can be listed or read. What a
+#: student's program would try to reach the answer key, the course and other students.
+PROBE = r"""
+for p in "$@"; do
+    if ls -A "$p" >/dev/null 2>&1 || cat "$p" >/dev/null 2>&1; then echo "SEEN $p"; else echo "UNSEEN $p"; fi
+done
+git -C "$KIT" show HEAD:solutions/lab2/ring.c >/dev/null 2>&1 && echo "SEEN git" || echo "UNSEEN git"
+echo "INTERFACES $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ')"
+echo "PROCESSES $(ls /proc | grep -c '^[0-9]')"
+echo "HOMES $(ls -A /home 2>/dev/null | tr '\n' ' ')"
+"""
+
+
+def _secrets(kit, course):
+    """What no confined run may list or read: the kit's .git, the key (sources, package,
+    compiled objects), tests/, dist/, the course's other students and gradebook, other homes."""
+    return [
+        kit / ".git",
+        kit / ".git" / "HEAD",
+        kit / "solutions",
+        kit / "solutions" / "lab2" / "ring.c",
+        kit / "solutions" / "mpilab_key",
+        kit / "c_reference" / "build" / "openmpi" / "obj" / "key",
+        kit / "c_reference" / "build" / "openmpi" / "liblabcoll.a",
+        kit / "tests",
+        kit / "dist",
+        kit / "grader",
+        kit / "README.md",
+        course / "submitted" / "bob" / "lab2" / "ring.c",
+        course / "submitted",
+        course / "gradebook.db",
+        Path("/etc/shadow"),
+    ]
+
+
+def under_home(p):
+    return isinstance(p, str) and p.startswith("/home/")
+
+
+def _probe_lines(stdout):
+    seen = {line.split(" ", 1)[1] for line in stdout.splitlines() if line.startswith("SEEN ")}
+    fields = dict(
+        line.split(" ", 1)
+        for line in stdout.splitlines()
+        if line.startswith(("INTERFACES", "PROCESSES", "HOMES"))
+    )
+    return seen, fields
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    """A course being graded: another student's submission and the gradebook."""
+    course = tmp_path / "course"
+    (course / "submitted" / "bob" / "lab2").mkdir(parents=True)
+    (course / "submitted" / "bob" / "lab2" / "ring.c").write_text("bob's ring\n")
+    (course / "gradebook.db").write_text("grades\n")
+    monkeypatch.setenv(sandbox.COURSE_ENV, str(course))
+    return course
+
+
+def test_a_confined_run_sees_only_its_allow_list(confined, course):
+    """A run lists /: the system, its private /tmp, /dev, /proc and /etc; of the kit only the
+    .venv and the platforms; none of the secrets, no network, no process but its own."""
+    kit = paths.repo_root()
+    assert (kit / ".git").exists() and (kit / "solutions" / "lab2" / "ring.c").exists()
+    made_dist = not (kit / "dist").exists()
+    (kit / "dist").mkdir(exist_ok=True)  # (make student-release writes it; ignored by git)
+    work = sandbox.scratch_dir([])
+    try:
+        res = sandbox.run(
+            [
+                "sh",
+                "-c",
+                PROBE + f"echo KIT; ls -A {kit}; echo ETC; ls /etc",
+                "sh",
+                *map(str, _secrets(kit, course)),
+            ],
+            cwd=work,
+            timeout=60,
+            env={"KIT": str(kit)},
+        )
+    finally:
+        shutil.rmtree(work)
+        if made_dist:
+            (kit / "dist").rmdir()
+    seen, fields = _probe_lines(res.stdout)
+    assert seen == set(), f"a confined run reached {sorted(seen)}"
+    assert fields["INTERFACES"] == "lo " and int(fields["PROCESSES"]) < 8, fields
+    # of /home, at most the way to the kit's .venv and package
+    assert set(fields["HOMES"].split()) <= {Path(p).parts[2] for p in sandbox.kit_paths() if under_home(p)}
+    lines = res.stdout.splitlines()
+    kit_entries, etc = lines[lines.index("KIT") + 1 : lines.index("ETC")], lines[lines.index("ETC") + 1 :]
+    assert kit_entries == [".venv", "mpilab"]  # mpilab/data/platforms only
+    assert {"passwd", "group", "hosts", "ld.so.cache", "openmpi"} <= set(etc)
+    assert not {"shadow", "slurm", "munge", "ssh"} & set(etc)
+
+
+def test_the_kit_is_readable_only_when_named_and_the_key_only_for_the_judge(
+    confined, course, tmp_path, built_flavour
+):
+    """``read=kit_paths()`` (a grading kernel): the mpilab package imports, the answer key does
+    not, and the C build it runs (collbench ...) is one without the key; ``kit_paths(key=True)``
+    (the judge): both import, the key's objects are there. Neither sees .git nor tests/."""
+    build = built_flavour("openmpi")
+    code = (
+        "import os, sys\nimport mpilab\nprint('mpilab', mpilab.__file__)\ntry:\n"
+        "    import mpilab_key\n    print('key', mpilab_key.__file__)\n"
+        "except ImportError:\n    print('key none')\n"
+        f"print('git', os.path.exists({str(paths.repo_root() / '.git')!r}))\n"
+        f"print('tests', os.path.exists({str(paths.repo_root() / 'tests')!r}))\n"
+        f"print('collbench', os.path.exists({str(build / 'collbench')!r}))\n"
+        f"print('objects', os.path.exists({str(build / 'obj' / 'key')!r}))\n"
+        f"print('ring', 'ring' in open({str(build / 'registry.json')!r}).read())\n"
+    )
+    out = {}
+    for key in (False, True):
+        res = sandbox.run(
+            [sys.executable, "-c", code], cwd=tmp_path, timeout=120, read=sandbox.kit_paths(key=key)
+        )
+        assert res.ok, res.failure()
+        out[key] = dict(line.split(" ", 1) for line in res.stdout.splitlines())
+    assert out[False]["key"] == "none" and out[True]["key"].endswith("mpilab_key/__init__.py")
+    assert {out[k]["mpilab"] for k in out} == {str(paths.PACKAGE_DIR / "__init__.py")}
+    assert {out[k]["git"] for k in out} == {out[k]["tests"] for k in out} == {"False"}
+    assert out[False]["collbench"] == out[True]["collbench"] == "True"
+    assert (out[False]["objects"], out[False]["ring"]) == ("False", "False")
+    assert (out[True]["objects"], out[True]["ring"]) == ("True", "True")
+
+
+def test_a_path_that_holds_the_kit_or_the_course_cannot_be_named(confined, course, tmp_path):
+    for bad in (paths.repo_root(), paths.repo_root().parent, course, "/"):
+        with pytest.raises(UsageError, match=f"a confined run may not read {re.escape(str(bad))}: it holds"):
+            sandbox.run(["true"], cwd=tmp_path, timeout=60, read=[bad])
+
+
+HELLO = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int sum = 0;
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d: sum %d\n", rank, size, sum);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich", "smpi"])
+def test_mpi_programs_build_and_run_confined(confined, flavour, tmp_path):
+    """The kit's own road for a student's C (lab 0's run_c: build, then launch), confined."""
+    if shutil.which(COMPILERS[flavour]) is None:
+        pytest.skip(f"{COMPILERS[flavour]} not installed")
+    (tmp_path / "hello.c").write_text(HELLO)
+    out = runner.run_c(tmp_path / "hello.c", flavour=flavour, nprocs=3)
+    assert sorted(out.splitlines()) == [f"rank {r} of 3: sum 3" for r in range(3)]
+
+
+#: A student's C that looks for the answer key where the judge (one level up) can read it.
+KEY_HUNT = r"""
+#include <dirent.h>
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        FILE *f = fopen(KEY_FILE, "r");
+        DIR *d = opendir(KEY_DIR);
+        printf("key file %s, key dir %s\n", f ? "READ" : "unseen", d ? "LISTED" : "unseen");
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+#: The judge's side of the nesting test: confined, it reads the key, then builds and runs the
+#: student's C with the kit's runner (a nested confined run) and says what each level saw.
+JUDGE = """
+import os, sys
+import mpilab_key
+from mpilab.grade import runner, sandbox
+key_file = mpilab_key.__file__
+print("judge reads the key:", open(key_file).read(0) == "" and os.path.isfile(key_file))
+print("judge isolation:", sandbox.isolation()[0])
+src = open("hunt.c").read().replace("KEY_FILE", repr(key_file).replace("'", '"'))
+src = src.replace("KEY_DIR", repr(os.path.dirname(key_file)).replace("'", '"'))
+with open("hunt_now.c", "w") as f:
+    f.write(src)
+print(runner.run_c("hunt_now.c", flavour=sys.argv[1], nprocs=2).strip())
+"""
+
+
+@pytest.mark.mpi
+def test_nesting_the_judge_reads_the_key_the_student_code_it_runs_does_not(confined, tmp_path):
+    """A confined judge (the key readable: kit_paths(key=True)) builds and runs a student's C
+    in a nested confined run of its own, which does not see the key."""
+    flavour = "openmpi"
+    (tmp_path / "hunt.c").write_text(KEY_HUNT)
+    (tmp_path / "judge.py").write_text(JUDGE)
+    res = sandbox.run(
+        [sys.executable, "-I", "judge.py", flavour],
+        cwd=tmp_path,
+        timeout=300,
+        read=sandbox.kit_paths(key=True),
+        memory_mb=0,
+    )
+    assert res.ok, f"{res.failure()}\n{res.stdout}\n{res.stderr[-3000:]}"
+    assert res.stdout.splitlines() == [
+        "judge reads the key: True",
+        "judge isolation: True",
+        "key file unseen, key dir unseen",
+    ]
+
+
+# --- as a real non-root user, with a kit that user installed ---------------------------------------
+
+#: The user the non-root tests create (and remove at the end): one per test process, since two
+#: (pytest -n 2, or another checkout's run) must not remove each other's user and kit.
+NONROOT_USER = f"mpilab-nonroot-{os.getpid()}"
+
+#: What the non-root user runs: one JSON line per check (see test_as_an_ordinary_user_...).
+NONROOT_CHECKS = r"""
+import json, os, sys
+from pathlib import Path
+from mpilab.core import paths
+from mpilab.core.vocabulary import COMPILERS
+from mpilab.grade import runner, sandbox
+import shutil
+
+def say(key, value):
+    print(json.dumps({key: value}), flush=True)
+
+kit, course = paths.repo_root(), Path(os.environ["MPILAB_COURSE_ROOT"])
+with open("settings.json") as f:
+    SECRETS, PROBE, BOMB = json.load(f)
+say("kit", str(kit))
+say("isolation", sandbox.isolation())
+work = sandbox.scratch_dir([])
+res = sandbox.run(["sh", "-c", PROBE + "id -u", "sh", *SECRETS], cwd=work, timeout=60, env={"KIT": str(kit)})
+say("probe", [res.ok, res.stdout, res.stderr[-2000:]])
+for flavour in ("openmpi", "mpich", "smpi"):
+    if shutil.which(COMPILERS[flavour]):
+        say(flavour, runner.run_c("hello.c", flavour=flavour, nprocs=3))
+res = sandbox.run([sys.executable, "-I", "judge.py", "openmpi"], cwd=os.getcwd(), timeout=300,
+                  read=sandbox.kit_paths(key=True), memory_mb=0)
+say("nested", [res.ok, res.stdout, res.stderr[-2000:]])
+os.environ["MPILAB_SANDBOX_PROCS"] = "64"
+res = sandbox.run([sys.executable, "-c", BOMB], cwd=work, timeout=60)
+say("bomb", [res.ok, res.stdout, res.stderr[-2000:]])
+os.environ["MPILAB_SANDBOX_DISK_MB"] = "32"
+res = sandbox.run(["dd", "if=/dev/zero", "of=/tmp/big", "bs=1M", "count=100"], cwd=work, timeout=60)
+say("disk", [res.ok, res.failure()])
+"""
+
+#: Forks children that sleep until a fork fails; prints how many it made.
+BOMB = """
+import os, time
+n = 0
+try:
+    while n < 1000:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("forked", n, "then", e.strerror)
+"""
+
+
+def _as(user, *argv, env=None, cwd=None, timeout=600):
+    """Run ``argv`` as ``user`` (runuser), in its home, with a clean environment."""
+    home = pwd.getpwnam(user).pw_dir
+    base = {
+        "HOME": home,
+        "USER": user,
+        "LOGNAME": user,
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+    }
+    return subprocess.run(
+        [
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "env",
+            "-i",
+            *[f"{k}={v}" for k, v in {**base, **(env or {})}.items()],
+            *argv,
+        ],
+        cwd=cwd or home,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def nonroot_kit():
+    """An ordinary user with the kit installed in its home, as that user installs it.
+
+    The user copies this checkout's files (those git tracks or would track: the working tree as
+    it is, answer key included) to ``~/kit`` and commits them to a git repository of its own
+    (so ``.git`` holds the key), makes a virtual environment ``~/venv`` with the system's
+    Python and installs the kit and the key into it with pip, editable (as ``make setup``).
+    Smallest faithful equivalent, said here: the third-party packages (numpy, pandas, pip ...)
+    are not downloaded again (7 minutes here) but read from this test's own environment through a
+    ``.pth`` file, as a site-wide package tree would be; the C build (``c_reference/build``,
+    the key's objects in it) is copied, not rebuilt. Removed, user and home, at the end.
+    """
+    if not sandbox.host_root():
+        pytest.skip("creating a user needs root")
+    py = "/usr/bin/python3"
+    probe = subprocess.run(
+        [py, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+    )
+    if probe.returncode or probe.stdout.strip() != str(tuple(sys.version_info[:2])):
+        pytest.skip(f"{py} is not Python {sys.version_info[0]}.{sys.version_info[1]} (this environment's)")
+    for tool in ("useradd", "userdel", "runuser", "git"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    subprocess.run(["userdel", "--remove", NONROOT_USER], capture_output=True)
+    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", NONROOT_USER], check=True)
+    home = Path(pwd.getpwnam(NONROOT_USER).pw_dir)
+    try:
+        os.chmod(home, 0o700)
+        root = paths.repo_root()
+        files = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
+            capture_output=True,
+            check=True,
+        ).stdout.split(b"\0")
+        pack = subprocess.run(
+            ["tar", "-C", str(root), "-c", "--null", "-T", "-"],
+            input=b"\0".join(f for f in files if f and os.path.isfile(root / os.fsdecode(f))),
+            capture_output=True,
+            check=True,
+        ).stdout
+        unpack = subprocess.run(
+            ["runuser", "-u", NONROOT_USER, "--", "sh", "-c", "mkdir ~/kit && tar -C ~/kit -x"],
+            input=pack,
+            capture_output=True,
+        )
+        assert unpack.returncode == 0, unpack.stderr
+        git = "git -c user.name=T -c user.email=t@example.org"
+        shared = sysconfig.get_paths()["purelib"]
+        steps = [
+            f"cd ~/kit && git init -q && git add -A && {git} commit -q -m kit",
+            f"{py} -m venv --without-pip ~/venv",
+            f"echo {shared} > ~/venv/lib/python3.{sys.version_info[1]}/site-packages/shared.pth",
+            "~/venv/bin/python -m pip install -q --no-deps -e ~/kit -e ~/kit/solutions",
+            "mkdir -p ~/kit/dist/student && echo kit > ~/kit/dist/student/README",
+        ]
+        for step in steps:
+            proc = _as(NONROOT_USER, "sh", "-c", step)
+            assert proc.returncode == 0, f"{step}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        build = home / "kit" / "c_reference" / "build"
+        shutil.copytree(paths.c_reference_dir() / "build", build, symlinks=True)
+        subprocess.run(["chown", "-R", f"{NONROOT_USER}:", str(build)], check=True)
+        yield home
+    finally:
+        subprocess.run(["userdel", "--remove", NONROOT_USER], capture_output=True)
+
+
+def _nonroot_course(home):
+    bob = "~/course/submitted/bob/lab2"
+    steps = f"mkdir -p {bob} && echo bob > {bob}/ring.c && echo g > ~/course/gradebook.db"
+    assert _as(NONROOT_USER, "sh", "-c", steps).returncode == 0
+    return home / "course"
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_as_an_ordinary_user_the_guarantees_hold(nonroot_kit):
+    """Graded by an ordinary user (no root, no cgroup of its own here): confined all the same in
+    user namespaces: the secrets of its own kit and course unseen, no network, MPI for the three
+    flavours, nesting that hides the key, processes capped per run, the disk capped."""
+    home = nonroot_kit
+    course = _nonroot_course(home)
+    kit = home / "kit"
+    secrets = _secrets(kit, course) + [kit / "solutions" / "mpilab_key" / "__init__.py"]
+    files = {
+        "checks.py": NONROOT_CHECKS,
+        "settings.json": json.dumps([[str(p) for p in secrets], PROBE, BOMB]),
+        "hello.c": HELLO,
+        "hunt.c": KEY_HUNT,
+        "judge.py": JUDGE,
+    }
+    for name, text in files.items():
+        (home / name).write_text(text)
+        os.chown(home / name, pwd.getpwnam(NONROOT_USER).pw_uid, -1)
+    proc = _as(
+        NONROOT_USER,
+        str(home / "venv" / "bin" / "python"),
+        "checks.py",
+        env={"MPILAB_COURSE_ROOT": str(course)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = {}
+    for line in proc.stdout.splitlines():
+        out.update(json.loads(line))
+    assert out["kit"] == str(kit)
+    ok, note = out["isolation"]
+    assert ok and note.startswith(f"not root: confined in user namespaces as {NONROOT_USER} itself"), note
+    ran, stdout, stderr = out["probe"]
+    seen, fields = _probe_lines(stdout)
+    assert ran and seen == set(), f"reached {sorted(seen)}: {stderr}"
+    assert fields["INTERFACES"] == "lo " and int(fields["PROCESSES"]) < 8, fields
+    assert fields["HOMES"].split() == [NONROOT_USER], fields  # no other user's home
+    assert stdout.splitlines()[-1] == str(pwd.getpwnam(NONROOT_USER).pw_uid)  # its own uid, not root
+    for flavour in ("openmpi", "mpich", "smpi"):
+        if shutil.which(COMPILERS[flavour]):
+            assert sorted(out[flavour].splitlines()) == [f"rank {r} of 3: sum 3" for r in range(3)]
+    ran, stdout, stderr = out["nested"]
+    assert ran and stdout.splitlines() == [
+        "judge reads the key: True",
+        "judge isolation: True",
+        "key file unseen, key dir unseen",
+    ], stderr
+    ran, stdout, _ = out["bomb"]
+    forked = int(re.fullmatch(r"forked (\d+) then Resource temporarily unavailable\n", stdout).group(1))
+    assert 50 <= forked < 64  # RLIMIT_NPROC = MPILAB_SANDBOX_PROCS, counted in the run's user namespace
+    assert out["disk"] == [
+        False,
+        "the program hit a limit: it filled its 32 MiB of disk (/tmp, /var/tmp, /dev/shm or its "
+        "working directory; MPILAB_SANDBOX_DISK_MB)",
+    ]
+
+
+@pytest.mark.slow
+def test_without_user_namespaces_grading_says_what_is_lost(nonroot_kit, tmp_path):
+    """The same user where the kernel gives no user namespace (here: max_user_namespaces set to 0
+    inside a namespace of its own): isolation() says exactly which guarantees are lost, and runs
+    go on with the time and output limits."""
+    code = (
+        "from mpilab.grade import sandbox\nok, note = sandbox.isolation()\nprint(ok)\nprint(note)\n"
+        "res = sandbox.run(['sh', '-c', 'sleep 30'], cwd='.', timeout=1)\nprint(res.failure())"
+    )
+    script = f'echo 0 > /proc/sys/user/max_user_namespaces && exec {nonroot_kit}/venv/bin/python -c "$0"'
+    proc = _as(NONROOT_USER, "unshare", "--user", "--map-root-user", "sh", "-c", script, code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ok, note, failure = proc.stdout.splitlines()
+    assert ok == "False"
+    assert note.startswith(
+        "not root, and runs cannot be confined in a user namespace here ("
+    ) and note.endswith("): " + sandbox.UNCONFINED), note
+    assert "No space left on device" in note  # the kernel's own refusal
+    assert failure.startswith("timed out after 1 s")
+
+
+def test_a_kit_below_an_allowed_directory_is_covered(confined, tmp_path, monkeypatch):
+    """The safety net: a checkout that lies below a directory the allow-list holds (here one of
+    $LD_LIBRARY_PATH; a kit under /usr/local would be the same) is an empty directory for the run,
+    while the rest of that directory is there."""
+    lib = tmp_path / "lib"
+    (lib / "kit" / ".git").mkdir(parents=True)
+    (lib / "kit" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (lib / "libthing.so").write_text("")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib))
+    monkeypatch.setenv("MPILAB_ROOT", str(lib / "kit"))
+    work = sandbox.scratch_dir([])
+    try:
+        res = sandbox.run(["sh", "-c", f"ls -A {lib}; ls -A {lib / 'kit'}; echo end"], cwd=work, timeout=60)
+    finally:
+        shutil.rmtree(work)
+    assert res.stdout.splitlines() == ["kit", "libthing.so", "end"], res.stderr
+
+
+def test_a_grading_kernel_s_own_runs_keep_the_limits_only(confined, tmp_path):
+    """A confined process made with nest=False (a grading kernel, whose notebook could run
+    anything itself) starts its runs with the limits only: no second confinement (~0.4 s each)."""
+    code = (
+        "from mpilab.grade import sandbox\nok, note = sandbox.isolation()\nprint(ok)\nprint(note)\n"
+        "res = sandbox.run(['sh', '-c', 'sleep 30'], cwd='.', timeout=1)\nprint(res.failure())"
+    )
+    with sandbox.Sandbox(outcome.Limits.from_env("KERNEL"), read=sandbox.kit_paths(), nest=False) as box:
+        proc = subprocess.run(
+            box.argv([sys.executable, "-c", code]),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            pass_fds=box.pass_fds,
+            timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ok, note, failure = proc.stdout.splitlines()
+    assert ok == "False" and note.startswith("inside a confined grading kernel: runs keep the time")
+    assert failure.startswith("timed out after 1 s")

@@ -119,23 +119,30 @@ class ConfinedKernel:
         self._real = os.open(self.own, os.O_RDONLY | os.O_DIRECTORY)
         self._mounted = False
         self.box = None
+        # as root the directory is a capped tmpfs for the whole notebook; not root (a user
+        # namespace) each start of the kernel works on a capped copy, copied back when it ends
+        root = sandbox.host_root()
         try:
-            sandbox_init.tmpfs(
-                self.own,
-                size=self.limits.disk_mb << 20,
-                inodes=self.limits.files,
-                mode=0o700,
-                name="mpilab-own",
-            )
-            self._mounted = True
-            os.chown(self.own, self.uid, self.gid)
-            sandbox_init.copy_tree(f"/proc/self/fd/{self._real}", self.own, self.uid, self.gid)
+            if root:
+                sandbox_init.tmpfs(
+                    self.own,
+                    size=self.limits.disk_mb << 20,
+                    inodes=self.limits.files,
+                    mode=0o700,
+                    name="mpilab-own",
+                )
+                self._mounted = True
+                os.chown(self.own, self.uid, self.gid)
+                sandbox_init.copy_tree(f"/proc/self/fd/{self._real}", self.own, self.uid, self.gid)
             self.box = sandbox.Sandbox(
                 self.limits,
                 hide=hidden_from_kernels(),
-                work=False,
+                work=not root,
+                copy_back="always",
                 network=network,
-                keep=[(self.own, True), (self.runtime, True)],
+                keep=[(self.own, True)] * root + [(self.runtime, True)],
+                read=sandbox.kit_paths(),
+                nest=False,
                 own=[self.connection_file],
                 address_space_mb=memory_mb,
                 report=False,

@@ -91,13 +91,19 @@ def find_parents():
     return parents
 
 
-def note():
-    """What the runs here go without, for lack of cgroups ("" when both are there)."""
+def note(per_run_nproc=False):
+    """What the runs here go without, for lack of cgroups ("" when both are there).
+
+    ``per_run_nproc``: each run has a user namespace of its own, where RLIMIT_NPROC counts its
+    processes alone (not root); else that limit counts every run of the sandbox user together.
+    """
     found = parents()
     missing = [c for c in ("memory", "pids") if c not in found]
     what = {
         "memory": "no cap on a run's total memory (only per process)",
-        "pids": "no cap on a run's processes (only the sandbox user's, shared by all runs)",
+        "pids": "a run's processes capped by RLIMIT_NPROC in its own user namespace"
+        if per_run_nproc
+        else "no cap on a run's processes (only the sandbox user's, shared by all runs)",
     }
     if TROUBLE and missing:
         return f"cgroups failed here ({TROUBLE[0]}): " + "; ".join(what[c] for c in missing)

@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 
 from mpilab.core import paths, units
 from mpilab.core.errors import ParseError
-from mpilab.grade import harness, runner
+from mpilab.grade import harness, runner, sandbox
 from mpilab.measure import trace
 from mpilab.model.timeline import plot_side_by_side
 
@@ -303,10 +303,17 @@ def build(c_file, algorithm):
         if not f.exists():
             raise harness.BuildError(f"{f} is missing: build it with make -C c_reference FLAVOUR=smpi")
     defines = [f"STUDENT_FN={harness.STUDENT_FUNCTIONS[algorithm]}"]
-    extra = [f"-I{paths.c_reference_dir() / 'include'}", str(tracer), str(lib)]
+    # a confined build sees its scratch directory only: what it links is copied there
+    work = sandbox.scratch_dir([tracer, lib, paths.c_reference_dir() / "include" / "labcoll.h"])
     with importlib.resources.as_file(harness.data_file("grading", HARNESS)) as source:
         return harness.build(
-            [source, c_file], "smpi", "trace_student_smpi", defines, student=c_file, extra=extra
+            [source, c_file],
+            "smpi",
+            "trace_student_smpi",
+            defines,
+            work=work,
+            student=c_file,
+            extra=[tracer.name, lib.name],
         )
 
 

@@ -155,23 +155,33 @@ ALLGATHER_HARNESS = "check_student.c"
 STUDENT_FUNCTIONS = {name: a.skeleton for name, a in algorithms.skeletons("allgather").items()}
 
 
+#: The objects of the kit's reference allgathers that ``--time-reference`` links.
+REFERENCE_OBJECTS = ("gather_bcast", "pairwise", "common")
+
+
 def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
     """Build the allgather harness with a student's file (``check_student`` or ``check_student_smpi``).
 
-    With ``reference`` the kit's reference algorithms (``c_reference/build/<flavour>/liblabcoll.a``)
-    are linked in too, for ``--time-reference``.
+    With ``reference`` the kit's reference algorithms (their objects in
+    ``c_reference/build/<flavour>/obj/allgather/``) are linked in too, for ``--time-reference``.
     """
     if algorithm not in STUDENT_FUNCTIONS:
         raise one_of("skeleton algorithm", algorithm, STUDENT_FUNCTIONS)
     extra, defines = [], [f"STUDENT_FN={STUDENT_FUNCTIONS[algorithm]}"]
     if reference:
-        lib = paths.build_dir(flavour) / "liblabcoll.a"
-        if not lib.exists():
+        objs = [paths.build_dir(flavour) / "obj" / "allgather" / f"{n}.o" for n in REFERENCE_OBJECTS]
+        missing = [o for o in objs if not o.exists()]
+        if missing:
             raise BuildError(
-                f"{lib} is missing: build the reference with make -C c_reference FLAVOUR={flavour}"
+                f"{missing[0]} is missing: build the reference with make -C c_reference FLAVOUR={flavour}"
             )
         defines.append("WITH_REFERENCE")
-        extra = [f"-I{paths.c_reference_dir() / 'include'}", str(lib)]
+        # a confined build sees its scratch directory only: the reference's objects (not the
+        # library, which holds the answer key's on the instructor's side) and header go there
+        work = work or sandbox.scratch_dir([])
+        for f in [*objs, paths.c_reference_dir() / "include" / "labcoll.h"]:
+            shutil.copy(f, work)
+        extra = [o.name for o in objs]
     program = "check_student" + ("_smpi" if flavour == "smpi" else "")
     with importlib.resources.as_file(data_file("grading", ALLGATHER_HARNESS)) as harness:
         return build(

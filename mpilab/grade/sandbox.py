@@ -1,4 +1,4 @@
-"""Run untrusted student code under limits.
+"""Run untrusted student code under limits, confined to what it is allowed to see.
 
 A sandboxed run gets a wall-time limit that kills its whole process group (an MPI deadlock
 ends as a failed check, never as a hung grader), an address-space limit per process, an output
@@ -6,18 +6,55 @@ cap (the output is read as it comes and what is past the cap is thrown away, so 
 prints in a loop costs no memory) and a fresh scratch directory holding only the files it is
 given.
 
-Where the machine allows it (root, ``unshare`` and ``setpriv`` from util-linux: :func:`isolation`),
-the run is also confined (:class:`Sandbox`): it runs as an unprivileged user
-(:func:`sandbox_user`) in new network, mount, PID and IPC namespaces, so it reaches no other
-machine (MPI still talks over loopback), sees and signals no process but its own, writes nothing
-but one size-capped tmpfs of its own (its ``/tmp``, ``/var/tmp``, ``/dev/shm`` and a copy of its
-working directory, copied back only if the run succeeds), and sees neither the kit's solutions,
-the grader nor the course being graded; a cgroup caps the memory and the processes of the whole
-run where the machine has a writable one. Every limit is read from an ``MPILAB_SANDBOX_*``
-variable (:data:`LIMIT_VARS`) and, when a run hits it, its failure says which
-(:meth:`SandboxResult.failure`). Elsewhere (a student's laptop, not root) runs go on with the
-time, memory, file-size and output limits only, and :func:`network_isolation` says what is not
-isolated.
+Where the machine allows it (:func:`isolation`), the run is also confined (:class:`Sandbox`), in
+new network, mount, PID and IPC namespaces: it reaches no other machine (MPI still talks over
+loopback), sees and signals no process but its own, writes nothing but one size-capped tmpfs of
+its own (its ``/tmp``, ``/var/tmp``, ``/dev/shm`` and a copy of its working directory, copied
+back only if the run succeeds), and **sees only what it is allowed to see**: its root is new,
+made of read-only bind mounts of an allow-list, so what is not on the list does not exist for
+it (no list of hidden paths to keep up to date). The allow-list:
+
+- the system: ``/usr``, ``/bin``, ``/sbin``, ``/lib*`` (:data:`SYSTEM_DIRS`), the installation
+  of each MPI, SimGrid and compiler tool the kit calls when it lives elsewhere (``/opt``, a
+  module tree: :data:`TOOLS`), the directories of ``$LD_LIBRARY_PATH`` and of
+  ``$MPILAB_SANDBOX_READ`` (:data:`READ_ENV`, colon-separated, for an installation the kit cannot
+  find by itself);
+- a few files of ``/etc`` (:data:`ETC_FROM_HOST`: the dynamic linker's cache, the alternatives'
+  links, the MPIs' configuration, time zone, protocols and services), and ``passwd``, ``group``,
+  ``hosts``, ``hostname`` and ``nsswitch.conf`` written for the run (its own user, root, nobody;
+  ``localhost`` and this host on 127.0.0.1): no other user of the machine is named;
+- a private ``/tmp``, ``/var/tmp`` and ``/dev/shm``, a minimal ``/dev`` (null, zero, full,
+  random, urandom, tty), a new ``/proc`` (its own processes only) and ``/sys`` without what is
+  mounted below it (no cgroup file system);
+- the Python environment (:func:`python_paths`: the interpreter's installation and the
+  ``.venv``, without the repository its editable installs point into) and the SimGrid platforms
+  the kit ships or generated (:func:`platform_paths`);
+- its working directory (a copy, writable) and, only for the runs that name them (``read``),
+  more paths, read-only: the student-side kit for a grading kernel (:func:`kit_paths`: the
+  ``mpilab`` package and its data), the answer key for the judge (``kit_paths(key=True)``,
+  :func:`key_paths`).
+
+Never on it: the repository itself (its ``.git``, ``tests/``, ``dist/``, ``solutions/``,
+``c_reference/build/`` with the key's objects), the course being graded (``$MPILAB_COURSE_ROOT``:
+the gradebook, ``source/``, ``submitted/``, every student's directory) and the answer key unless
+named. Should one of them lie below an allowed directory (a kit installed under ``/usr/local``),
+it is covered by an empty read-only directory (:func:`hidden_from_programs`), and a ``read``
+path that holds one of them is refused.
+
+As root, the run's processes run as an unprivileged user (:func:`sandbox_user`,
+``mpilab-sandbox``) and a cgroup caps the memory and the processes of the whole run where the
+machine has a writable one. Not root, the run is confined the same way in a user namespace
+(where the kernel allows unprivileged ones, Debian's default): its processes run as the grader's
+own user, the only one there is to map, in a second user namespace that holds no capability over
+the run's mounts; processes are capped per run by ``RLIMIT_NPROC``, which Linux (5.14 and later)
+counts per user namespace, hence per run; memory by a cgroup only where one is delegated to the
+user (else per process only). Runs nest: a confined process (a grading kernel, the judge) runs
+student code in a confined run of its own, which sees only its own allow-list.
+
+Every limit is read from an ``MPILAB_SANDBOX_*`` variable (:data:`LIMIT_VARS`) and, when a run
+hits it, its failure says which (:meth:`SandboxResult.failure`). Where runs cannot be confined
+(no user namespaces, no util-linux) they go on with the time, memory, file-size and output
+limits only, and :func:`isolation` says exactly what is lost.
 """
 
 import functools
@@ -31,37 +68,67 @@ import sys
 import tempfile
 import time
 
-from mpilab.core import paths, process
+from mpilab.core import process
 from mpilab.core.errors import UsageError
 from mpilab.core.vocabulary import OPENMPI_ROOT_ENV, openmpi_env
 from mpilab.grade import cgroups
+from mpilab.grade.allowlist import (  # noqa: F401 (COURSE_ENV, READ_ENV, kit_paths: for callers)
+    COURSE_ENV,
+    READ_ENV,
+    binds,
+    etc_paths,
+    hidden_from_programs,
+    key_paths,
+    kit_paths,
+    platform_paths,
+    python_paths,
+    refuse_holding_hidden,
+    system_paths,
+    under,
+)
 from mpilab.grade.outcome import USER_PROCS, Limits, SandboxResult, positive_env
-from mpilab.simulate import platforms
 
 # --- what this machine allows ------------------------------------------------------------------
 
-#: The course root being graded; ``scripts/grade.sh`` exports it. Student C programs do not see
-#: it at all, a grading kernel sees only its own directory of it.
-COURSE_ENV = "MPILAB_COURSE_ROOT"
-#: The user confined runs run as (created when missing, as a system user without home or
-#: shell); MPILAB_SANDBOX_USER overrides.
+#: The user confined runs run as when the grader is root (created when missing, as a system user
+#: without home or shell); MPILAB_SANDBOX_USER overrides.
 SANDBOX_USER = "mpilab-sandbox"
 #: The first process of every confined run (PID 1 of its namespaces, run as root).
 INIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_init.py")
+#: Set to 0 in a confined process whose own runs keep the limits only (:class:`Sandbox`'s
+#: ``nest``): a grading kernel, whose notebook could run anything it starts anyway.
+NEST_ENV = "MPILAB_SANDBOX_NEST"
 #: Where a confined program's MPI_Abort reporter writes (inside its private /tmp).
 _ABORT_LOG_INSIDE = "/tmp/.mpilab-abort.log"
 
 
+def host_root():
+    """Whether this process is the machine's root (uid 0 of the first user namespace), not the
+    root of a user namespace of an ordinary user."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map") as f:
+            return f.read().split()[:3] == ["0", "0", "4294967295"]
+    except OSError:
+        return True
+
+
 @functools.cache
 def sandbox_user():
-    """The unprivileged user confined runs run as: ``(name, uid, gid, note)``.
+    """The user confined runs run as: ``(name, uid, gid, note)``.
 
-    ``$MPILAB_SANDBOX_USER`` (default ``mpilab-sandbox``), created when missing (root only:
-    ``useradd --system``, no home, no login shell); ``nobody`` when that fails, with a note
-    saying why. None when the process is not root (nothing can switch user then).
+    As root: ``$MPILAB_SANDBOX_USER`` (default ``mpilab-sandbox``), created when missing
+    (``useradd --system``, no home, no login shell); ``nobody`` when that fails, with a note
+    saying why. Not root: this process's own user (a user namespace maps no other).
     """
-    if os.geteuid() != 0:
-        return None
+    if not host_root():
+        uid, gid = os.geteuid(), os.getegid()
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = str(uid)
+        return name, uid, gid, ""
     name = os.environ.get("MPILAB_SANDBOX_USER") or SANDBOX_USER
     note = ""
     try:
@@ -101,6 +168,14 @@ def sandbox_user():
     return pw.pw_name, pw.pw_uid, pw.pw_gid, note
 
 
+#: What an unconfined run keeps of the machine (the guarantees a confined one has).
+UNCONFINED = (
+    "runs keep the host's network; the answer key, the course and other students' files are "
+    "readable wherever file permissions allow; the grader's processes can be seen and signalled; "
+    "no cap on disk (only on one file's size), total memory (only per process) or processes"
+)
+
+
 @functools.cache
 def isolation():
     """What confinement this machine allows, checked once by confining ``true``.
@@ -108,26 +183,38 @@ def isolation():
     Returns
     -------
     (bool, str)
-        ``(True, note)`` when runs can be confined (:class:`Sandbox`), the note naming what is
-        missing even so (no usable cgroup: no cap on a run's total memory or processes); else
-        ``(False, why)``, why naming what stays unisolated.
+        ``(True, note)`` when runs can be confined (:class:`Sandbox`), the note naming how and
+        what is missing even so (no usable cgroup: no cap on a run's total memory); else
+        ``(False, why)``, why naming the guarantees that are lost.
     """
-    unconfined = (
-        "runs keep the host's network, files, processes and user, with no cap on disk, "
-        "total memory or processes"
-    )
-    if os.geteuid() != 0:
-        return False, f"not root: {unconfined}"
-    missing = [tool for tool in ("unshare", "setpriv") if shutil.which(tool) is None]
+    if os.environ.get(NEST_ENV) == "0":
+        return False, (
+            "inside a confined grading kernel: runs keep the time, memory, file-size and output "
+            "limits, within the kernel's own confinement (no network, only the kit and its own "
+            "directory, capped), which the notebook's own code shares anyway"
+        )
+    root = host_root()
+    needed = ("unshare", "setpriv") if root else ("unshare",)
+    missing = [tool for tool in needed if shutil.which(tool) is None]
     if missing:
-        return False, f"{' and '.join(missing)} (util-linux) not installed: {unconfined}"
+        return False, f"{' and '.join(missing)} (util-linux) not installed: {UNCONFINED}"
     why = _probe(cgroup=True)
     if why and cgroups.parents():  # cgroups that look writable but fail: do without them
         cgroups.TROUBLE.append(why)
         why = _probe(cgroup=False)
     if why:
-        return False, f"confining a run failed ({why}): {unconfined}"
-    notes = [sandbox_user()[3], cgroups.note()]
+        if root:
+            return False, f"confining a run failed ({why}): {UNCONFINED}"
+        return False, (
+            f"not root, and runs cannot be confined in a user namespace here ({why}; unprivileged "
+            "user namespaces may be off: /proc/sys/user/max_user_namespaces, or "
+            f"kernel.apparmor_restrict_unprivileged_userns on Ubuntu): {UNCONFINED}"
+        )
+    name, _, _, user_note = sandbox_user()
+    notes = [user_note]
+    if not root:
+        notes.append(f"not root: confined in user namespaces as {name} itself (the only user it can map)")
+    notes.append(cgroups.note(per_run_nproc=not root))
     return True, "; ".join(n for n in notes if n)
 
 
@@ -163,62 +250,6 @@ def network_isolation():
     return isolation()
 
 
-def hidden_from_programs():
-    """What a student's C program cannot see: the kit's ``solutions/`` and ``grader/`` and the
-    course root being graded (``$MPILAB_COURSE_ROOT``), none of which it needs."""
-    root = paths.repo_root()
-    dirs = [root / "solutions", root / "grader", os.environ.get(COURSE_ENV, "")]
-    return [str(d) for d in dirs if d and os.path.isdir(d)]
-
-
-def reachable(needed, covered=()):
-    """How the sandbox user reaches the ``needed`` paths (a Python installed under ``/root``, a
-    kit checked out in a home directory): ``(open, keep)``.
-
-    ``open`` lists the topmost directory on the way to each path that only root may traverse
-    (it gets an empty tmpfs in the sandbox), ``keep`` the paths to bind back below it and below
-    the ``covered`` directories (paths under a hidden directory or /tmp, which the sandbox
-    covers too).
-    """
-    opened, keep = [], []
-    for path in map(os.path.realpath, needed):
-        if not os.path.exists(path):
-            continue
-        parts = path.strip("/").split("/")
-        for i in range(1, len(parts)):
-            top = "/" + "/".join(parts[:i])
-            if not os.stat(top).st_mode & 0o001:
-                if top not in opened:
-                    opened.append(top)
-                keep.append(path)
-                break
-        else:
-            if any(_under(path, c) and path != c for c in covered):
-                keep.append(path)
-    return opened, keep
-
-
-def _kit_paths():
-    """The directories a program of the kit needs, read-only: this interpreter's, the kit's, and the
-    SimGrid platforms the kit generated (an SMPI run names its platform file, written in the
-    grader's cache, e.g. under /root, when the platform is not shipped)."""
-    return sorted(
-        {
-            sys.base_prefix,
-            sys.prefix,
-            sys.exec_prefix,
-            os.path.dirname(os.path.realpath(sys.executable)),
-            str(paths.repo_root()),
-            str(paths.PACKAGE_DIR),
-            str(platforms._cache_dir()),
-        }
-    )
-
-
-def _under(path, top):
-    return path == top or path.startswith(top.rstrip("/") + "/")
-
-
 # --- one confined run --------------------------------------------------------------------------
 
 
@@ -227,20 +258,22 @@ class Sandbox:
 
     Used as a context manager: on entry it makes the run's cgroup(s) (with ``cgroup``) and the
     pipe its first process (:mod:`sandbox_init`) watches to end the run if the grader dies; on
-    exit it kills what is left and removes them. :meth:`argv` wraps a command in
-    ``unshare`` (new network, mount, PID and IPC namespaces) and the init process.
+    exit it kills what is left and removes them. :meth:`argv` wraps a command in ``unshare``
+    (new network, mount, PID and IPC namespaces; a user namespace too when not root) and the
+    init process, which builds the run's root from the allow-list (the module's description).
 
     Parameters
     ----------
     limits : Limits
     hide : sequence of str
-        Directories the run sees empty.
+        Directories the run sees empty should they lie below an allowed one (besides
+        :func:`hidden_from_programs`).
     keep : sequence of (str, bool)
-        Paths (and whether writable) the run must reach although a cover (``/tmp``, a hidden
-        directory, an ``open`` one) lies above them.
+        More paths the run sees, and whether writable (a kernel's own directory).
     work : bool
         Give the run a capped copy of its working directory, copied back after a successful
-        run (False: the working directory is used as it is, e.g. one the grader capped itself).
+        run (False: the working directory is used as it is, e.g. one the grader capped itself;
+        it must then be one of ``keep``).
     own : sequence of str
         Files handed to the sandbox user for the run (a kernel's connection file).
     network : bool
@@ -251,6 +284,17 @@ class Sandbox:
         Have the init process report the exit status, the disk used and MPI_Abort lines.
     address_space_mb : int
         RLIMIT_AS of every process of the run, MiB (0: what the caller's process has).
+    copy_back : {"success", "always"}
+        When the working directory's copy comes back (``work``).
+    read : sequence of path or (path, path)
+        More paths the run reads, read-only, at the same place, or (source, where the run sees
+        it): the kit for a kernel, the answer key for the judge (:func:`kit_paths`). A path that
+        holds the kit's checkout or the course is refused.
+    nest : bool
+        The runs the confined process starts with :func:`run` are confined again, each with its
+        own allow-list (True: the judge, which reads the key, runs student C that must not); or
+        they keep the limits only (False: a grading kernel, where the notebook's own code is as
+        untrusted as what it starts and could run it directly; a confined run costs ~0.4 s).
     """
 
     def __init__(
@@ -265,17 +309,29 @@ class Sandbox:
         report=True,
         address_space_mb=0,
         copy_back="success",
+        read=(),
+        nest=True,
     ):
         user = sandbox_user()
-        if user is None:
-            raise UsageError("a confined run needs root (it switches to the sandbox user)")
-        self.limits, self.uid, self.gid = limits, user[1], user[2]
-        self.hide, self.work, self.own, self.network = list(hide), work, list(own), network
-        self.address_space_mb, self.copy_back = address_space_mb, copy_back
-        covered = ["/tmp", "/var/tmp", *self.hide]
-        opened, needed = reachable(_kit_paths(), covered)
-        self.open = opened
-        self.keep = [(p, False) for p in needed] + [(os.path.realpath(p), rw) for p, rw in keep]
+        self.limits, self.root = limits, host_root()
+        self.name, self.uid, self.gid = user[0], user[1], user[2]
+        self.work, self.own, self.network = work, list(own), network
+        self.address_space_mb, self.copy_back, self.nest = address_space_mb, copy_back, nest
+        pairs = [(p, p) if isinstance(p, (str, os.PathLike)) else tuple(p) for p in read]
+        pairs = [(os.fspath(s), os.fspath(t)) for s, t in pairs]
+        refuse_holding_hidden([s for s, _ in pairs] + [p for p, _ in keep])
+        fixed = system_paths() + etc_paths(network) + python_paths() + platform_paths()
+        items = [(p, p, False) for p in fixed] + [(s, t, False) for s, t in pairs]
+        items += [(os.fspath(p), os.fspath(p), bool(rw)) for p, rw in keep]
+        self.links, self.binds = binds(items)
+        named = {t for _, t, _ in self.binds}
+        self.covers = sorted(
+            {
+                os.path.realpath(h)
+                for h in [*hidden_from_programs(), *key_paths(), *map(os.fspath, hide)]
+                if h not in named and any(under(h, t) and h != t for t in named)
+            }
+        )
         self.cgroups = cgroups.Cgroups(limits) if cgroup and cgroups.parents() else None
         self._report_fd = self._report_path = None
         if report:
@@ -291,29 +347,33 @@ class Sandbox:
     def argv(self, argv):
         """``argv`` wrapped to run confined."""
         lim = self.limits
+        procs = positive_env("MPILAB_SANDBOX_USER_PROCS", USER_PROCS) if self.root else lim.procs
         settings = [
-            f"uid={self.uid}",
-            f"gid={self.gid}",
+            f"uid={self.uid if self.root else 0}",
+            f"gid={self.gid if self.root else 0}",
+            f"user={self.name}",
             f"disk={lim.disk_mb << 20}",
             f"files={lim.files}",
             f"work={'1' if self.work else ''}",
+            f"network={'1' if self.network else ''}",
+            f"nest={'1' if self.nest else '0'}",
             f"parent_fd={self._watch_r}",
             f"report_fd={'' if self._report_fd is None else self._report_fd}",
             f"abort_log={_ABORT_LOG_INSIDE}",
             f"copy_back={self.copy_back}",
             f"rlimit=fsize:{lim.file_mb << 20}",
             "rlimit=core:0",
-            f"rlimit=nproc:{positive_env('MPILAB_SANDBOX_USER_PROCS', USER_PROCS)}",
+            f"rlimit=nproc:{procs}",
         ]
+        settings += [] if self.root else [f"userns={self.uid}:{self.gid}"]
         settings += [f"rlimit=as:{self.address_space_mb << 20}"] if self.address_space_mb else []
         settings += [f"cgroup={f}" for f in (self.cgroups.procs_files if self.cgroups else [])]
-        settings += [f"hide={d}" for d in self.hide] + [f"open={d}" for d in self.open]
-        settings += [f"keep={'rw' if rw else 'ro'}:{p}" for p, rw in self.keep] + [
-            f"own={f}" for f in self.own
-        ]
-        ns = ["--mount", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc"] + (
-            [] if self.network else ["--net"]
-        )
+        settings += [f"link={len(p)}:{p}{t}" for p, t in self.links]
+        settings += [f"bind={'rw' if rw else 'ro'}:{len(s)}:{s}{t}" for s, t, rw in self.binds]
+        settings += [f"cover={d}" for d in self.covers] + [f"own={f}" for f in self.own]
+        ns = ["--mount", "--ipc", "--pid", "--fork", "--kill-child"] + ([] if self.network else ["--net"])
+        if not self.root:
+            ns = ["--user", "--map-root-user", *ns]
         return ["unshare", *ns, sys.executable, "-I", "-S", INIT, *settings, "--", *map(str, argv)]
 
     def report(self):
@@ -385,6 +445,7 @@ def run(
     env=None,
     network=False,
     copy_back="success",
+    read=(),
 ):
     """Run ``argv`` in ``cwd`` under a time, memory and output limit, confined where possible.
 
@@ -412,6 +473,9 @@ def run(
         When a confined run's working directory is copied back: after a run that succeeded (the
         default), or also after one that failed (what a crash left behind, e.g. trace files the
         grader's diagnosis reads; they stay files of the run, within its disk cap).
+    read : sequence of path or (path, path)
+        More paths a confined run may read besides the allow-list (:class:`Sandbox`); a C build
+        needs none: copy what it needs into ``cwd`` (:func:`scratch_dir`).
 
     Returns
     -------
@@ -436,7 +500,7 @@ def run(
         rlimits[resource.RLIMIT_FSIZE] = limits.file_mb << 20
         return _run_unconfined(cmd, cwd, full_env, timeout, rlimits, output_cap, note)
     _fits(cwd, limits)
-    with Sandbox(limits, hide=hidden_from_programs(), network=network, copy_back=copy_back) as box:
+    with Sandbox(limits, network=network, copy_back=copy_back, read=read) as box:
         full_env["MPILAB_ABORT_LOG"] = _ABORT_LOG_INSIDE
         wrapped = box.argv(cmd)
 
