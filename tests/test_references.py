@@ -8,11 +8,13 @@ either; the student's tree holds the references built and stripped, without thei
 """
 
 import shutil
+import warnings
 
 import pandas as pd
 import pytest
 
-from mpilab.grade import references, runner
+from mpilab.core.errors import LaunchError
+from mpilab.grade import harness, references, runner
 from mpilab.grade.checks import segments
 from mpilab.grade.labs.lab6 import SEGSIZES, SWEEP_BYTES
 from mpilab_key.rubrics import lab3 as rubric3
@@ -85,3 +87,62 @@ def test_the_student_tree_ships_the_references_without_source(tmp_path):
         assert prog.is_file() and prog.read_bytes()[:4] == b"\x7fELF"
         assert not any(f.name == ref.source for f in files if f.parts[0] != "labs")
     shutil.rmtree(tmp_path / "student")
+
+
+def _runs(outcomes):
+    """A section's ``run`` whose outcome on the student's file and on the reference is given:
+    a table, an exception to raise, or a table with a warning that a run was left out."""
+
+    def run(what):
+        result = outcomes["reference" if what == "REFERENCE" else "student"]
+        if isinstance(result, Exception):
+            raise result
+        table, warning = result
+        if warning:
+            warnings.warn(warning)
+        return table
+
+    return run
+
+
+STUDENT = pd.DataFrame(dict(maxrank_avg_us=[1.0, 2.0]))
+REFERENCE = pd.DataFrame(dict(maxrank_avg_us=[3.0, 4.0]))
+TIMED_OUT = "pipeline at P = 32 left out: it timed out after 30 s"
+
+
+@pytest.mark.parametrize(
+    "student,reference,expected,note",
+    [
+        # a working file is the student's own, with no note
+        ((STUDENT, None), (REFERENCE, None), STUDENT, False),
+        # a file that does not build, or fails the section's check: the reference, said so
+        (harness.BuildError("pipeline.c:1: error: expected ';'"), (REFERENCE, None), REFERENCE, True),
+        (AssertionError("rank 3 received wrong bytes"), (REFERENCE, None), REFERENCE, True),
+        # a run left out, where the reference runs them all: the reference
+        ((STUDENT, TIMED_OUT), (REFERENCE, None), REFERENCE, True),
+        # the reference fails as well (a machine too slow for the time limit): not the file's
+        # fault, the student's partial result stays, without blaming the file
+        ((STUDENT, TIMED_OUT), (REFERENCE, TIMED_OUT), STUDENT, False),
+        ((STUDENT, TIMED_OUT), LaunchError("smpirun timed out"), STUDENT, False),
+    ],
+    ids=["works", "no-build", "wrong", "left-out", "both-slow", "reference-fails"],
+)
+def test_or_reference_falls_back_only_when_the_reference_does_better(
+    monkeypatch, capsys, student, reference, expected, note
+):
+    monkeypatch.setattr(references, "reference", lambda name: "REFERENCE")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        run = _runs(dict(student=student, reference=reference))
+        out = references.or_reference("pipeline", "pipeline.c", run)
+    assert out is expected
+    said = capsys.readouterr().out
+    assert ("pipeline.c cannot run this section yet" in said) == note, said
+
+
+def test_or_reference_says_so_when_neither_gives_anything(monkeypatch, capsys):
+    monkeypatch.setattr(references, "reference", lambda name: "REFERENCE")
+    run = _runs(dict(student=harness.BuildError("no main"), reference=LaunchError("smpirun: not found")))
+    with pytest.raises(AssertionError, match="REFERENCE did not run either: smpirun: not found"):
+        references.or_reference("pipeline", "pipeline.c", run)
+    assert "cannot run this section yet (no main)" in capsys.readouterr().out
