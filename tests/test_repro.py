@@ -100,7 +100,7 @@ def test_quick_study_resumes_and_compares(tmp_path):
     assert table[table["nprocs"] == 512]["median_us"].isna().all()
     labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
     assert (
-        "two_level (simulated median, 95 % CI)" in labels
+        "two_level (simulated median, 97 % interval, [min, max] of 6 runs)" in labels
         and "ml, hierarchical (algorithm 90) (paper)" in labels
     )
     fig2, axes2 = repro.boxplots(df, "allreduce", 128)  # the library's and the student's two-level

@@ -160,6 +160,25 @@ def test_pingpong_fit_recomputed_in_the_key_names_each_mistake():
     assert list(_failed(_fit(a, b, 1e-3 / b, pp.iloc[:2]))) == ["pp is your ping-pong's table"]
 
 
+def test_pingpong_fit_on_small_sizes_for_alpha_passes():
+    """A real ping-pong bends where the protocol changes (eager below 4 KiB here): α fitted on the
+    small sizes, the fix the written answer's rubric points to, and β on the large ones are
+    correct too, though a line over every size gives other numbers; a made-up α still fails."""
+    b = np.array([0, 1, 2, 4, 8, 16, 64, 256, 1024, 4096, 8192, 16384, 32768, 65536], dtype=float)
+    t = np.where(b < 4096, 1.0 + 2e-4 * b, 6.0 + 1.2e-4 * b)
+    pp = pd.DataFrame({"bytes": b, "avg_us": t})
+    a_all, b_all = np.polyfit(b, t, 1)[::-1]
+    small = b <= 1024
+    a_small = np.polyfit(b[small], t[small], 1)[1]
+    b_large = np.polyfit(b[b >= 8192], t[b >= 8192], 1)[0]
+    assert abs(a_small - a_all) > 0.5 and abs(b_large - b_all) > 0.05 * b_all  # the conventions differ
+    assert _failed(_fit(a_all, b_all, 1e-3 / b_all, pp)) == {}
+    assert _failed(_fit(a_small, b_large, 1e-3 / b_large, pp)) == {}
+    assert _failed(_fit(float(t[0]), b_all, 1e-3 / b_all, pp)) == {}  # α: the 0-byte time
+    failed = _failed(_fit((a_small + a_all) / 2, b_all, 1e-3 / b_all, pp))
+    assert list(failed) == ["alpha_us is the fit's intercept (µs)"]
+
+
 def test_pingpong_visible_checks_only_look_at_the_form():
     pp = _pingpong()
     assert all(c.passed for c in lab0.fit_form_cases(9.0, 1e-3, 7.0, pp))  # wrong values, right form

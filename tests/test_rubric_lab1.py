@@ -2,7 +2,8 @@
 conventions, plots gated on content, and the spot check of the simulated table.
 
 tests/data/lab1_simulated_1k.csv is the simulated THIN at 1 KiB of the reduced design (the
-lab's own sweep, November 2026 platform), the size the report fitted.
+lab's own sweep over its 12 process counts, three in each of the report's ranges), the size the
+report fitted.
 """
 
 import matplotlib
@@ -46,11 +47,11 @@ def fits_with_cuts(fixed, cuts):
     return pd.DataFrame(rows)
 
 
-def best_fits(fixed):
+def best_fits(fixed, min_points=3):
     """The kit's own search for the best four segments, per curve (a data-driven answer)."""
     rows = []
     for (coll, alg), (x, y) in curves(fixed).items():
-        t = segmented_fit(x, y, segments=4).table
+        t = segmented_fit(x, y, segments=4, min_points=min_points).table
         rows += [dict(collective=coll, algorithm=alg, **r) for r in t.to_dict("records")]
     return pd.DataFrame(rows)
 
@@ -95,12 +96,15 @@ def test_fits_verdict(no_spot_check):
     # two cuts at P = 8 and 16 only: 3 segments; every curve fails on its count
     three = judged("fits_check", fits=fits_with_cuts(FIXED, (8, 16)), fixed=FIXED)
     assert three.score == 0 and "3 segment(s) in fits, expected 4" in three.text()
-    # four segments in the wrong places (all cuts in the first node): the worst curves fail
-    early = judged("fits_check", fits=fits_with_cuts(FIXED, (4, 8, 12)), fixed=FIXED)
+    # four segments in the wrong places (cuts early, three P each at least): the worst curves fail
+    early = judged("fits_check", fits=fits_with_cuts(FIXED, (8, 16, 28)), fixed=FIXED)
     assert 0 < early.score < 3
     assert "R² of at least" in early.text() and "the report's cuts at 12, 24, 36 give" in early.text()
     flat = judged("fits_check", fits=fits_with_cuts(FIXED, REPORT_CUTS).assign(slope=0.0), fixed=FIXED)
     assert flat.score < 1
+    # segments through two points each fit them exactly (R² = 1 says nothing): refused
+    pairs = judged("fits_check", fits=best_fits(FIXED, min_points=2), fixed=FIXED)
+    assert pairs.score < 3 and "each segment needs at least 3" in pairs.text()
 
 
 def test_fits_need_the_whole_design(no_spot_check):
@@ -157,6 +161,40 @@ def test_plot_counts_only_with_the_data():
         a.set(yscale="log", xlabel="P", ylabel="latency (us)")
     v = judged("plot_reduce", fig=empty, fixed=FIXED)
     assert v.score == 0 and "the axes and labels count once the lines are there" in v.text()
+    plt.close("all")
+
+
+def test_plot_accepts_any_label_with_its_unit_and_lines_named_in_words():
+    """A label states its unit in any common wording, and a line label may say more than the
+    algorithm's name ("basic linear (simulated THIN)", "pipeline, SimGrid's 16 or 128 KiB
+    segments"): both are right. A label without the unit is not."""
+
+    def plot(ylabel, label):
+        fig, axes = plt.subplots(1, 2)
+        for ax, coll in zip(axes, ("bcast", "reduce")):
+            for name, sub in FIXED[FIXED.collective == coll].groupby("algorithm"):
+                ax.plot(sub["nprocs"], sub["avg_us"], label=label(name))
+            ax.set(yscale="log", xlabel="number of processes", ylabel=ylabel)
+            ax.legend()
+        return fig
+
+    def words(name):
+        return (
+            f"{name.replace('_', ' ')} (simulated THIN)"
+            if name != "pipeline"
+            else ("pipeline, SimGrid's 16 or 128 KiB segments")
+        )
+
+    for ylabel in ("latency in µs", "time [us]", "avg_us, microseconds", "latency / μs"):
+        assert judged("plot_bcast", fig=plot(ylabel, words), fixed=FIXED).score == 3, ylabel
+        assert judged("plot_reduce", fig=plot(ylabel, str.upper), fixed=FIXED).score == 3, ylabel
+    v = judged("plot_bcast", fig=plot("latency", str), fixed=FIXED)
+    assert v.score < 3 and "does not say its unit" in v.text()
+    # a label that names another algorithm is not this one's line
+    v = judged(
+        "plot_bcast", fig=plot("latency (us)", lambda n: "binomial" if n == "pipeline" else n), fixed=FIXED
+    )
+    assert v.score < 3 and "no line's label names 'pipeline'" in v.text()
     plt.close("all")
 
 

@@ -48,6 +48,7 @@ def test_order_shuffled_and_complete():
 def test_median_ci_covers_truth(method):
     s = stats.summarize(_synthetic(), method=method)
     assert list(s.nprocs) == [16, 32, 64] and set(s.n) == {30}
+    assert (s.coverage >= 0.95).all()
     for true, (_, r) in zip([10, 20, 40], s.iterrows()):
         assert r.ci_low_us < true < r.ci_high_us
         assert r.ci_high_us - r.ci_low_us < 2.0
@@ -55,8 +56,41 @@ def test_median_ci_covers_truth(method):
 
 def test_order_ci_is_order_statistics():
     x = np.arange(1, 31, dtype=float)
-    med, lo, hi = stats.median_ci(x, method="order")
-    assert med == 15.5 and lo in x and hi in x and lo < med < hi
+    ci = stats.median_ci(x, method="order")
+    assert ci.median == 15.5 and ci.low in x and ci.high in x and ci.low < ci.median < ci.high
+    # 30 samples: the 10th smallest to the 10th largest, coverage 1 - 2 P(B <= 9) = 95.7 %
+    assert (ci.low, ci.high) == (10.0, 21.0) and ci.coverage == pytest.approx(0.95723, abs=1e-5)
+
+
+@pytest.mark.parametrize("n,coverage", [(2, 0.5), (3, 0.75), (5, 0.9375), (6, 0.96875), (10, 0.978516)])
+def test_few_runs_give_min_max_with_its_real_coverage(n, coverage):
+    """[min, max] of 3 runs is a 75 % interval of the median, not a 95 % one: said as such, and
+    checked by drawing: the fraction of intervals that hold the true median is the coverage."""
+    ci = stats.median_ci(np.arange(n, dtype=float), method="order")
+    assert ci.coverage == pytest.approx(coverage, abs=1e-6)
+    rng = np.random.default_rng(3)
+    draws = rng.lognormal(0.0, 1.0, size=(20000, n))  # true median 1
+    r, _ = stats.order_interval(n)
+    x = np.sort(draws, axis=1)
+    held = np.mean((x[:, r - 1] <= 1.0) & (1.0 <= x[:, n - r]))
+    assert held == pytest.approx(coverage, abs=0.015)
+    if n < 6:
+        assert ci.coverage < 0.95 and (ci.low, ci.high) == (0.0, n - 1.0)
+    assert stats.runs_needed(0.95) == 6 and stats.runs_needed(0.99) == 8
+
+
+def test_summary_says_the_coverage():
+    s = stats.summarize(_synthetic(R=3))
+    assert set(s.n) == {3} and np.allclose(s.coverage, 0.75)
+    assert stats.describe_coverage(0.75, 3) == "75 % interval, [min, max] of 3 runs"
+    assert stats.describe_coverage(0.9572, 30) == "96 % interval"
+
+
+def test_bootstrap_needs_enough_runs():
+    with pytest.raises(UsageError, match="from 3 samples does not have its nominal coverage"):
+        stats.median_ci([1.0, 2.0, 3.0], method="bootstrap")
+    ci = stats.median_ci(np.arange(stats.BOOTSTRAP_MIN, dtype=float), method="bootstrap")
+    assert ci.coverage == 0.95 and ci.method == "bootstrap"
 
 
 def test_boxplot_returns_fig_ax():

@@ -186,7 +186,8 @@ def _print_summary(args, launcher, algos, nprocs, sizes, reps, root):
     if table.empty:
         return
     print(
-        f"medians over {reps} repetitions, 95 % confidence interval (bootstrap), slowest-rank latency in µs:"
+        f"medians over {reps} repetitions, {stats.describe_coverage(table['coverage'].min(), reps)} of the "
+        "median (order statistics), slowest-rank latency in µs:"
     )
     w = max(len("algorithm"), *(len(a) for a in table["algorithm"]))
     print(f"  {'algorithm':<{w}}  {'P':>4}  {'bytes':>8}  {'n':>3}  {'median':>10}  interval")

@@ -4,10 +4,12 @@ That tree is what an instructor hands out without the image and exactly what the
 installs: the labs (the released notebooks and the C skeletons), the ``mpilab`` package, the C
 reference code a student may read (allgather by gather + broadcast and by pairwise exchange, the
 two algorithms of the homework seed, with the benchmark driver, the tracer and the checking
-harnesses), the documentation, the SLURM templates and the image definitions. It holds no answer
-to a graded question: the answer key (``solutions/``: the C solutions, the costs, the rubrics
-with their hidden cases) and the course (``grader/``) stay on the instructor's side, with the
-tests. ``tests/test_release.py`` checks that no graded answer is in the tree or computable from it.
+harnesses), the compiled references that later sections run on while a student's C task does
+not work yet (built, stripped, no source: :mod:`mpilab.grade.references`), the documentation,
+the SLURM templates and the image definitions. It holds no answer to a graded question: the
+answer key (``solutions/``: the C solutions, the costs, the rubrics with their hidden cases) and
+the course (``grader/``) stay on the instructor's side, with the tests. ``tests/test_release.py``
+checks that no graded answer is in the tree or computable from it.
 
 Usage: ``python -m mpilab.grade.release [DEST]`` (default ``dist/student``).
 """
@@ -18,10 +20,12 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 from mpilab.core import paths
-from mpilab.core.errors import UsageError
+from mpilab.core.errors import ToolMissing, UsageError
+from mpilab.grade import references
 
 #: What the student tree holds, relative to the repository's root (folders are copied whole,
 #: but for :data:`LEFT_OUT`).
@@ -106,6 +110,12 @@ def build(dest, root=None):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
             written.append(rel)
+    # the compiled references (mpilab.grade.references): built from the answer key, no source
+    try:
+        for prog in references.build_all(references.shipped_dir(dest)):
+            written.append(prog.relative_to(dest))
+    except ToolMissing as exc:
+        warnings.warn(f"the student tree has no compiled references: {exc}")
     (dest / "RELEASE.txt").write_text(
         "The student's side of the mpilab kit (make student-release). Start with README.md:\n"
         "'make lab' opens the labs in JupyterLab. The answer key and the course's grader are\n"

@@ -25,7 +25,7 @@ import pandas as pd
 
 from mpilab.core.errors import LaunchError, ToolMissing, one_of
 from mpilab.core.vocabulary import COMPILERS, MPIRUN
-from mpilab.grade import harness, outcome, sandbox, sealed
+from mpilab.grade import harness, outcome, references, sandbox, sealed
 from mpilab.grade.cases import Case
 from mpilab.measure import launch
 from mpilab.simulate import platform_xml, platforms
@@ -396,7 +396,8 @@ def benchmark_bcast(
     Parameters
     ----------
     c_files : dict
-        Algorithm name (:data:`BCAST_FUNCTIONS`) to C file.
+        Algorithm name (:data:`BCAST_FUNCTIONS`) to C file, or to the kit's compiled reference
+        of that algorithm (:func:`mpilab.grade.references.reference`; SMPI, timed on its own).
     nprocs : sequence of int
     sizes : sequence of int
         Bytes broadcast (MPI_BYTE) from rank 0.
@@ -426,7 +427,8 @@ def benchmark_bcast(
         raise one_of("broadcast algorithm", unknown[0], harness.BCAST_FUNCTIONS)
     it, wu = BENCH_ITERS[flavour]
     iters, warmup = it if iters is None else int(iters), wu if warmup is None else int(warmup)
-    files = {a: os.fspath(f) for a, f in c_files.items()}
+    # a compiled reference (mpilab.grade.references) is a program ready to run: timed on its own
+    files = {a: f if isinstance(f, references.Compiled) else os.fspath(f) for a, f in c_files.items()}
     args = [
         "--sizes",
         ",".join(str(int(b)) for b in sizes),
@@ -443,8 +445,18 @@ def benchmark_bcast(
     def time_group(algorithms, with_native, strict):
         """Build ``algorithms`` together and time them (and native) at every P; False when the
         build or a launch fails and ``strict`` (the caller then times one at a time)."""
+        compiled = [files[a] for a in algorithms if isinstance(files[a], references.Compiled)]
+        if compiled and (len(algorithms) > 1 or flavour != references.FLAVOUR):
+            if strict:
+                return False
+            warnings.warn(f"{algorithms[0]} left out: {compiled[0]} runs on {references.FLAVOUR} only, alone")
+            return True
         try:
-            work = harness.build_bcast([files[a] for a in algorithms], flavour, require=algorithms)
+            work = (
+                compiled[0].scratch()
+                if compiled
+                else harness.build_bcast([files[a] for a in algorithms], flavour, require=algorithms)
+            )
         except harness.BuildError as exc:
             if strict:
                 return False

@@ -28,6 +28,17 @@ Notes on near-equivalents that the table deliberately does *not* pretend are equ
 Open MPI's bcast ``chain`` is a chain with fanout ``coll_tuned_bcast_algorithm_chain_fanout``
 (4 by default), ``pipeline`` is a single chain (fanout 1) cut into segments. SMPI has Open MPI's
 pipeline (``ompi_pipeline``) but no bcast chain, so ``chain`` is "not available" on SMPI for bcast.
+
+Segments. Open MPI cuts a message into segments of ``coll_tuned_<coll>_algorithm_segmentsize``
+bytes, and **0, its default, means no segmentation** (the parameter's own help text in
+``coll_tuned_bcast_decision.c``; ``COLL_BASE_COMPUTED_SEGCOUNT`` in ``coll_base_functions.h``
+keeps the whole count as one segment): a forced ``pipeline`` with no segment size, as seed 000
+forced it, is one chain that forwards the whole message P - 1 times. The kit forces Open MPI's
+segmented algorithms with :attr:`LibAlgorithm.ompi_segsize` bytes (8 KiB: the kit's choice, not
+Open MPI's). SimGrid's copies take no segment size: each picks its own from P and the message
+size, with the constants of the Open MPI 1.x decision functions they were copied from
+(:func:`smpi_segment`). So "pipeline" is three algorithms in the kit's sources: name it by its
+segments (:func:`describe`) wherever two of them meet.
 SMPI's ``ompi_split_bintree`` (bcast ``split_binary_tree``) is "not available" in the kit: in
 SimGrid 3.32 at P=48 on orfeo-thin it delivered wrong data (8 bytes: rank 1 got -1) or aborted
 in its SMP_linear fallback (1 KiB..16 KiB), found by collbench --check.
@@ -58,7 +69,8 @@ class LibAlgorithm:
     ompi_id : int or None
         Open MPI 4.1 coll/tuned id (``None``: not available).
     ompi_segsize : int
-        Segment size in bytes given to Open MPI (0: the library's own choice).
+        Segment size in bytes the kit gives Open MPI when it forces this algorithm (0: none given,
+        so Open MPI's default, 0 = no segmentation).
     mpich : str or None
         Value of ``MPIR_CVAR_<COLL>_INTRA_ALGORITHM`` (``None``: not available).
     smpi : str or None
@@ -93,7 +105,14 @@ TABLE = {
             ("default", 0, "auto", "default", "the library's own decision rules"),
             ("basic_linear", 1, None, "flattree", "root sends to every rank in turn"),
             ("chain", 2, None, None, "root feeds fanout chains (Open MPI: 4 chains by default)"),
-            ("pipeline", 3, None, "ompi_pipeline", "one chain, message cut into segments", 8192),
+            (
+                "pipeline",
+                3,
+                None,
+                "ompi_pipeline",
+                "one chain, message cut into segments (Open MPI: 8 KiB, the kit's; SMPI: SimGrid's)",
+                8192,
+            ),
             ("split_binary_tree", 4, None, None, "two halves down a binary tree, then swap"),
             ("binary_tree", 5, None, None, "binary tree, two children per rank"),
             ("binomial", 6, "binomial", "binomial_tree", "binomial tree, log2(p) rounds"),
@@ -119,8 +138,21 @@ TABLE = {
         [
             ("default", 0, "auto", "default", "the library's own decision rules"),
             ("basic_linear", 1, None, "ompi_basic_linear", "root receives from every rank in turn"),
-            ("chain", 2, None, "ompi_chain", "fanout chains towards the root"),
-            ("pipeline", 3, None, "ompi_pipeline", "one chain, message cut into segments", 8192),
+            (
+                "chain",
+                2,
+                None,
+                "ompi_chain",
+                "fanout chains towards the root (SMPI: SimGrid's, P/2 chains, 64 KiB segments)",
+            ),
+            (
+                "pipeline",
+                3,
+                None,
+                "ompi_pipeline",
+                "one chain, message cut into segments (Open MPI: 8 KiB, the kit's; SMPI: SimGrid's)",
+                8192,
+            ),
             ("binary", 4, None, "ompi_binary", "binary tree"),
             ("binomial", 5, "binomial", "ompi_binomial", "binomial tree"),
             ("in_order_binary", 6, None, "ompi_in_order_binary", "binary tree keeping operand order"),
@@ -321,6 +353,138 @@ def settings(flavour, collective, name, segsize=None, chain_fanout=None):
         }
         return Settings(env=env)
     return Settings(args=[f"--cfg=smpi/{collective}:{alg.smpi}"])
+
+
+#: Where SimGrid 3.32 decides the segments of its copies of Open MPI's algorithms.
+SMPI_SEGMENT_SOURCES = {
+    ("bcast", "pipeline"): "src/smpi/colls/bcast/bcast-ompi-pipeline.cpp",
+    ("reduce", "chain"): "src/smpi/colls/reduce/reduce-ompi.cpp (reduce__ompi_chain)",
+    ("reduce", "pipeline"): "src/smpi/colls/reduce/reduce-ompi.cpp (reduce__ompi_pipeline)",
+    ("reduce", "binary"): "src/smpi/colls/reduce/reduce-ompi.cpp (reduce__ompi_binary)",
+    ("reduce", "binomial"): "src/smpi/colls/reduce/reduce-ompi.cpp (reduce__ompi_binomial)",
+    ("allreduce", "segmented_ring"): "src/smpi/colls/allreduce/allreduce-ompi-ring-segmented.cpp",
+}
+
+#: SimGrid 3.32's rules, in words (for tables and notebooks): (short, in full); n is the
+#: message in bytes.
+SMPI_SEGMENT_RULES = {
+    ("bcast", "pipeline"): (
+        "16 or 128 KiB",
+        "128 KiB segments, but 16 KiB where 2.11 + 1.61e-6 n <= P < 8.79 + 3.21e-6 n (up to 1 MiB: "
+        "P = 3..8, and P = 10..12 from 512 KiB; 64 KiB appears only above 1.2 MB)",
+    ),
+    ("reduce", "chain"): ("P/2 chains, 64 KiB", "P/2 chains (fan-out P/2), 64 KiB segments"),
+    ("reduce", "pipeline"): (
+        "1, 32 or 64 KiB",
+        "1 KiB segments where P > 9.71 + 4.0e-5 n, else 32 KiB where P > 1.68 + 3.2e-6 n, else 64 KiB",
+    ),
+    ("reduce", "binary"): ("32 KiB", "32 KiB segments"),
+    ("reduce", "binomial"): (
+        "none or 1 KiB",
+        "unsegmented below 2 KiB (and below 20 KiB at P < 8), else 1 KiB segments where "
+        "P > 1.35 + 5.9e-4 n, else unsegmented",
+    ),
+    ("allreduce", "segmented_ring"): ("1 MiB", "1 MiB segments"),
+}
+
+
+def smpi_segment(collective, name, nprocs, nbytes):
+    """The segment size (bytes; 0: one segment) SimGrid 3.32 uses for its copy of an Open MPI
+    algorithm at ``nprocs`` processes and an ``nbytes`` message.
+
+    SimGrid takes no segment size: ``bcast__ompi_pipeline`` and the ``reduce__ompi_*`` functions
+    choose their own, with the constants of the Open MPI 1.x decision functions they were copied
+    from (:data:`SMPI_SEGMENT_SOURCES`; :data:`SMPI_SEGMENT_RULES` in words). A segment at least
+    as large as the message is one segment: the message goes whole.
+    """
+    name = canonical(collective, name)
+    n, p = float(nbytes), int(nprocs)
+    if (collective, name) == ("bcast", "pipeline"):
+        if p < 1.6134e-6 * n + 2.1102:
+            return 128 << 10
+        if p < 2.3679e-6 * n + 1.1787:
+            return 64 << 10
+        if p < 3.2118e-6 * n + 8.7936:
+            return 16 << 10
+        return 128 << 10
+    if (collective, name) == ("reduce", "chain"):
+        return 64 << 10
+    if (collective, name) == ("reduce", "pipeline"):
+        if p > 0.0410 / 1024 * n + 9.7128:
+            return 1 << 10
+        if p > 0.0033 / 1024 * n + 1.6761:
+            return 32 << 10
+        return 64 << 10
+    if (collective, name) == ("reduce", "binary"):
+        return 32 << 10
+    if (collective, name) == ("reduce", "binomial"):
+        if (p < 8 and n < 20480) or n < 2048:
+            return 0
+        return 1 << 10 if p > 0.6016 / 1024 * n + 1.3496 else 0
+    if (collective, name) == ("allreduce", "segmented_ring"):
+        return 1 << 20
+    return 0
+
+
+def segmented(collective, name):
+    """True when the kit's forced runs of ``name`` cut messages into segments on some back-end
+    (Open MPI with :attr:`LibAlgorithm.ompi_segsize`, or SimGrid's own choice)."""
+    alg = lookup(collective, name)
+    return bool(alg.ompi_segsize) or (collective, alg.name) in SMPI_SEGMENT_RULES
+
+
+def segment_size(flavour, collective, name, nprocs, nbytes, segsize=None):
+    """The segment size in bytes (0: the whole message at once) with which ``flavour`` runs
+    library algorithm ``name`` at ``nprocs`` processes and ``nbytes`` bytes, forced by the kit.
+
+    Open MPI: ``segsize`` if given, else :attr:`LibAlgorithm.ompi_segsize` for the algorithms
+    that segment (0 = no segmentation, Open MPI's default); SMPI: :func:`smpi_segment`; MPICH's
+    forced broadcasts and reductions are not segmented (0). A segment at least as large as the
+    message counts as 0: the schedules are the same.
+    """
+    check_flavour(flavour)
+    alg = lookup(collective, name)
+    if flavour == "smpi":
+        seg = smpi_segment(collective, alg.name, nprocs, nbytes)
+    elif flavour == "openmpi":
+        seg = alg.ompi_segsize if segsize is None else int(segsize)
+    else:
+        seg = 0
+    return 0 if seg >= int(nbytes) else seg
+
+
+def _size(nbytes):
+    b = int(nbytes)
+    return (
+        f"{b >> 20} MiB"
+        if b and b % (1 << 20) == 0
+        else f"{b >> 10} KiB"
+        if b and b % 1024 == 0
+        else f"{b} B"
+    )
+
+
+def describe(flavour, collective, name, segsize=None):
+    """A name that says how the algorithm cuts its messages, e.g. ``"pipeline, 8 KiB segments"``
+    (Open MPI as the kit forces it), ``"chain, unsegmented"`` (``segsize=0``, seed 000's forced
+    pipeline) or ``"pipeline, SimGrid's segments (...)"``; the plain name for an algorithm that
+    does not segment.
+    """
+    check_flavour(flavour)
+    alg = lookup(collective, name)
+    if flavour == "smpi" and (collective, alg.name) in SMPI_SEGMENT_RULES:
+        return f"{alg.name}, SimGrid's {SMPI_SEGMENT_RULES[(collective, alg.name)][0]} segments"
+    seg = alg.ompi_segsize if segsize is None else int(segsize)
+    if flavour != "openmpi" or (
+        not seg and alg.ompi_segsize == 0 and segsize is None and alg.name != "chain"
+    ):
+        return alg.name
+    if seg == 0 and alg.name == "pipeline":
+        return "chain, unsegmented (a pipeline forced with segment size 0, Open MPI's default)"
+    if alg.name == "chain" and flavour == "openmpi":
+        cut = f"{_size(seg)} segments" if seg else "unsegmented"
+        return f"chain, 4 chains (Open MPI's default fan-out), {cut}"
+    return f"{alg.name}, {_size(seg)} segments" if seg else f"{alg.name}, unsegmented"
 
 
 def table_rows():

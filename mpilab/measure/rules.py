@@ -13,8 +13,15 @@ Rules file format (Open MPI 4.1 ``coll_tuned_dynamic_file.c``), whitespace-separ
     <message size> <algorithm id> <fan in/out> <segment size>   # from this many bytes up
 
 Use it with ``--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename F``
-and no ``coll_tuned_<coll>_algorithm``. The kit writes no comments (the 4.1 reader would take
-digits inside a comment for numbers).
+and no ``coll_tuned_<coll>_algorithm``. A ``#`` starts a comment that runs to the end of its line:
+Open MPI 4.1's reader (``ompi_coll_base_file_getnext_long`` in ``coll_base_util.c``) skips it, and
+so does :func:`read_ompi_rules`. Any other text that is not a number is skipped character by
+character by Open MPI, so digits in it would be read as numbers: start every comment with ``#``.
+
+Segment size. The last number of a rule is the segment size in bytes, 0 = no segmentation (the
+whole message at once), as for ``coll_tuned_<coll>_algorithm_segmentsize``. A rule for a
+segmented algorithm measured elsewhere takes the segment size it was measured with: SimGrid's
+pipeline chose its own (:func:`mpilab.measure.libalgs.smpi_segment`).
 
 Message size. Open MPI 4.1 (``coll_tuned_decision_dynamic.c``) compares the file's message
 sizes with count × datatype size for bcast, reduce and allreduce, the kit's ``bytes``; for
@@ -132,13 +139,15 @@ def read_ompi_rules(path):
     )
 
 
-def rules_choose(rules, collective, nprocs, nbytes):
-    """The algorithm a rules table (from :func:`read_ompi_rules`) gives Open MPI for one call.
+def rules_rule(rules, collective, nprocs, nbytes):
+    """The rule (a row of :func:`read_ompi_rules`: algorithm, faninout, segsize, ...) that a rules
+    table gives Open MPI for one call, or ``None`` when no rule applies (Open MPI then uses its
+    fixed decisions).
 
     As coll/tuned does: the communicator rule with the largest size not above ``nprocs``, then
     its message rule with the largest size not above the message size. ``nbytes`` is the kit's
     ``bytes``; for allgather Open MPI's message size is ``nbytes × nprocs`` (the gathered
-    buffer). ``None`` when no rule applies (Open MPI then uses its fixed decisions).
+    buffer).
     """
     r = rules[(rules["collective"] == collective) & (rules["comm_size"] <= nprocs)]
     if r.empty:
@@ -148,7 +157,14 @@ def rules_choose(rules, collective, nprocs, nbytes):
     r = r[r["msg_size"] <= msg]
     if r.empty:
         return None
-    return r.sort_values("msg_size").iloc[-1]["algorithm"]
+    return r.sort_values("msg_size").iloc[-1]
+
+
+def rules_choose(rules, collective, nprocs, nbytes):
+    """The algorithm a rules table (from :func:`read_ompi_rules`) gives Open MPI for one call
+    (:func:`rules_rule`), or ``None`` when no rule applies."""
+    rule = rules_rule(rules, collective, nprocs, nbytes)
+    return None if rule is None else rule["algorithm"]
 
 
 def rules_settings(path):

@@ -1,5 +1,5 @@
-"""Statistics you can defend: repetitions, medians with confidence intervals, shuffled order,
-boxplots per process count, and measured-vs-reference comparisons (001_a968b7c01287fc38.txt:
+"""Statistics you can defend: repetitions, medians with intervals that carry their real coverage,
+shuffled order, boxplots per process count, and measured-vs-reference comparisons (001_a968b7c01287fc38.txt:
 30 launches × 100 measures, medians and boxplots, values read off the paper's figures). The
 correlation of a probe with a collective per group (lab 5's graded question) is the answer key's
 (``mpilab_key.stats``).
@@ -9,6 +9,7 @@ A results table holds one row per (point, repetition); each row's timing column 
 """
 
 import random
+from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -54,30 +55,101 @@ def _values(df, value):
     raise UsageError(f"no timing column {value!r}; columns: {', '.join(df.columns)}")
 
 
-def median_ci(samples, confidence=0.95, method="bootstrap", n_resamples=2000, seed=0):
-    """Median of ``samples`` with a confidence interval.
+#: Fewest samples for which a percentile bootstrap of the median is given its nominal confidence:
+#: below, it resamples too few distinct values (its interval is at most [min, max], whose true
+#: coverage is 1 - 2^(1-n)) and :func:`median_ci` refuses it.
+BOOTSTRAP_MIN = 20
+
+
+class MedianCI(NamedTuple):
+    """A median and an interval for it, with the interval's coverage.
+
+    ``coverage`` is the probability that such an interval holds the true median: exact for the
+    order-statistic interval of independent samples from a continuous distribution, the nominal
+    confidence (approximate) for the bootstrap. It is below the confidence asked for when there
+    are too few samples: the interval is then [min, max] and says so.
+    """
+
+    median: float
+    low: float
+    high: float
+    coverage: float
+    method: str
+
+
+def order_interval(n, confidence=0.95):
+    """The order statistics that bound the median: ``(r, coverage)``.
+
+    With the samples sorted, ``x[r - 1] .. x[n - r]`` (1-based: the r-th smallest to the r-th
+    largest) holds the true median with probability ``1 - 2·P(B <= r - 1)``, B ~ Binomial(n, 1/2):
+    the number of samples below the median. ``r`` is the largest (narrowest interval) whose
+    coverage reaches ``confidence``; when even [min, max] (r = 1) does not, r = 1 and its coverage,
+    ``1 - 2^(1 - n)``: 50 % for 2 samples, 75 % for 3, 94 % for 5, 97 % for 6.
+    """
+    n = int(n)
+    if n < 1:
+        raise UsageError(f"order_interval needs at least one sample, got n = {n}")
+    if not 0 < confidence < 1:
+        raise UsageError(f"bad confidence {confidence!r}; valid: a number between 0 and 1, e.g. 0.95")
+    best = 1
+    for r in range(1, (n + 1) // 2 + 1):
+        if 1 - 2 * _st.binom.cdf(r - 1, n, 0.5) >= confidence:
+            best = r
+        else:
+            break
+    return best, float(max(0.0, 1 - 2 * _st.binom.cdf(best - 1, n, 0.5)))
+
+
+def runs_needed(confidence=0.95):
+    """The fewest samples whose [min, max] is an order-statistic interval of the median with at
+    least ``confidence`` coverage (6 for 95 %, 8 for 99 %)."""
+    n = 1
+    while order_interval(n, confidence)[1] < confidence:
+        n += 1
+    return n
+
+
+def median_ci(samples, confidence=0.95, method="order", n_resamples=2000, seed=0):
+    """Median of ``samples`` with an interval, and the interval's real coverage.
 
     Parameters
     ----------
     samples : array_like
     confidence : float
-    method : {'bootstrap', 'order'}
-        ``bootstrap``: percentile bootstrap of the median (scipy.stats.bootstrap).
-        ``order``: distribution-free order-statistic interval from the binomial(n, 1/2).
+        The coverage asked for.
+    method : {'order', 'bootstrap'}
+        ``order``: the distribution-free order-statistic interval (:func:`order_interval`),
+        whose coverage is exact and is returned even when it falls short of ``confidence``
+        (too few samples). ``bootstrap``: percentile bootstrap of the median
+        (scipy.stats.bootstrap), only from :data:`BOOTSTRAP_MIN` samples on.
 
     Returns
     -------
-    (float, float, float)
-        median, low, high (low = high = median for a single sample).
+    MedianCI
+        median, low, high, coverage, method (``low = high = median`` for one sample, coverage 0).
+
+    Raises
+    ------
+    UsageError
+        No sample; a bootstrap of fewer than :data:`BOOTSTRAP_MIN` samples; an unknown method.
     """
     x = np.sort(np.asarray(samples, dtype=float))
     x = x[~np.isnan(x)]
     if x.size == 0:
         raise UsageError("median_ci needs at least one sample")
     med = float(np.median(x))
-    if x.size < 2 or np.all(x == x[0]):
-        return med, med, med
+    if method not in ("order", "bootstrap"):
+        raise UsageError(f"unknown method {method!r}; valid: order, bootstrap")
+    if x.size == 1:
+        return MedianCI(med, med, med, 0.0, method)
     if method == "bootstrap":
+        if x.size < BOOTSTRAP_MIN:
+            raise UsageError(
+                f"a bootstrap interval of the median from {x.size} samples does not have its nominal "
+                f"coverage; valid: at least {BOOTSTRAP_MIN} samples, or method='order' (exact coverage)"
+            )
+        if np.all(x == x[0]):
+            return MedianCI(med, med, med, float(confidence), method)
         res = _st.bootstrap(
             (x,),
             np.median,
@@ -86,35 +158,44 @@ def median_ci(samples, confidence=0.95, method="bootstrap", n_resamples=2000, se
             n_resamples=n_resamples,
             random_state=seed,
         )
-        return med, float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if method == "order":
-        lo_k, hi_k = _st.binom.interval(confidence, x.size, 0.5)
-        lo = max(int(lo_k) - 1, 0)
-        hi = min(int(hi_k), x.size - 1)
-        return med, float(x[lo]), float(x[hi])
-    raise UsageError(f"unknown method {method!r}; valid: bootstrap, order")
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        return MedianCI(med, lo, hi, float(confidence), method)
+    r, coverage = order_interval(x.size, confidence)
+    return MedianCI(med, float(x[r - 1]), float(x[x.size - r]), coverage, method)
 
 
-def summarize(df, value="maxrank_avg_us", by=None, confidence=0.95, method="bootstrap"):
-    """Median and confidence interval per measurement point, over its repetitions.
+def describe_coverage(coverage, n=None):
+    """Words for an interval's coverage, e.g. ``"95 % interval"`` or, below the 95 % asked for,
+    ``"75 % interval, [min, max] of 3 runs"``."""
+    text = f"{100 * float(coverage):.0f} % interval"
+    if n is not None and order_interval(n)[0] == 1:
+        text += f", [min, max] of {int(n)} runs"
+    return text
+
+
+def summarize(df, value="maxrank_avg_us", by=None, confidence=0.95, method="order"):
+    """Median and interval per measurement point, over its repetitions (:func:`median_ci`).
 
     Returns
     -------
     pandas.DataFrame
-        ``by`` columns plus ``n``, ``median_us``, ``ci_low_us``, ``ci_high_us``.
+        ``by`` columns plus ``n``, ``median_us``, ``ci_low_us``, ``ci_high_us`` and ``coverage``
+        (the interval's real coverage: below ``confidence`` where a point has too few
+        repetitions, see :func:`runs_needed`).
     """
     by = [c for c in (by or POINT) if c in df.columns]
     d = df.assign(_v=_values(df, value))
     out = []
     for key, g in d.groupby(by, dropna=False, sort=True):
-        med, lo, hi = median_ci(g["_v"], confidence, method)
+        ci = median_ci(g["_v"], confidence, method)
         out.append(
             dict(
                 zip(by, key if isinstance(key, tuple) else (key,)),
                 n=len(g),
-                median_us=med,
-                ci_low_us=lo,
-                ci_high_us=hi,
+                median_us=ci.median,
+                ci_low_us=ci.low,
+                ci_high_us=ci.high,
+                coverage=ci.coverage,
             )
         )
     return pd.DataFrame(out)

@@ -47,9 +47,9 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from mpilab.core import paths, results
+from mpilab.core import results
 from mpilab.core.errors import UsageError, one_of
-from mpilab.grade import harness, runner, sandbox
+from mpilab.grade import references, runner, sandbox
 from mpilab.measure import driver, launch
 from mpilab.measure.driver import BenchOptions
 from mpilab.model import stats
@@ -163,8 +163,10 @@ class Grid:
 #: seed's 30 launches x 100 measures, for the record; in a deterministic simulator it gives the
 #: same medians as ``full`` at ten times the cost.
 GRIDS = {
-    "quick": Grid(nprocs=(16, 32), repetitions=2, iters=2),
-    "default": Grid(nprocs=(16, 32, 64, 128), repetitions=3, iters=5),
+    # six repetitions: [min, max] of six is a 97 % interval of the median (mpilab.model.stats);
+    # SMPI is deterministic, so fewer iterations per launch lose nothing
+    "quick": Grid(nprocs=(16, 32), repetitions=6, iters=1),
+    "default": Grid(nprocs=(16, 32, 64, 128), repetitions=6, iters=2),
     "full": Grid(nprocs=NPROCS_PAPER, repetitions=3, iters=10, warmup=2),
     "paper": Grid(nprocs=NPROCS_PAPER, repetitions=30, iters=100, warmup=2),
 }
@@ -206,8 +208,9 @@ def build_bench(allreduce_c, work=None, reduce_c=None):
 
     Parameters
     ----------
-    allreduce_c : path
-        The student's ``allreduce_two_level.c``.
+    allreduce_c : path or mpilab.grade.references.Compiled
+        The student's ``allreduce_two_level.c``, or the kit's compiled reference
+        (``references.reference("allreduce_two_level")``: the program is ready, nothing is built).
     work : str, optional
         Directory to build in (default: a new scratch directory).
     reduce_c : path, optional
@@ -224,24 +227,13 @@ def build_bench(allreduce_c, work=None, reduce_c=None):
     mpilab.grade.harness.BuildError
         A file that is missing or does not compile (the compiler's words).
     """
+    if isinstance(allreduce_c, references.Compiled):
+        if reduce_c is not None:
+            raise UsageError("the compiled reference of the two-level allreduce is built without a reduce")
+        return allreduce_c.scratch()
     sources = [os.fspath(allreduce_c)] + ([os.fspath(reduce_c)] if reduce_c else [])
     defines = ["WITH_REDUCE_TWO_LEVEL"] if reduce_c else []
-    # bench_reduce.c prints the drivers' provenance block: labprov.h goes next to it
-    header = paths.c_reference_dir() / "include" / "labprov.h"
-    if work is None:
-        work = sandbox.scratch_dir([header])
-    else:
-        shutil.copy(header, work)
-    with importlib.resources.as_file(_data("bench_reduce.c")) as bench:
-        return harness.build(
-            [bench, *sources],
-            "smpi",
-            "bench_reduce",
-            defines,
-            work=work,
-            smpi_nodes=True,
-            student=allreduce_c,
-        )
+    return references.build_bench_reduce(sources, defines, work=work, student=allreduce_c)
 
 
 def jobs(g, with_reduce=False):
@@ -571,7 +563,8 @@ _POINT = ["collective", "algorithm", "bytes", "nprocs"]
 
 
 def summary(df, value=VALUE):
-    """Median and 95 % CI over the repetitions of each point (:func:`mpilab.model.stats.summarize`)."""
+    """Median and interval over the repetitions of each point, with the interval's real coverage
+    (:func:`mpilab.model.stats.summarize`: 95 % from 6 repetitions on, [min, max] below)."""
     return stats.summarize(df, value=value, by=[c for c in _POINT + ["platform"] if c in df])
 
 
@@ -639,7 +632,8 @@ def compare(df, value=VALUE, figures=None):
             data_line, caps, bars = measured.lines
             for artist in (data_line, *caps, *bars, paper):
                 artist.set_color(colour)
-            measured.set_label(f"{algo} (simulated median, 95 % CI)")
+            cover = stats.describe_coverage(joined["coverage"].min(), int(joined["n"].min()))
+            measured.set_label(f"{algo} (simulated median, {cover})")
             paper.set_label(f"{PAPER_LABELS[algo]} (paper)")
             joined.insert(0, "algorithm", algo)
             joined.insert(0, "bytes", nbytes)

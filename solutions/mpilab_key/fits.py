@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from mpilab.core.errors import UsageError
+from mpilab.grade.checks.fits import MIN_POINTS
 from mpilab.model.fits import segmented_fit
 
 
@@ -55,22 +56,24 @@ REPORT_CUTS = (12, 24, 36)
 R2_TOLERANCE = 0.01
 
 
-def best_r2(x, y, segments=4):
-    """R² of the best ``segments``-segment least-squares fit (every admissible set of breakpoints)."""
-    return segmented_fit(x, y, segments=segments, min_points=2).r2
+def best_r2(x, y, segments=4, min_points=MIN_POINTS):
+    """R² of the best ``segments``-segment least-squares fit (every set of breakpoints that leaves
+    at least ``min_points`` points to each segment)."""
+    return segmented_fit(x, y, segments=segments, min_points=min_points).r2
 
 
 def cuts_r2(x, y, cuts=REPORT_CUTS):
     """R² of least-squares lines on the ranges between fixed ``cuts`` (a cut starts a segment).
 
-    NaN when a range holds fewer than two distinct P (the cuts do not fit these points).
+    NaN when a range holds fewer than :data:`MIN_POINTS` distinct P (the cuts do not fit these
+    points: a line through two points says nothing).
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     edges = [-np.inf, *cuts, np.inf]
     yhat = np.empty_like(y)
     for lo, hi in zip(edges, edges[1:]):
         m = (x >= lo) & (x < hi)
-        if len(np.unique(x[m])) < 2:
+        if len(np.unique(x[m])) < MIN_POINTS:
             return float("nan")
         yhat[m] = np.polyval(np.polyfit(x[m], y[m], 1), x[m])
     spread = float(np.sum((y - y.mean()) ** 2))

@@ -5,7 +5,8 @@ For each lab it writes, under ``dist/instructor-guide/<lab>/``:
 * ``<lab>.ipynb`` and ``<lab>.html``: the solution notebook executed on this machine, with its
   outputs (the C solutions in place of the skeletons);
 * ``guide.md``: what students learn (the notebook's own opening and closing), a timing plan,
-  every graded cell with its points, what the grader checks and its hidden cases, the rubric of
+  every graded cell with its points, what the grader checks and its hidden cases (of every
+  cell, C or not: :func:`hidden_cases`), the rubric of
   the cells graded by hand, the numbers the rubric quotes as measured on this run, and the
   common wrong answers with the feedback each gets from the trusted grader.
 
@@ -33,6 +34,8 @@ from nbconvert import HTMLExporter
 from mpilab.core import paths
 from mpilab.grade import judge
 from mpilab.grade.answers import encode
+from mpilab.grade.checks.costs import CostVerdict
+from mpilab.model import costs
 from mpilab_key import InNotebook
 
 SOLUTIONS = Path(__file__).resolve().parents[1]
@@ -133,6 +136,22 @@ def wrong_answers(lab, values=None):
     return rows
 
 
+def hidden_cases(lab, gid):
+    """What the grader checks of cell ``gid`` that the notebook's visible check does not: the
+    hidden runs of a C verdict, the points a cost is compared at, and for every other verdict the
+    rubric's own words (its GUIDE's ``hidden``). Empty only where the rubric says nothing."""
+    rubric = importlib.import_module(f"mpilab_key.rubrics.{lab}")
+    verdict = rubric.RUBRIC.get(gid)
+    out = [r.label for r in getattr(verdict, "runs", ()) if r.hidden]
+    if isinstance(verdict, CostVerdict):
+        pts = costs.check_points(verdict.domain)
+        out.append("the value, α and β terms apart, at (p, n) = " + ", ".join(f"({p}, {n})" for p, n in pts))
+    said = getattr(rubric, "GUIDE", {}).get("hidden", {}).get(gid)
+    if said:
+        out.append(said)
+    return "; ".join(out)
+
+
 def guide_page(lab, nb, elapsed, measured, wrong):
     rubric = importlib.import_module(f"mpilab_key.rubrics.{lab}")
     info = getattr(rubric, "GUIDE", {})
@@ -164,11 +183,9 @@ def guide_page(lab, nb, elapsed, measured, wrong):
     ]
     for cell, meta in _cells(nb, "test"):
         doc = re.match(r'\s*"""(.*?)"""', cell.source, flags=re.S)
-        verdict = rubric.RUBRIC.get(meta["grade_id"])
-        hidden = [r.label for r in getattr(verdict, "runs", ()) if r.hidden]
         lines.append(
             f"| {meta['grade_id']} | {meta.get('points', 0)} | {doc.group(1) if doc else ''} | "
-            f"{'; '.join(hidden) or '—'} |"
+            f"{hidden_cases(lab, meta['grade_id'])} |"
         )
     lines += ["", "## Cells graded by hand, with their rubric", ""]
     for cell, meta in _cells(nb, "manual"):

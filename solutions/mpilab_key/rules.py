@@ -10,7 +10,7 @@ from mpilab.measure import libalgs
 from mpilab.measure.rules import OMPI_COLL_IDS
 
 
-def write_ompi_rules(table, path, segsizes=None):
+def write_ompi_rules(table, path, segsizes=None, comments=False):
     """Write ``table`` (from :func:`mpilab_key.decision.decision_table`) as an Open MPI 4.1 dynamic rules
     file.
 
@@ -23,8 +23,13 @@ def write_ompi_rules(table, path, segsizes=None):
     ----------
     table : pandas.DataFrame
     path : str or Path
-    segsizes : dict, optional
-        ``{(collective, algorithm): bytes}`` overriding the table's default segment sizes.
+    segsizes : dict or callable, optional
+        ``{(collective, algorithm): bytes}`` overriding the segment sizes the kit forces on Open
+        MPI (:attr:`mpilab.measure.libalgs.LibAlgorithm.ompi_segsize`), or a function of a table
+        row giving its segment size (for a table measured on SMPI: the segments SimGrid cut the
+        row's messages into, :func:`mpilab.measure.libalgs.segment_size`). 0 = no segmentation.
+    comments : bool
+        Say what each number is after a ``#`` (Open MPI 4.1 skips a ``#`` to the end of its line).
 
     Raises
     ------
@@ -35,8 +40,12 @@ def write_ompi_rules(table, path, segsizes=None):
     """
     segsizes = segsizes or {}
     lines = []
+
+    def line(numbers, why):
+        lines.append(f"{numbers:<16}  # {why}" if comments else numbers)
+
     colls = sorted(table["collective"].unique(), key=lambda c: OMPI_COLL_IDS.get(c, 99))
-    lines.append(f"{len(colls)}")
+    line(f"{len(colls)}", "collectives in this file")
     for coll in colls:
         if coll not in OMPI_COLL_IDS:
             raise UsageError(
@@ -51,11 +60,11 @@ def write_ompi_rules(table, path, segsizes=None):
             pmax = int(rules["nprocs_max"].max())
             at = [int(pmin)] + ([pmax] if coll == "allgather" and pmax != pmin else [])
             blocks += [(p, p if coll == "allgather" else 1, rules) for p in at]
-        lines.append(f"{OMPI_COLL_IDS[coll]}")
-        lines.append(f"{len(blocks)}")
+        line(f"{OMPI_COLL_IDS[coll]}", f"{coll}")
+        line(f"{len(blocks)}", "communicator-size blocks")
         for i, (p, scale, rules) in enumerate(blocks):
-            lines.append(f"{1 if i == 0 else p}")
-            lines.append(f"{len(rules)}")
+            line(f"{1 if i == 0 else p}", f"from {1 if i == 0 else p} process{'' if i == 0 else 'es'} up")
+            line(f"{len(rules)}", "message-size rules")
             for j, (_, r) in enumerate(rules.iterrows()):
                 alg = libalgs.lookup(coll, r["algorithm"])
                 if alg.ompi_id is None:
@@ -63,9 +72,16 @@ def write_ompi_rules(table, path, segsizes=None):
                         f"{coll} algorithm {r['algorithm']!r} is not available on "
                         f"openmpi; it cannot go into a rules file"
                     )
-                seg = segsizes.get((coll, alg.name), alg.ompi_segsize)
+                seg = (
+                    int(segsizes(r))
+                    if callable(segsizes)
+                    else segsizes.get((coll, alg.name), alg.ompi_segsize)
+                )
                 start = 0 if j == 0 else int(r["bytes_min"]) * scale
-                lines.append(f"{start} {alg.ompi_id} 0 {seg}")
+                line(
+                    f"{start} {alg.ompi_id} 0 {seg}",
+                    f"from {start} B: {alg.name}, " + (f"{seg}-byte segments" if seg else "unsegmented"),
+                )
     text = "\n".join(lines) + "\n"
     with open(path, "w") as f:
         f.write(text)

@@ -16,6 +16,9 @@ from mpilab.grade.checks.tables import frame, table_case
 
 #: The columns of a fit table.
 COLUMNS = ("collective", "algorithm", "lower", "upper", "intercept", "slope")
+#: Measured points a segment's range must hold: a line through two points fits them exactly,
+#: so its R² would say nothing about the data.
+MIN_POINTS = 3
 
 
 def piecewise_r2(segments, x, y):
@@ -63,9 +66,26 @@ def curves(table, value="avg_us"):
     return out
 
 
-def fit_form_cases(fits, data, segments=4, value="avg_us"):
+def thin_segments(segments, x, min_points=MIN_POINTS):
+    """The ranges ``(lower, upper, points)`` of a curve's segments that hold fewer than
+    ``min_points`` of its measured P (a P on a shared end counts for both sides)."""
+    x = np.unique(np.asarray(x, dtype=float))
+    try:
+        seg = segments[["lower", "upper"]].to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for lo, hi in seg:
+        k = int(np.sum((x >= lo) & (x <= hi)))
+        if k < min_points:
+            out.append((lo, hi, k))
+    return out
+
+
+def fit_form_cases(fits, data, segments=4, value="avg_us", min_points=MIN_POINTS):
     """The visible checks of a fit table: one case per curve of ``data`` (the results at one
-    size): it has ``segments`` segments whose ranges hold every measured P.
+    size): it has ``segments`` segments whose ranges hold every measured P, each at least
+    ``min_points`` of them.
 
     Returns
     -------
@@ -86,6 +106,7 @@ def fit_form_cases(fits, data, segments=4, value="avg_us"):
             out.append(Case(title, False, f"{len(rows)} segment(s) in fits, expected {segments}"))
             continue
         r2, uncovered = piecewise_r2(rows, x, y)
+        thin = thin_segments(rows, x, min_points)
         if uncovered:
             out.append(
                 Case(
@@ -96,6 +117,16 @@ def fit_form_cases(fits, data, segments=4, value="avg_us"):
             )
         elif r2 != r2:
             out.append(Case(title, False, "a segment's bounds, intercept or slope is not a number"))
+        elif thin:
+            lo, hi, k = thin[0]
+            out.append(
+                Case(
+                    title,
+                    False,
+                    f"the segment P = {lo:g}..{hi:g} holds {k} measured P: each segment needs at least "
+                    f"{min_points} (a line through two points fits them exactly)",
+                )
+            )
         else:
             out.append(Case(f"{title} (R² = {r2:.4f})", True))
     return out

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from mpilab.grade import runner
+from mpilab.grade import harness, references, runner
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import costs as cost_checks
 from mpilab.model import costs
@@ -158,16 +158,9 @@ def k_simulated_case(answer, sweep, platform, nprocs, nbytes, alpha_us, beta_us_
     )
 
 
-def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
-    """One case: the sweep's rows at (``platform``, ``nprocs``) are what the grader's own SMPI run
-    of the submitted ``pipeline.c`` gives (SMPI is deterministic: the times agree to the
-    harness's printed precision, 0.001 µs; 0.01 µs is allowed)."""
-    name = f"your sweep is what your pipeline.c gives ({platform}, P = {nprocs})"
-    if c_file is None:
-        return Case(name, False, "pipeline.c is not in the submission", hidden=hidden)
-    sweep, bad = _table(sweep, SWEEP_COLUMNS, "sweep")
-    if bad:
-        return Case(name, False, bad.message, hidden=hidden)
+def _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes):
+    """Why the sweep's rows at (``platform``, ``nprocs``) are not what ``c_file`` (a file or a
+    compiled reference) gives there, or None when they are."""
     try:
         got = runner.benchmark_bcast(
             {"pipeline": c_file},
@@ -178,21 +171,43 @@ def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
             platform=platform,
             native=False,
         )
-    except AssertionError as exc:
-        return Case(name, False, f"the grader could not time your pipeline.c: {exc}", hidden=hidden)
+    except (AssertionError, harness.BuildError) as exc:
+        return f"the grader could not time it: {exc}"
     mine = sweep[(sweep["platform"].astype(str) == platform) & (sweep["nprocs"] == nprocs)]
     theirs = mine.groupby("segsize")["maxrank_avg_us"].median()
     for r in got.itertuples():
         if r.segsize not in theirs.index or abs(theirs[r.segsize] - r.maxrank_avg_us) > 0.01:
             have = f"{theirs[r.segsize]:.3f} us" if r.segsize in theirs.index else "no row"
-            return Case(
-                name,
-                False,
-                f"segments of {r.segsize} B: the grader's run gives "
-                f"{r.maxrank_avg_us:.3f} us, your sweep {have}",
-                hidden=hidden,
+            return (
+                f"segments of {r.segsize} B: the grader's run gives {r.maxrank_avg_us:.3f} us, "
+                f"your sweep {have}"
             )
-    return Case(name, True, hidden=hidden)
+    return None
+
+
+def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
+    """One case: the sweep's rows at (``platform``, ``nprocs``) are what the grader's own SMPI run
+    of the submitted ``pipeline.c`` gives — or, when the notebook ran the section on the kit's
+    compiled reference (the student's file did not work yet:
+    :func:`mpilab.grade.references.or_reference`), what the reference gives: the section's grade
+    does not depend on the earlier C task (SMPI is deterministic: the times agree to the
+    harness's printed precision, 0.001 µs; 0.01 µs is allowed)."""
+    name = f"your sweep is what your pipeline.c gives ({platform}, P = {nprocs})"
+    sweep, bad = _table(sweep, SWEEP_COLUMNS, "sweep")
+    if bad:
+        return Case(name, False, bad.message, hidden=hidden)
+    why = (
+        "pipeline.c is not in the submission"
+        if c_file is None
+        else _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes)
+    )
+    if why is None:
+        return Case(name, True, hidden=hidden)
+    if _rerun_mismatch(references.reference("pipeline"), sweep, platform, nprocs, nbytes, segsizes) is None:
+        return Case(
+            name, True, "the sweep is the kit's compiled reference's, as the notebook ran it", hidden=hidden
+        )
+    return Case(name, False, f"{why} (nor is it the kit's compiled reference's)", hidden=hidden)
 
 
 def credited_if(gate, cases):

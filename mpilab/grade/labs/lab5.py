@@ -12,14 +12,14 @@ from mpilab.core.errors import ParseError
 from mpilab.grade.cases import Case
 from mpilab.grade.checks.tables import frame, slim, table_case
 from mpilab.grade.labs import Cell
-from mpilab.measure import rules
+from mpilab.measure import libalgs, rules
 
 #: The collective of the lab and the timing column its choices use.
 COLLECTIVE, VALUE = "bcast", "maxrank_avg_us"
 TABLE_COLUMNS = ("nprocs_min", "nprocs_max", "bytes_min", "bytes_max", "algorithm")
 RESULT_COLUMNS = ("algorithm", "nprocs", "bytes", VALUE)
 REGRET_COLUMNS = ("algorithm", "mean_regret", "max_regret")
-CORR_COLUMNS = ("algorithm", "bytes", "pearson_r")
+CORR_COLUMNS = ("algorithm", "bytes", "pearson_r", "spearman_rho")
 
 
 def points(results):
@@ -95,39 +95,67 @@ def rules_cases(rules_path, table, quiet):
     return file_cases(name, table, quiet)
 
 
+def segment_problem(segsize, measured, covered):
+    """Why a rule's segment size is not the one its points were measured with (None when it is).
+
+    ``measured`` is SimGrid's segment size at each point the rule covers
+    (:func:`libalgs.segment_size`, 0 where the message went in one piece), ``covered`` those
+    points' sizes. Where SimGrid cut the messages, the rule must give one of its segment sizes
+    (one rule can cover process counts where SimGrid chose differently); where it never did, the
+    rule must not cut them either (0, or a segment at least as large as the largest message).
+    """
+    used = sorted({m for m in measured if m})
+    if used:
+        return None if segsize in used else f"SimGrid cut them into {' or '.join(map(str, used))}-byte segments"
+    return None if segsize == 0 or segsize >= max(covered) else "SimGrid sent them whole (segment size 0)"
+
+
 def file_cases(path, table, quiet):
-    """The rules file at ``path`` against ``table`` at every measured point of ``quiet``."""
+    """The rules file at ``path`` against ``table`` at every measured point of ``quiet``: the
+    algorithm the table names, and for a segmented one (the pipeline) the segments it was
+    measured with (``quiet`` is simulated: SimGrid's, :func:`libalgs.segment_size`)."""
     try:
         read = rules.read_ompi_rules(path)
     except ParseError as exc:
         return [Case("Open MPI can read the file", False, str(exc))]
-    out = []
-    by_p = {}
+    wrong, by_rule = {}, {}
     for p, b in points(frame(quiet)):
-        by_p.setdefault(p, []).append(b)
-    for p, sizes in sorted(by_p.items()):
-        wrong = []
-        for b in sizes:
-            says = lookup(table, p, b)
-            got = rules.rules_choose(read, COLLECTIVE, p, b)
-            if len(says) == 1 and got != says[0]:
-                wrong.append(f"{b} B: the file makes Open MPI run {got or 'its fixed rules'}, the table says {says[0]}")
-        out.append(Case(f"P = {p}: the file follows the table", not wrong, "; ".join(wrong[:3])))
-    return out
+        wrong.setdefault(p, [])
+        says = lookup(table, p, b)
+        rule = rules.rules_rule(read, COLLECTIVE, p, b)
+        got = None if rule is None else rule["algorithm"]
+        if len(says) == 1 and got != says[0]:
+            wrong[p].append(f"{b} B: the file makes Open MPI run {got or 'its fixed rules'}, the table says {says[0]}")
+        elif got is not None and libalgs.segmented(COLLECTIVE, got):
+            key = (int(rule["comm_size"]), int(rule["msg_size"]), got, int(rule["segsize"]))
+            by_rule.setdefault(key, []).append((p, b))
+    for (comm, msg, alg, seg), pts in by_rule.items():
+        why = segment_problem(seg, [libalgs.segment_size("smpi", COLLECTIVE, alg, q, b) for q, b in pts],
+                              [b for _, b in pts])
+        for q in sorted({q for q, _ in pts}) if why else ():
+            wrong[q].append(f"the rule from {msg} B cuts {alg} into {seg}-byte segments (0: none), but the "
+                            f"messages of quiet it covers at P = {q} were measured otherwise: {why}")
+    return [Case(f"P = {p}: the file follows the table", not w, "; ".join(w[:3])) for p, w in sorted(wrong.items())]
 
 
-def corr_form_cases(corr, series):
-    bad = table_case(series, "series", RESULT_COLUMNS + ("probe_us",)) or table_case(corr, "corr", CORR_COLUMNS)
+def corr_form_cases(corr, study):
+    """The visible checks of the correlation table: one row per algorithm and size of ``study``
+    (the runs under randomised load), both coefficients between -1 and 1."""
+    bad = table_case(study, "study", RESULT_COLUMNS + ("probe_us",)) or table_case(corr, "corr", CORR_COLUMNS)
     if bad:
         return [bad]
-    corr, series = frame(corr), frame(series)
-    want = sorted({(str(a), int(b)) for a, b in zip(series["algorithm"], series["bytes"])})
+    corr, study = frame(corr), frame(study)
+    want = sorted({(str(a), int(b)) for a, b in zip(study["algorithm"], study["bytes"])})
     got = sorted({(str(a), int(b)) for a, b in zip(corr["algorithm"], corr["bytes"])})
-    out = [Case("corr has one row per algorithm and size of series", got == want and len(corr) == len(want),
-                f"corr has {len(corr)} rows for {len(got)} (algorithm, size) pairs; series has {len(want)}")]
-    r = corr["pearson_r"].astype(float)
-    out.append(Case("pearson_r is between -1 and 1", bool(((r.abs() <= 1 + 1e-9) | r.isna()).all()),
-                    "a correlation coefficient lies between -1 and 1"))
+    out = [Case("corr has one row per algorithm and size of study", got == want and len(corr) == len(want),
+                f"corr has {len(corr)} rows for {len(got)} (algorithm, size) pairs; study has {len(want)}")]
+    for col in ("pearson_r", "spearman_rho"):
+        try:
+            r = corr[col].astype(float)
+            ok = bool(((r.abs() <= 1 + 1e-9) | r.isna()).all())
+        except (TypeError, ValueError):
+            ok = False
+        out.append(Case(f"{col} is between -1 and 1", ok, "a correlation coefficient lies between -1 and 1"))
     return out
 
 
@@ -150,5 +178,5 @@ CELLS = {
     "regret_check": Cell(("regret", "quiet"), regret_form_cases, _NOTE, _slim),
     "rules_check": Cell(("rules_path", "table", "quiet"), rules_cases,
                         "The grader reads the file you handed in again, as Open MPI reads it.", _rules),
-    "corr_check": Cell(("corr", "series"), corr_form_cases, _NOTE, _slim),
+    "corr_check": Cell(("corr", "study"), corr_form_cases, _NOTE, _slim),
 }

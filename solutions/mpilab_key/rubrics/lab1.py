@@ -154,24 +154,40 @@ RUBRIC = {
 GUIDE = {
     "time": (
         "3.5 to 4.5 hours for a typical MSc student: about 1.5 h of reading (Open MPI's "
-        "forcing, the report, the design), 1 h for the sweeps, plots and fits (the simulated "
-        "sweeps themselves take 1 to 2 minutes), 30 min for the ranking and the ping-pong, "
+        "forcing, the report, the design), 1 h for the sweeps, plots and fits (the notebook's "
+        "runs took 8 minutes on a busy 2-core machine), 30 min for the ranking and the ping-pong, "
         "and 1 h for the two written answers"
     ),
     "sections": [
         ("1-3. Forcing an algorithm, the design, the SLURM job (reading, one run)", "45 min"),
-        ("4. The sweeps (simulated 1-2 min, real 1-3 min on 2 cores)", "30 min"),
+        ("4. The sweeps (the whole notebook's runs: 8 min on a busy 2-core machine)", "30 min"),
         ("5-7. Latency against P, a fixed size, the plot", "30 min"),
         ("8. Segmented fits (choosing breakpoints, one fit per curve)", "45 min to 1 h"),
         ("9. The point-to-point model and the α-β cost of two broadcasts", "30 min"),
         ("10. The ranking", "20 min"),
         ("11. Discussion (comparing with the report)", "45 min to 1 h"),
     ],
+    "hidden": {
+        gid: f"one point of fixed simulated again ({'; '.join(f'{c} {a} at P = {p}' for c, a, p in SPOT)}); "
+        + what
+        for gid, what in {
+            "plot_bcast": "the plot read as data against fixed (every algorithm's line, its values)",
+            "plot_reduce": "the plot read as data against fixed (every algorithm's line, its values)",
+            "fits_check": "each curve's R² against the best four-segment fit (at least three P per "
+            "segment) and the report's cuts at 12, 24, 36",
+            "ranking_check": "the order by the mean and by the median over the common P, near-ties "
+            "within 1 % either way",
+        }.items()
+    },
     "quotes": {
         "FIXED_BYTES of the solution": "FIXED_BYTES",
         "bcast ranking at FIXED_BYTES (simulated THIN, fastest first)": "ranking['bcast']",
         "reduce ranking at FIXED_BYTES": "ranking['reduce']",
         "simulated points below one message on the core link (section 9)": "len(too_fast)",
+        "simulated ping-pong fit, core/socket/node (section 9; the p2p rubric)": (
+            "p2p_fit[p2p_fit.flavour == 'smpi'][['mapping', 'segment', 'intercept', 'slope']]"
+            ".round(6).to_dict('records')"
+        ),
     },
     "wrong": {
         "fits_check": [

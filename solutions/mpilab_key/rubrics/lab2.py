@@ -46,6 +46,14 @@ GUIDE = {
         ("5. Benchmark and plots, and the prediction against the measurement", "45 min"),
         ("6. Model against measurement", "45 min"),
     ],
+    "hidden": {
+        "plot_check": "the plot read as data against the handed-in at4 (each algorithm's line, its values)",
+        "plot_p_check": "the plot read as data against the handed-in at16k (each line and its values)",
+        "prediction_check": (
+            f"the record prediction-lab2-thin.json written before the simulation, at every P of {P_SIM} "
+            f"and size of {SIZES}"
+        ),
+    },
     "quotes": {
         "fastest algorithm at P = 48, 16 KiB per process (simulated THIN)": (
             "at16k[at16k.nprocs == 48].sort_values('maxrank_avg_us').iloc[0]['algorithm']"
@@ -75,7 +83,7 @@ GUIDE = {
         ],
         "ring_correct": [
             (
-                "every rank sends first with blocking MPI_Send: a deadlock",
+                "every rank receives first with a blocking MPI_Recv: a deadlock",
                 {"ring.c": "tests/data/grading/ring_deadlock.c"},
             )
         ],

@@ -2,8 +2,8 @@
 
 import sympy
 
-from mpilab.grade.checks import Function, ccode, segments
-from mpilab.grade.checks.costs import CostVerdict
+from mpilab.grade.checks import Function, ccode, missing, segments
+from mpilab.grade.checks.costs import CostVerdict, value_cases
 from mpilab.grade.checks.prediction import PredictionVerdict
 from mpilab.grade.labs.lab6 import (
     C_FILES,
@@ -36,6 +36,27 @@ EXPECTED = {name: algorithms.entry("bcast", name).cost for name in C_FILES}
 K_OPT = sympy.sqrt((p - 2) * n * beta / alpha)
 
 
+#: The pipeline's cost counted the two ways the notebook accepts: every one of the k = ⌈n/s⌉
+#: segments a full one (min(n, s) bytes, the registry's), or k equal segments of n/k bytes, the
+#: textbook form (p + k − 2)(α + nβ/k). They differ only where s does not divide n.
+PIPELINE_FORMS = (
+    EXPECTED["pipeline"].expr,
+    (p + costs.SEGMENTS - 2) * (alpha + n * beta / costs.SEGMENTS),
+)
+
+
+def _pipeline_cost(answers, ctx):
+    """The pipeline's cost against each accepted form: the form it agrees with best counts."""
+    bad = missing(answers, "cost_pipeline")
+    if bad:
+        return [bad]
+    tries = [
+        value_cases(answers["cost_pipeline"], e, EXPECTED["pipeline"].domain, name="cost_pipeline")
+        for e in PIPELINE_FORMS
+    ]
+    return max(tries, key=lambda cases: sum(c.passed for c in cases))
+
+
 def _k_opt(answers, ctx):
     return segments.k_value_cases(answers["k_opt"], K_OPT) + [k_simulated(answers["k_opt"], answers["sweep"])]
 
@@ -53,6 +74,7 @@ def _best(answers, ctx):
 
 RUBRIC = {
     **{f"cost_{a}": CostVerdict(f"cost_{a}", e.expr, e.domain) for a, e in EXPECTED.items()},
+    "cost_pipeline": Function(_pipeline_cost, ("cost_pipeline",)),
     **{f"{a}_correct": ccode.BcastVerdict(f, a, RUNS) for a, f in C_FILES.items()},
     "best_seg_check": Function(_best, ("best_seg", "sweep")),
     "k_opt_check": Function(_k_opt, ("k_opt", "sweep")),
@@ -70,9 +92,19 @@ GUIDE = {
         ("3. Five broadcasts in C (roots other than 0, count < p, segments)", "3 to 5 h"),
         ("4. The segment-size sweep on THIN, a fat tree and a torus", "45 min"),
         ("5. Crossover maps: your costs, SMPI, Open MPI's fixed rules", "1 to 1.5 h"),
-        ("6. Seed 000 retold: the 1 KiB pipeline with 8 KiB segments", "45 min"),
+        ("6. Seed 000 retold: its forced pipeline was an unsegmented chain", "45 min"),
         ("7. Non-blocking: overlap measured for real and simulated", "45 min"),
     ],
+    "hidden": {
+        "cost_pipeline": "the value, α and β terms apart, at the costs' (p, n) points, in either segment "
+        "convention: every segment full (min(n, s) bytes) or k = ⌈n/s⌉ equal segments of n/k bytes",
+        "best_seg_check": f"the submitted pipeline.c (or the kit's compiled reference, when the notebook ran "
+        f"the sweep on it) timed again on THIN at P = {SWEEP_P[0]}, {SWEEP_BYTES} B, every segment size",
+        "k_opt_check": "k* as an expression (value at several p, n, α, β) and the swept size nearest n/k* "
+        "within 25 % of the fastest",
+        "prediction_check": f"the record prediction-lab6-thin.json written before the simulation, at every P "
+        f"of {P_MAP} and size of {SIZES_MAP}",
+    },
     "quotes": {
         "best segment size, THIN P = 8 (B)": (
             "int(best_seg[(best_seg.platform == 'orfeo-thin') & (best_seg.nprocs == 8)].segsize.iloc[0])"

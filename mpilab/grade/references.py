@@ -1,0 +1,266 @@
+"""Compiled references: the kit's own code for a C task, built and shipped without its source.
+
+Two sections of the labs build on a C file the student wrote earlier: lab 3's reproduction study
+(section 4) times the student's two-level allreduce, lab 6's segment sweep (section 4) the
+student's pipelined broadcast. A student whose file does not work yet would lose those sections
+too. So the kit keeps, for each, the program that section runs built with the answer key's file
+instead (:data:`REFERENCES`): the section runs on it when asked (the notebook says how), and the
+grader, which checks the section's numbers by simulating them again, accepts the numbers of the
+reference as well as those of the student's own file. The grade of the later section does not
+depend on the earlier C; the earlier C keeps its own points.
+
+Where the programs are:
+
+* in the student's tree (``make student-release``): ``c_reference/compiled/smpi/<name>/<program>``,
+  built and stripped by :func:`build_all` when the release is made (the source stays with the
+  instructor);
+* in an instructor's checkout: built from the answer key on first use into
+  ``c_reference/build/smpi/references/<name>/`` (:func:`program_dir`).
+
+Usage (instructor side): ``python -m mpilab.grade.references DEST`` builds every reference
+into ``DEST/<name>/``.
+"""
+
+import argparse
+import importlib.resources
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpilab.core import key, paths
+from mpilab.core.errors import LaunchError, ToolMissing, UsageError, one_of
+from mpilab.grade import harness, sandbox
+
+#: The flavour of every reference: both sections run simulated.
+FLAVOUR = "smpi"
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled reference of one C task, usable where that task's C file is.
+
+    Attributes
+    ----------
+    name : str
+        The task (``allreduce_two_level``, ``pipeline``).
+    lab : str
+        The lab whose C task it is.
+    source : str
+        The answer key's file (``solutions/<lab>/c_solutions/<source>``).
+    program : str
+        The program the later section runs, as built with the task's file.
+    """
+
+    name: str
+    lab: str
+    source: str
+    program: str
+
+    def __str__(self):
+        return f"the kit's compiled {self.name} ({self.lab}, no source)"
+
+    def scratch(self):
+        """A new scratch directory holding the program, ready to run; the caller removes it."""
+        prog = program_dir(self.name) / self.program
+        work = sandbox.scratch_dir([prog])
+        os.chmod(os.path.join(work, self.program), 0o755)
+        return work
+
+
+#: The references, by task name.
+REFERENCES = {
+    "allreduce_two_level": Compiled("allreduce_two_level", "lab3", "allreduce_two_level.c", "bench_reduce"),
+    "pipeline": Compiled("pipeline", "lab6", "pipeline.c", "check_bcast_smpi"),
+}
+
+
+def reference(name):
+    """The :class:`Compiled` reference of task ``name`` (pass it where the C file would go)."""
+    if name not in REFERENCES:
+        raise one_of("compiled reference", name, REFERENCES)
+    return REFERENCES[name]
+
+
+def shipped_dir(root=None):
+    """Where the student's tree keeps the compiled references."""
+    return Path(root or paths.repo_root()) / "c_reference" / "compiled" / FLAVOUR
+
+
+def key_source(name):
+    """The answer key's C file of task ``name``, or None without the key."""
+    answers = key.module("guide")
+    if answers is None:
+        return None
+    ref = reference(name)
+    path = Path(answers.__file__).resolve().parents[1] / ref.lab / "c_solutions" / ref.source
+    return path if path.is_file() else None
+
+
+def build_bench_reduce(sources, defines=(), work=None, student=None):
+    """Compile lab 3's ``bench_reduce`` for SMPI with two-level allreduce (and reduce) files:
+    the program of the reproduction study (:func:`mpilab.studies.repro.build_bench`), the node
+    shim included. Returns the scratch directory (the caller removes it).
+
+    Raises
+    ------
+    mpilab.grade.harness.BuildError
+    """
+    # bench_reduce.c prints the drivers' provenance block: labprov.h goes next to it
+    header = paths.c_reference_dir() / "include" / "labprov.h"
+    if work is None:
+        work = sandbox.scratch_dir([header])
+    else:
+        shutil.copy(header, work)
+    bench = importlib.resources.files("mpilab") / "data" / "lab3" / "bench_reduce.c"
+    with importlib.resources.as_file(bench) as path:
+        return harness.build(
+            [path, *map(os.fspath, sources)],
+            FLAVOUR,
+            "bench_reduce",
+            list(defines),
+            work=work,
+            smpi_nodes=True,
+            student=student or sources[0],
+        )
+
+
+def build(name, dest):
+    """Build the reference of task ``name`` from the answer key into ``dest/<name>/``, stripped.
+
+    Raises
+    ------
+    ToolMissing
+        Without the answer key (a student's tree has the built programs instead).
+    mpilab.grade.harness.BuildError
+        The key's file does not build (a broken installation).
+    """
+    ref = reference(name)
+    src = key_source(name)
+    if src is None:
+        raise ToolMissing(
+            f"the compiled {name} reference is built from the answer key, which is not installed here; "
+            f"a student's tree has it in {shipped_dir()}"
+        )
+    if name == "allreduce_two_level":
+        work = build_bench_reduce([src])
+    else:
+        work = harness.build_bcast([src], FLAVOUR, require=[name])
+    try:
+        out = Path(dest) / name
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(Path(work) / ref.program, out / ref.program)
+        subprocess.run(
+            ["strip", "--strip-unneeded", str(out / ref.program)], check=False, capture_output=True
+        )
+        return out / ref.program
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build_all(dest):
+    """Build every reference into ``dest`` (:func:`build`); return the programs written."""
+    return [build(name, dest) for name in REFERENCES]
+
+
+def program_dir(name):
+    """The directory holding the built reference of task ``name``: the shipped one, else one built
+    from the answer key on first use.
+
+    Raises
+    ------
+    ToolMissing
+        Neither shipped nor buildable here (the message says where it should be).
+    """
+    ref = reference(name)
+    shipped = shipped_dir() / name
+    if (shipped / ref.program).is_file():
+        return shipped
+    built = paths.build_dir(FLAVOUR) / "references" / name
+    if not (built / ref.program).is_file():
+        build(name, built.parent)
+    return built
+
+
+def or_reference(name, c_file, run):
+    """``run(c_file)``, or ``run(reference(name))`` when the student's file gives nothing usable.
+
+    A later section that measures an earlier C task calls this: when the student's file does not
+    build, fails the section's own correctness check, or is left out of some of the section's
+    runs (each of these raises or warns), the section runs on the kit's compiled reference
+    instead and says so, so that a student stuck on the C task can go on. Its numbers are graded
+    as the reference's.
+
+    Parameters
+    ----------
+    name : str
+        The task (:data:`REFERENCES`).
+    c_file : path
+        The student's file.
+    run : callable
+        ``run(c_file or Compiled) -> result`` (a table: empty counts as nothing usable).
+    """
+    out, why, caught = _attempt(run, c_file)
+    if why is None:
+        _warn_again(caught)
+        return out
+    ref = reference(name)
+    ref_out, ref_why, ref_caught = _attempt(run, ref)
+    if ref_why is not None and out is not None:
+        # the reference fails too (a machine too slow for the runs' time limit, say): the
+        # student's file is not to blame, keep what it gave
+        _warn_again(caught)
+        return out
+    print(
+        f"{os.path.basename(os.fspath(c_file))} cannot run this section yet ({why}); it runs on {ref} "
+        f"instead, and its numbers are graded as the reference's. Fix the file and run the cell again "
+        f"to measure your own."
+    )
+    _warn_again(ref_caught)
+    if ref_out is None:
+        raise AssertionError(f"{ref} did not run either: {ref_why}")
+    return ref_out
+
+
+def _attempt(run, what):
+    """``(result, why it is not usable or None, warnings)`` of ``run(what)``."""
+    why, out = None, None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = run(what)
+        except (AssertionError, harness.BuildError, LaunchError) as exc:
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    bad = [str(w.message) for w in caught if "left out" in str(w.message) or "SKIP" in str(w.message)]
+    if why is None and bad:
+        why = bad[0].splitlines()[0]
+    if why is None and out is not None and getattr(out, "empty", False):
+        why = "it gave no measurement"
+    return out, why, caught
+
+
+def _warn_again(caught):
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m mpilab.grade.references", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("dest", help="where to write <name>/<program> for every reference")
+    args = parser.parse_args(argv)
+    try:
+        for prog in build_all(args.dest):
+            print(f"references: {prog}")
+    except (ToolMissing, UsageError, harness.BuildError) as exc:
+        print(f"references: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
