@@ -517,18 +517,20 @@ int main(int argc, char **argv)
                     lab_bcast_valid_names(names, sizeof names);
                 else if (!strcmp(o.coll, "reduce"))
                     lab_reduce_valid_names(names, sizeof names);
-                if (strcmp(o.coll, "allgather") && o.json) {   /* names: "a, b" */
-                    printf("{\"collective\": \"%s\", \"algorithms\": [", o.coll);
-                    for (char *t = strtok(names, ", "), *sep = ""; t; t = strtok(NULL, ", "), sep = ", ")
-                        printf("%s{\"name\": \"%s\"}", sep, t);
-                    printf("]}\n");
-                }
+                /* the JSON lists what a sweep may ask for by name: the allgathers. A broadcast's or
+                 * reduce's clone of Open MPI's algorithm is asked for by the library's name
+                 * (mpilab.measure.libalgs, kit:...), so their names never shadow the library's. */
+                if (strcmp(o.coll, "allgather") && o.json)
+                    printf("{\"collective\": \"%s\", \"algorithms\": []}\n", o.coll);
                 else if (o.json)
                     lab_allgather_print_json(stdout);
                 else {
-                    if (names[0])
+                    if (names[0]) {
+                        printf("# sweeps run these as the library's algorithms they clone "
+                               "(mpilab libalgs --coll %s)\n", o.coll);
                         for (char *t = strtok(names, ", "); t; t = strtok(NULL, ", "))
                             printf("%s\n", t);
+                    }
                     else if (strcmp(o.coll, "allgather"))
                         printf("# no kit algorithms for %s: collbench runs the library's own call "
                                "(the library's algorithms: mpilab libalgs --coll %s)\n",

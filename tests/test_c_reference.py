@@ -262,10 +262,9 @@ def test_collbench_list_json(built_flavour):
     for a in data["algorithms"]:
         assert set(a) == {"name"}  # the rest of each record: mpilab.model.algorithms
     assert json.loads((build / "registry.json").read_text()) == data
-    for coll in ["bcast", "reduce", "allreduce"]:  # the Open MPI clones (and the key's); allreduce: none
+    for coll in ["bcast", "reduce", "allreduce"]:  # sweeps name library algorithms there: none
         proc = launch("openmpi", build, "collbench", ["--coll", coll, "--list", "--json"], 1)
-        want = [{"name": a.name} for a in algorithms.compiled(coll)]
-        assert json.loads(proc.stdout) == {"collective": coll, "algorithms": want}
+        assert json.loads(proc.stdout) == {"collective": coll, "algorithms": []}
     helptext = launch("openmpi", build, "collbench", ["--help"], 1).stdout
     assert all(n in helptext for n in names)
     assert (

@@ -67,7 +67,7 @@ def test_a_bad_variable_is_an_mpi_error(built_flavour):
 def test_collbench_lists_the_clones(built_flavour):
     build = built_flavour("openmpi")
     out = subprocess.run([build / "collbench", "--coll", "reduce", "--list"], capture_output=True, text=True)
-    assert out.stdout.splitlines()[:2] == ["ompi_chain", "ompi_pipeline"]
+    assert out.stdout.splitlines()[1:3] == ["ompi_chain", "ompi_pipeline"]
     argv = [build / "collbench", "--coll", "reduce", "--algo", "chain"]
     bad = subprocess.run(argv, capture_output=True, text=True)
     assert bad.returncode == 2
