@@ -124,9 +124,20 @@ def test_thin_compares_the_seeds_statistic_placed_as_the_seed_placed_it(built_fl
     assert two["sim_maxrank_us"] < 1.5 < clusters.THIN_PINGPONG_FIT["socket"][0]
 
 
+def test_thin_is_a_sixth_of_the_seeds_osu_averages_not_a_twentieth(built_flavour):
+    """The seed's table as printed, its placement, Open MPI's chains and OSU's statistic: every
+    curve at P = 8, 24, 48 has a median sim / seed of about 0.18 (0.055 with the socket row pooled
+    and SimGrid's algorithms); the residual stays (docs/CALIBRATION.md, section 4)."""
+    built_flavour("smpi")
+    t = validation.thin(nprocs=(8, 24, 48))
+    assert len(t) == 18
+    assert 0.15 < t["ratio"].median() < 0.5  # the physical THIN does not reach the seed
+    assert t["sim_maxrank_us"].median() > t["sim_us"].median()
+
+
 def test_jupiter_runs_open_mpi_1_10s_algorithms(built_flavour):
     built_flavour("smpi")
-    t = validation.jupiter(nprocs=(16,), large=())
+    t = validation.jupiter(nprocs=(16, 128), large=())
     assert dict(zip(t["collective"], t["algorithm"])) == {
         "reduce": "binomial",
         "allreduce": "recursive_doubling",
