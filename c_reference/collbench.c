@@ -54,7 +54,8 @@ static void usage(FILE *out)
             "                 [-m MIN:MAX] [--iters N] [--warmup N] [--iters-large N] [--warmup-large N]\n"
             "                 [--datatype char|int|float|double] [--root R] [--check]\n"
             "                 [--format csv|osu] [--full] [--probe BYTES] [--list [--json]] [--help]\n\n"
-            "  --coll C          collective (default allgather); bcast/reduce/allreduce: native only\n"
+            "  --coll C          collective (default allgather); bcast and reduce: native or the\n"
+            "                    clones of Open MPI's ompi_chain, ompi_pipeline; allreduce: native\n"
             "  --algo NAME       allgather algorithm: %s (default native)\n"
             "  -m MIN:MAX        sizes in bytes doubling from MIN to MAX, K/M suffixes; -m MAX = 1:MAX\n"
             "                    (allgather: each process's contribution) (default 1:1M)\n"
@@ -155,8 +156,16 @@ static int parse(int argc, char **argv, options *o)
             fail_msg("unknown algorithm '%s'; valid: %s", o->algo, valid);
             return 2;
         }
-    } else if (strcmp(o->algo, "native")) {
-        fail_msg("unknown algorithm '%s' for %s; valid: native", o->algo, o->coll);
+    } else if (strcmp(o->algo, "native") &&
+               !(!strcmp(o->coll, "bcast") && lab_bcast_lookup(o->algo)) &&
+               !(!strcmp(o->coll, "reduce") && lab_reduce_lookup(o->algo))) {
+        char valid[512] = "";
+        if (!strcmp(o->coll, "bcast"))
+            lab_bcast_valid_names(valid, sizeof valid);
+        else if (!strcmp(o->coll, "reduce"))
+            lab_reduce_valid_names(valid, sizeof valid);
+        fail_msg("unknown algorithm '%s' for %s; valid: %s%snative", o->algo, o->coll, valid,
+                 valid[0] ? ", " : "");
         return 2;
     }
     if (!strcmp(o->dtname, "char")) { o->dtype = MPI_CHAR; o->dtsize = 1; }
@@ -303,10 +312,15 @@ static int run_once(const options *o, lab_allgather_fn fn, void *sbuf, void *rbu
 {
     if (!strcmp(o->coll, "allgather"))
         return fn(sbuf, count, o->dtype, rbuf, count, o->dtype, MPI_COMM_WORLD);
-    if (!strcmp(o->coll, "bcast"))
-        return MPI_Bcast(sbuf, count, o->dtype, o->root, MPI_COMM_WORLD);
-    if (!strcmp(o->coll, "reduce"))
-        return MPI_Reduce(sbuf, rbuf, count, o->dtype, MPI_SUM, o->root, MPI_COMM_WORLD);
+    if (!strcmp(o->coll, "bcast")) {
+        const lab_bcast_algorithm *a = lab_bcast_lookup(o->algo);
+        return (a ? a->fn : MPI_Bcast)(sbuf, count, o->dtype, o->root, MPI_COMM_WORLD);
+    }
+    if (!strcmp(o->coll, "reduce")) {
+        const lab_reduce_algorithm *a = lab_reduce_lookup(o->algo);
+        return (a ? a->fn : (lab_reduce_fn)MPI_Reduce)(sbuf, rbuf, count, o->dtype, MPI_SUM,
+                                                       o->root, MPI_COMM_WORLD);
+    }
     return MPI_Allreduce(sbuf, rbuf, count, o->dtype, MPI_SUM, MPI_COMM_WORLD);
 }
 
@@ -498,12 +512,26 @@ int main(int argc, char **argv)
             if (rank == 0) usage(stdout);
         } else if (o.list) {
             if (rank == 0) {
-                if (strcmp(o.coll, "allgather") && o.json)   /* the others run native only */
+                char names[512] = "";
+                if (!strcmp(o.coll, "bcast"))
+                    lab_bcast_valid_names(names, sizeof names);
+                else if (!strcmp(o.coll, "reduce"))
+                    lab_reduce_valid_names(names, sizeof names);
+                /* the JSON lists what a sweep may ask for by name: the allgathers. A broadcast's or
+                 * reduce's clone of Open MPI's algorithm is asked for by the library's name
+                 * (mpilab.measure.libalgs, kit:...), so their names never shadow the library's. */
+                if (strcmp(o.coll, "allgather") && o.json)
                     printf("{\"collective\": \"%s\", \"algorithms\": []}\n", o.coll);
                 else if (o.json)
                     lab_allgather_print_json(stdout);
                 else {
-                    if (strcmp(o.coll, "allgather"))
+                    if (names[0]) {
+                        printf("# sweeps run these as the library's algorithms they clone "
+                               "(mpilab libalgs --coll %s)\n", o.coll);
+                        for (char *t = strtok(names, ", "); t; t = strtok(NULL, ", "))
+                            printf("%s\n", t);
+                    }
+                    else if (strcmp(o.coll, "allgather"))
                         printf("# no kit algorithms for %s: collbench runs the library's own call "
                                "(the library's algorithms: mpilab libalgs --coll %s)\n",
                                o.coll, o.coll);

@@ -1,4 +1,4 @@
-/* registry.c — the names and functions of the allgather algorithms and broadcasts compiled in.
+/* registry.c — the names and functions of the allgathers, broadcasts and reductions compiled in.
  *
  * The rest of each algorithm's record (what it does, restrictions, cost, schedule, side) is in
  * mpilab.model.algorithms, the kit's one registry; `mpilab list` prints it.
@@ -68,11 +68,14 @@ void lab_allgather_valid_names(char *buf, size_t len)
     }
 }
 
-/* The broadcasts: none on the student's side (the table then holds only its end marker). */
+/* The broadcasts: the answer key's (lab 6's tasks), then the clones of Open MPI 4.1's forced chain
+ * and pipeline (bcast/ompi_*.c), in mpilab.model.algorithms' order. */
 const lab_bcast_algorithm lab_bcast_registry[] = {
 #ifdef LAB_KEY_BCAST_ROWS
     LAB_KEY_BCAST_ROWS
 #endif
+    {"ompi_chain", LAB_FN(lab_bcast_ompi_chain)},
+    {"ompi_pipeline", LAB_FN(lab_bcast_ompi_pipeline)},
     {NULL, NULL},
 };
 const int lab_bcast_registry_size =
@@ -92,6 +95,34 @@ void lab_bcast_valid_names(char *buf, size_t len)
     buf[0] = '\0';
     for (int i = 0; i < lab_bcast_registry_size; i++) {
         int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", lab_bcast_registry[i].name);
+        if (n < 0 || (size_t)n >= len - used)
+            return;
+        used += (size_t)n;
+    }
+}
+
+/* The reductions: the clones of Open MPI 4.1's forced chain and pipeline (reduce/ompi_*.c). */
+const lab_reduce_algorithm lab_reduce_registry[] = {
+    {"ompi_chain", LAB_FN(lab_reduce_ompi_chain)},
+    {"ompi_pipeline", LAB_FN(lab_reduce_ompi_pipeline)},
+};
+const int lab_reduce_registry_size =
+    (int)(sizeof(lab_reduce_registry) / sizeof(lab_reduce_registry[0]));
+
+const lab_reduce_algorithm *lab_reduce_lookup(const char *name)
+{
+    for (int i = 0; i < lab_reduce_registry_size; i++)
+        if (strcmp(lab_reduce_registry[i].name, name) == 0)
+            return &lab_reduce_registry[i];
+    return NULL;
+}
+
+void lab_reduce_valid_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < lab_reduce_registry_size; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", lab_reduce_registry[i].name);
         if (n < 0 || (size_t)n >= len - used)
             return;
         used += (size_t)n;

@@ -262,7 +262,7 @@ def test_collbench_list_json(built_flavour):
     for a in data["algorithms"]:
         assert set(a) == {"name"}  # the rest of each record: mpilab.model.algorithms
     assert json.loads((build / "registry.json").read_text()) == data
-    for coll in ["bcast", "reduce", "allreduce"]:  # native only: an empty list
+    for coll in ["bcast", "reduce", "allreduce"]:  # sweeps name library algorithms there: none
         proc = launch("openmpi", build, "collbench", ["--coll", coll, "--list", "--json"], 1)
         assert json.loads(proc.stdout) == {"collective": coll, "algorithms": []}
     helptext = launch("openmpi", build, "collbench", ["--help"], 1).stdout
@@ -278,7 +278,14 @@ BAD = [
         ["--algo", "rign"],
         "collbench: unknown algorithm 'rign'; valid: gather_bcast, pairwise, ring, bruck, native",
     ),
-    (["--coll", "bcast", "--algo", "ring"], "collbench: unknown algorithm 'ring' for bcast; valid: native"),
+    (
+        ["--coll", "bcast", "--algo", "ring"],
+        "collbench: unknown algorithm 'ring' for bcast; valid: binomial, ompi_chain, ompi_pipeline, native",
+    ),
+    (
+        ["--coll", "allreduce", "--algo", "ring"],
+        "collbench: unknown algorithm 'ring' for allreduce; valid: native",
+    ),
     (["--coll", "gather"], "collbench: unknown collective 'gather'; valid: "),
     (["-m", "64:32"], "collbench: bad size range '64:32' for -m; MIN 64 is larger than MAX 32"),
     (["-m", "0:32"], "collbench: bad size range '0:32'"),

@@ -28,8 +28,22 @@ def test_default_is_never_forced():
 def test_smpi_switch_line():
     ok = "[0.000000] [smpi_coll/INFO] Switch to algorithm flattree for collective bcast\n"
     assert forcing.verify("smpi", "bcast", "basic_linear", ok)[0] == "yes"
-    assert forcing.verify("smpi", "bcast", "pipeline", ok)[0] == "no"
-    assert forcing.verify("smpi", "bcast", "pipeline", "")[0] == "unverified"
+    assert forcing.verify("smpi", "bcast", "binomial", ok)[0] == "no"
+    assert forcing.verify("smpi", "bcast", "binomial", "")[0] == "unverified"
+
+
+def test_smpi_runs_the_kits_clones_of_open_mpis_chain_and_pipeline():
+    """SimGrid has no faithful chain or pipeline: the kit's clones run, given Open MPI's variables."""
+    for coll in ("bcast", "reduce"):
+        for name in ("chain", "pipeline"):
+            forced, ev = forcing.verify("smpi", coll, name, "")
+            assert forced == "yes" and f"c_reference/{coll}/ompi_{name}.c" in ev
+    s = forcing.prepare("smpi", "reduce", "chain", segsize=0, chain_fanout=2)
+    assert s.kit == "ompi_chain" and not s.args
+    assert s.env["OMPI_MCA_coll_tuned_reduce_algorithm_chain_fanout"] == "2"
+    assert s.env["OMPI_MCA_coll_tuned_reduce_algorithm_segmentsize"] == "0"
+    with pytest.raises(UsageError, match="segsize 8 only applies"):
+        forcing.prepare("smpi", "bcast", "binomial", segsize=8)
 
 
 def test_openmpi_without_dynamic_rules_is_not_forced():
@@ -240,7 +254,7 @@ def test_mpich_inapplicable_fails_loudly(built_flavour):
 
 def test_not_available_is_clear():
     with pytest.raises(UsageError, match="not available on smpi"):
-        forcing.prepare("smpi", "bcast", "chain")
+        forcing.prepare("smpi", "bcast", "knomial")
 
 
 _has_platforms = importlib.util.find_spec("mpilab.simulate.platforms") is not None
@@ -327,7 +341,7 @@ def test_sweep_names_unavailable_library_algorithm(tmp_path):
             "--coll",
             "bcast",
             "--algos",
-            "default,chain",
+            "default,knomial",
             "--flavour",
             "smpi",
             "--nprocs",
@@ -340,7 +354,7 @@ def test_sweep_names_unavailable_library_algorithm(tmp_path):
         timeout=120,
     )
     assert r.returncode == 2
-    assert "'chain' is not available on smpi (available on: openmpi)" in r.stderr
+    assert "'knomial' is not available on smpi (available on: openmpi)" in r.stderr
     assert not (tmp_path / "r.csv").exists()
 
 
@@ -375,7 +389,8 @@ def test_segment_size_and_chain_fanout_can_be_given_to_open_mpi():
         "coll_tuned_bcast_algorithm_chain_fanout": "1",
     }
     with pytest.raises(UsageError, match="segsize 128 only applies to an algorithm forced on openmpi"):
-        libalgs.settings("smpi", "bcast", "pipeline", segsize=128)
+        libalgs.settings("smpi", "bcast", "binomial", segsize=128)
+    assert libalgs.settings("smpi", "bcast", "pipeline", segsize=128).kit == "ompi_pipeline"
     with pytest.raises(UsageError, match="chain_fanout 2 only applies"):
         libalgs.settings("openmpi", "bcast", "default", chain_fanout=2)
     with pytest.raises(UsageError, match="bad chain_fanout 0; valid: an integer >= 1"):

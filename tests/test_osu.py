@@ -1,4 +1,5 @@
-"""OSU output import: realistic files, parameters from names, malformed files append nothing."""
+"""OSU output import: realistic files, parameters from names, malformed files append nothing; and
+OSU 7.4 itself built with smpicc and run under SMPI next to the kit's drivers."""
 
 import subprocess
 import sys
@@ -7,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mpilab.core.errors import ParseError
-from mpilab.measure import osu
+from mpilab.core.errors import ParseError, ToolMissing, UsageError
+from mpilab.measure import forcing, launch, osu, pingpong
 
 DATA = Path(__file__).parent / "data" / "osu"
 
@@ -190,3 +191,52 @@ def test_osu_programs_searches_the_given_folder_then_mpilab_osu_dir_then_path(tm
     assert osu.osu_programs(["osu_reduce"]) == {"osu_reduce": str(tree / "osu_reduce")}
     monkeypatch.setenv("PATH", str(tmp_path))
     assert osu.osu_programs() == {}
+
+
+# --- OSU itself under SMPI ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def osu_smpi(built_flavour, tmp_path_factory):
+    """OSU 7.4 built with smpicc from the vendored source (skipped, with the reason, without it)."""
+    if not osu.vendor_tarball().is_file():
+        pytest.skip(f"no OSU source at {osu.vendor_tarball()} (../shared/vendor, or MPILAB_VENDOR)")
+    built_flavour("smpi")
+    return osu.build("smpi", tmp_path_factory.mktemp("osu"))
+
+
+@pytest.mark.slow
+def test_osu_under_smpi_agrees_with_collbench_point_by_point(osu_smpi):
+    """osu_bcast and osu_reduce under SMPI on THIN, placed as seed 000 placed its ranks, against
+    collbench at the same points: every statistic OSU prints (avg, min, max over ranks) agrees to
+    OSU's two decimals; osu_latency against pingpong per mapping likewise."""
+    lau = launch.get_launcher("smpi", platform="orfeo-thin")
+    for name, coll, alg in (("osu_bcast", "bcast", "basic_linear"), ("osu_reduce", "reduce", "binomial")):
+        for p in (3, 8, 24):
+            mapping = "socket"
+            theirs = osu.run(lau, osu_smpi[name], p, "1024:4096", 20, 5, mapping=mapping, algorithm=alg)
+            ours = forcing.measure(lau, coll, alg, p, sizes="1024:4096", iters=20, warmup=5, mapping=mapping)
+            assert [r["bytes"] for r in theirs] == [r["bytes"] for r in ours]
+            for a, b in zip(theirs, ours):
+                assert a["forced"] == "yes" and a["library"] == "OSU v7.4"
+                for k in ("avg_us", "min_us", "max_us"):
+                    assert a[k] == pytest.approx(b[k], abs=0.006), (name, p, a["bytes"], k)
+    for m in ("core", "socket", "node"):
+        theirs = osu.run(lau, osu_smpi["osu_latency"], 2, "1:1024", 20, 5, mapping=m)
+        ours = pingpong.run("smpi", m, platform="orfeo-thin", sizes="1:1024", iters=20, warmup=5)
+        ours = ours.set_index("bytes")["avg_us"]
+        for r in theirs:
+            assert r["avg_us"] == pytest.approx(float(ours.loc[r["bytes"]]), abs=0.006), (m, r["bytes"])
+
+
+def test_osu_refuses_what_only_the_kits_clones_run():
+    """OSU calls the library: SimGrid has no faithful Open MPI chain, so OSU cannot time one."""
+    lau = launch.get_launcher("smpi", platform="orfeo-thin")
+    with pytest.raises(UsageError, match="SimGrid has no faithful copy of Open MPI's chain"):
+        osu.run(lau, "/nonexistent/osu_bcast", 4, "1024:1024", 2, 1, algorithm="chain")
+
+
+def test_osu_build_says_where_the_source_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPILAB_VENDOR", str(tmp_path))
+    with pytest.raises(ToolMissing, match=r"OSU's source .*osu-micro-benchmarks-7.4.tar.gz is not there"):
+        osu.build("smpi", tmp_path / "b")

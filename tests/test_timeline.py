@@ -125,7 +125,15 @@ def test_route_cost_is_the_thin_point_to_point_model():
         lat + 8775 * (2 / spec.bw_port + 1 / spec.bw_socket + 1 / spec.bw_mem)
     )
     o = routes.overheads("orfeo-thin")
-    assert o["o_send"] == o["o_recv"] == o["o_isend"] == pytest.approx(clusters.THIN_OVERHEAD_FIT)
+    core = clusters.cpu_overhead(*fit["core"], clusters.THIN_CPU_SHARE)
+    assert o["o_send"] == o["o_recv"] == o["o_isend"] == pytest.approx(core)
+    socket = clusters.cpu_overhead(
+        *fit["socket"], clusters.THIN_CPU_SHARE
+    )  # per class: the seed's socket row
+    assert (
+        o["classes"]["socket"] == pytest.approx((socket,) * 3)
+        and o["classes"]["node"] == o["classes"]["core"]
+    )
     assert o["eager_bytes"] == 4096
 
 

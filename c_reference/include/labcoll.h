@@ -19,9 +19,21 @@ typedef int (*lab_allgather_fn)(const void *, int, MPI_Datatype, void *, int, MP
 /* Broadcasts built from point-to-point calls have MPI_Bcast's signature, so a PMPI tracer sees
  * every message (c_reference/trace/). */
 typedef int (*lab_bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
+/* Reductions have MPI_Reduce's signature. */
+typedef int (*lab_reduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, int, MPI_Comm);
+
+/* Clones of Open MPI 4.1's forced chain and pipeline (c_reference/bcast/ompi_*.c,
+ * c_reference/reduce/ompi_*.c; include/labompi.h says what they share). */
+int lab_bcast_ompi_chain(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int lab_bcast_ompi_pipeline(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int lab_reduce_ompi_chain(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                          MPI_Op op, int root, MPI_Comm comm);
+int lab_reduce_ompi_pipeline(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                             MPI_Op op, int root, MPI_Comm comm);
 #else
 typedef void (*lab_allgather_fn)(void);   /* registry-only build: no MPI, no functions */
 typedef void (*lab_bcast_fn)(void);
+typedef void (*lab_reduce_fn)(void);
 #endif
 
 #include <stdio.h>
@@ -45,9 +57,8 @@ void lab_allgather_valid_names(char *buf, size_t len);
 /* Print {"collective": "allgather", "algorithms": [...]} followed by a newline. */
 void lab_allgather_print_json(FILE *out);
 
-/* The broadcasts: the kit's are lab 6's tasks, so they live on the instructor's side
- * (solutions/c_reference/bcast, built in when that folder is there); the student's side has none
- * and this table is then empty. */
+/* The broadcasts: the clones of Open MPI's chain and pipeline, and lab 6's tasks, which live on
+ * the instructor's side (solutions/c_reference/bcast, built in when that folder is there). */
 typedef struct {
     const char *name;
     lab_bcast_fn fn;
@@ -59,6 +70,19 @@ extern const int lab_bcast_registry_size;
 const lab_bcast_algorithm *lab_bcast_lookup(const char *name);
 /* Write "a, b" (the broadcasts' names) into buf; empty when there are none. */
 void lab_bcast_valid_names(char *buf, size_t len);
+
+/* The reductions: the clones of Open MPI's chain and pipeline reduce. */
+typedef struct {
+    const char *name;
+    lab_reduce_fn fn;
+} lab_reduce_algorithm;
+
+extern const lab_reduce_algorithm lab_reduce_registry[];
+extern const int lab_reduce_registry_size;
+/* The reduction named `name`, or NULL. */
+const lab_reduce_algorithm *lab_reduce_lookup(const char *name);
+/* Write "a, b" (the reductions' names) into buf. */
+void lab_reduce_valid_names(char *buf, size_t len);
 
 /* Non-zero: contents are not kept (benchmarking only). Under SMPI, algorithms allocate their
  * temporary buffers with SMPI_SHARED_MALLOC and skip their local copies, which cost no

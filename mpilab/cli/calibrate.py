@@ -76,6 +76,7 @@ def _cmd(args):
             beta=args.beta,
             segments=args.segments,
             echo=echo,
+            monotone=not (args.as_measured or args.seed),
         )
     for w in caught:
         print(f"mpilab: warning: {w.message}", file=sys.stderr)
@@ -83,12 +84,17 @@ def _cmd(args):
     print("ping-pong fit (one-way time of the smallest message and time per byte, per class):")
     print(rep["pingpong"].to_string(index=False, float_format=fmt))
     fit = rep["curve_fit"]
+    what = (
+        "share of each intra-node one-way time charged as CPU overhead"
+        if rep["fitted"] == "cpu_share"
+        else "overhead o_send = o_recv = o_isend (us)"
+    )
     if fit is not None:
         bound = " (at its bound: the curve wants more than the ping-pong allows)" if fit["at_bound"] else ""
-        print(f"overhead o_send = o_recv = o_isend = {fit['value']:.6g} us{bound}; the curve:")
+        print(f"{what} = {fit['value']:.6g}{bound}; the curve ({args.metric}):")
         print(fit["table"].to_string(index=False, float_format=fmt))
     else:
-        print(f"overheads kept from {args.base}: {rep['overhead']:.6g} us")
+        print(f"overheads kept from {args.base} ({what}); the core class's: {rep['overhead']:.6g} us")
     print(f"wrote {path}")
     if args.check:
         table = calibration.check_calibration(path, measured, segments=args.segments)
@@ -102,9 +108,11 @@ def configure(p):
     p.description = (
         "Fit a ping-pong per mapping (rows of 'mpilab pingpong', OSU osu_latency output imported "
         "with 'mpilab import-osu', --table, or --seed 000: the ORFEO report's table) into each "
-        "distance's one-way time and time per byte (monotone: core <= socket <= node), and, with "
-        "--curve, fit SMPI's per-message overhead to one collective curve by simulating it. "
-        "Writes a platform of the base's shape; every parameter and its source is in the file."
+        "distance's one-way time and time per byte (monotone, core <= socket <= node, unless "
+        "--as-measured; --seed 000 keeps the report's table as printed), and, with --curve, fit "
+        "SMPI's per-message overheads to one collective curve by simulating it (on THIN's base: the "
+        "share of each intra-node one-way time charged as CPU overhead). Writes a platform of the "
+        "base's shape; every parameter and its source is in the file."
     )
     p.add_argument("results", nargs="?", help="results CSV with ping-pong rows")
     p.add_argument(
@@ -128,14 +136,21 @@ def configure(p):
     p.add_argument(
         "--mapping",
         default="core",
-        choices=("core", "socket", "node"),
-        help="how the curve's ranks were placed (seed 000: socket, mpirun's default)",
+        choices=("core", "socket", "node", calibration.SEED000_MAPPING),
+        help="how the curve's ranks were placed (seed000: as seed 000's mpirun -np P, by socket "
+        "above 2 ranks)",
     )
     p.add_argument(
         "--metric",
-        default="maxrank_avg_us",
+        default="avg_us",
         choices=calibration.METRICS,
-        help="which simulated time the curve is compared with (default: the slowest rank's)",
+        help="the statistic the curve reports, compared with the same one simulated (default avg_us, "
+        "OSU's Avg Latency; maxrank_*: the slowest rank per iteration, averaged or median)",
+    )
+    p.add_argument(
+        "--as-measured",
+        action="store_true",
+        help="keep the one-way times as measured, even where a farther class is faster",
     )
     p.add_argument(
         "--beta",

@@ -14,7 +14,11 @@ SMPI (SimGrid 3.32)
     smpirun logs ``[smpi_coll/INFO] Switch to algorithm NAME for collective COLL`` on stderr
     when ``--cfg=smpi/COLL:NAME`` is applied. ``yes`` when that line names the requested
     algorithm. Limit: it shows the configured algorithm, which SMPI then always calls (SMPI has
-    no silent fallback), so this is the strongest of the three signals.
+    no silent fallback), so this is the strongest of the three signals. Where SimGrid has no
+    faithful copy of Open MPI's algorithm (chain and pipeline, bcast and reduce:
+    :mod:`mpilab.measure.libalgs`), collbench runs the kit's clone instead (``--algo
+    ompi_chain``), given Open MPI's own segment size and fan-out variables: ``yes``, the
+    evidence naming the clone's file and what it was given.
 Open MPI 4.1
     We add ``OMPI_MCA_mpi_show_mca_params=enviro`` (each rank echoes the MCA parameters it read
     from the environment, resolved to the enum name, e.g. ``coll_tuned_bcast_algorithm=chain
@@ -308,6 +312,12 @@ def verify(flavour, collective, name, stderr, returncode=0):
         return "no", "library default; nothing forced"
     if returncode != 0:
         return "no", f"run failed (exit {returncode})"
+    if flavour == "smpi" and (alg.smpi or "").startswith(libalgs.KIT_PREFIX):
+        clone = alg.smpi[len(libalgs.KIT_PREFIX) :]
+        return "yes", (
+            f"the kit's clone of Open MPI 4.1's forced {name} (c_reference/{collective}/{clone}.c), "
+            "run by collbench instead of SimGrid's call"
+        )
     if flavour == "smpi":
         switches = {c: a for a, c in _SMPI_SWITCH.findall(stderr)}
         got = switches.get(collective)
@@ -394,8 +404,9 @@ def measure(
     mapping, repetition, timeout
         As for :func:`mpilab.measure.collbench.measure`.
     segsize, chain_fanout : int, optional
-        Open MPI only: the segment size in bytes and the number of chains the library is given
-        (:func:`prepare`); the rows' ``evidence`` then names them.
+        Open MPI (and the kit's clones of its chain and pipeline under SMPI): the segment size in
+        bytes and the number of chains the library is given (:func:`prepare`); the rows'
+        ``evidence`` names them.
 
     Returns
     -------
@@ -428,7 +439,7 @@ def measure(
         )
     options = driver.options_of(options, **option_fields)
     program = collbench.collbench_program(flavour)
-    args = collbench.collbench_args("native", collective, options)
+    args = collbench.collbench_args(settings.kit or "native", collective, options)
     proc = run(launcher, program, args, nprocs, settings, mapping=mapping, timeout=timeout)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
@@ -457,6 +468,10 @@ def measure(
     )
     segsize = int(settings.mca.get(f"coll_tuned_{collective}_algorithm_segmentsize", 0) or 0)
     given = [f"{k}={v}" for k, v in settings.mca.items() if k.endswith(("_segmentsize", "_chain_fanout"))]
+    if settings.kit and not any(k.endswith("_chain_fanout") for k in settings.mca) and name == "chain":
+        given.append(f"coll_tuned_{collective}_algorithm_chain_fanout=4 (Open MPI's default)")
+    if settings.kit and not any(k.endswith("_segmentsize") for k in settings.mca):
+        given.append(f"coll_tuned_{collective}_algorithm_segmentsize=0 (Open MPI's default)")
     for r in rows:
         if given and r.get("forced") == "yes":
             r["evidence"] = f"{r['evidence']}; given {', '.join(given)}"

@@ -31,7 +31,7 @@ from mpilab.core.vocabulary import (
     openmpi_env,
     srun_placement,
 )
-from mpilab.simulate import platforms, routes
+from mpilab.simulate import overheads, platforms, routes
 
 #: Environment for Open MPI inside a container (FACTS.md, "Apptainer and MPI").
 CONTAINER_ENV = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
@@ -235,7 +235,7 @@ class SMPILauncher(Launcher):
             "-np",
             str(nprocs),
             "-platform",
-            str(xml),
+            str(overheads.smpirun_platform(xml)),
             "-hostfile",
             str(hostfile),
             f"--cfg=smpi/host-speed:{self.host_speed}",

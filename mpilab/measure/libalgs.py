@@ -11,7 +11,10 @@ One table, :data:`TABLE`, maps (collective, kit name) to the way each back-end f
   ``MPIR_CVAR_COLLECTIVE_FALLBACK=error`` (an inapplicable choice fails instead of silently
   running another algorithm).
 - SimGrid 3.32 SMPI: ``--cfg=smpi/<coll>:<name>``; names checked against the list smpirun
-  prints for an unknown name.
+  prints for an unknown name. Where SimGrid has no faithful copy of Open MPI's algorithm, the
+  column names the kit's C clone instead, ``kit:<name>`` (collbench runs it, given Open MPI's own
+  ``OMPI_MCA_coll_tuned_<coll>_algorithm_segmentsize`` and ``_chain_fanout``): Open MPI's chain
+  and pipeline, bcast and reduce (``c_reference/bcast/ompi_*.c``, ``c_reference/reduce/ompi_*.c``).
 
 ``None`` in a column means the library has no such algorithm: :func:`settings` then raises a
 :class:`~mpilab.core.errors.UsageError` saying which back-ends do have it.
@@ -26,8 +29,11 @@ gives the one spelling the kit stores.
 
 Notes on near-equivalents that the table deliberately does *not* pretend are equal:
 Open MPI's bcast ``chain`` is a chain with fanout ``coll_tuned_bcast_algorithm_chain_fanout``
-(4 by default), ``pipeline`` is a single chain (fanout 1) cut into segments. SMPI has Open MPI's
-pipeline (``ompi_pipeline``) but no bcast chain, so ``chain`` is "not available" on SMPI for bcast.
+(4 by default), ``pipeline`` is a single chain (fanout 1) cut into segments. SimGrid 3.32 has no
+bcast chain, its reduce ``ompi_chain`` has p/2 chains and 64 KiB segments, and its
+``ompi_pipeline`` algorithms choose their own segment sizes (bcast 16 to 128 KiB, reduce 1 to 64 KiB) from P
+and the size instead of the one Open MPI is given: under SMPI the kit runs its clones of the four
+(``kit:``), with the segment size and fan-out Open MPI would get.
 
 Segments. Open MPI cuts a message into segments of ``coll_tuned_<coll>_algorithm_segmentsize``
 bytes, and **0, its default, means no segmentation** (the parameter's own help text in
@@ -35,10 +41,12 @@ bytes, and **0, its default, means no segmentation** (the parameter's own help t
 keeps the whole count as one segment): a forced ``pipeline`` with no segment size, as seed 000
 forced it, is one chain that forwards the whole message P - 1 times. The kit forces Open MPI's
 segmented algorithms with :attr:`LibAlgorithm.ompi_segsize` bytes (8 KiB: the kit's choice, not
-Open MPI's). SimGrid's copies take no segment size: each picks its own from P and the message
+Open MPI's). SimGrid's own copies take no segment size: each picks its own from P and the message
 size, with the constants of the Open MPI 1.x decision functions they were copied from
-(:func:`smpi_segment`). So "pipeline" is three algorithms in the kit's sources: name it by its
-segments (:func:`describe`) wherever two of them meet.
+(:func:`smpi_segment`); that is why SMPI runs the kit's clones instead. "pipeline" still names
+three algorithms across the kit's sources and the seeds: name it by its segments
+(:func:`describe`) wherever two of them meet.
+
 SMPI's ``ompi_split_bintree`` (bcast ``split_binary_tree``) is "not available" in the kit: in
 SimGrid 3.32 at P=48 on orfeo-thin it delivered wrong data (8 bytes: rank 1 got -1) or aborted
 in its SMP_linear fallback (1 KiB..16 KiB), found by collbench --check.
@@ -104,13 +112,13 @@ TABLE = {
         [
             ("default", 0, "auto", "default", "the library's own decision rules"),
             ("basic_linear", 1, None, "flattree", "root sends to every rank in turn"),
-            ("chain", 2, None, None, "root feeds fanout chains (Open MPI: 4 chains by default)"),
+            ("chain", 2, None, "kit:ompi_chain", "root feeds fanout chains (Open MPI: 4 chains by default)"),
             (
                 "pipeline",
                 3,
                 None,
-                "ompi_pipeline",
-                "one chain, message cut into segments (Open MPI: 8 KiB, the kit's; SMPI: SimGrid's)",
+                "kit:ompi_pipeline",
+                "one chain, message cut into segments (Open MPI: 8 KiB, the kit's choice)",
                 8192,
             ),
             ("split_binary_tree", 4, None, None, "two halves down a binary tree, then swap"),
@@ -138,19 +146,13 @@ TABLE = {
         [
             ("default", 0, "auto", "default", "the library's own decision rules"),
             ("basic_linear", 1, None, "ompi_basic_linear", "root receives from every rank in turn"),
-            (
-                "chain",
-                2,
-                None,
-                "ompi_chain",
-                "fanout chains towards the root (SMPI: SimGrid's, P/2 chains, 64 KiB segments)",
-            ),
+            ("chain", 2, None, "kit:ompi_chain", "fanout chains towards the root (Open MPI: 4 chains)"),
             (
                 "pipeline",
                 3,
                 None,
-                "ompi_pipeline",
-                "one chain, message cut into segments (Open MPI: 8 KiB, the kit's; SMPI: SimGrid's)",
+                "kit:ompi_pipeline",
+                "one chain, message cut into segments (Open MPI: 8 KiB, the kit's choice)",
                 8192,
             ),
             ("binary", 4, None, "ompi_binary", "binary tree"),
@@ -214,6 +216,8 @@ def check_flavour(flavour):
 
 
 PREFIX = "lib:"
+#: An SMPI column that names the kit's clone of the algorithm (see the module's docstring).
+KIT_PREFIX = "kit:"
 
 
 def canonical(collective, name):
@@ -284,12 +288,16 @@ class Settings:
         Extra program arguments (SMPI ``--cfg=...``).
     forcing : bool
         False for ``default`` (nothing is forced; a row must never say forced=yes).
+    kit : str or None
+        SMPI: the kit's C clone that collbench runs instead of the library's call (its
+        ``--algo``), given ``env``, Open MPI's own variables.
     """
 
     env: dict = field(default_factory=dict)
     mca: dict = field(default_factory=dict)
     args: list = field(default_factory=list)
     forcing: bool = True
+    kit: str | None = None
 
 
 def settings(flavour, collective, name, segsize=None, chain_fanout=None):
@@ -302,11 +310,11 @@ def settings(flavour, collective, name, segsize=None, chain_fanout=None):
     name : str
         The kit's algorithm name (``default`` forces nothing).
     segsize : int, optional
-        Open MPI only: the segment size in bytes (``coll_tuned_<coll>_algorithm_segmentsize``;
-        0 = no segmenting) instead of the table's.
+        Open MPI (and the kit's clones of its algorithms under SMPI): the segment size in bytes
+        (``coll_tuned_<coll>_algorithm_segmentsize``; 0 = no segmenting) instead of the table's.
     chain_fanout : int, optional
-        Open MPI only: the number of chains (``coll_tuned_<coll>_algorithm_chain_fanout``, 4 by
-        default) of the chain algorithms.
+        Open MPI (and the clones): the number of chains
+        (``coll_tuned_<coll>_algorithm_chain_fanout``, 4 by default) of the chain algorithms.
 
     Raises
     ------
@@ -318,13 +326,16 @@ def settings(flavour, collective, name, segsize=None, chain_fanout=None):
     check_flavour(flavour)
     alg = lookup(collective, name)
     name = alg.name
+    smpi_name = alg.smpi or ""
+    clone = smpi_name[len(KIT_PREFIX) :] if flavour == "smpi" and smpi_name.startswith(KIT_PREFIX) else None
     for what, v, low in (("segsize", segsize, 0), ("chain_fanout", chain_fanout, 1)):
         if v is None:
             continue
-        if flavour != "openmpi" or name == "default":
+        if not (flavour == "openmpi" or clone) or name == "default":
             raise UsageError(
                 f"{what} {v!r} only applies to an algorithm forced on openmpi "
-                f"(coll_tuned_{collective}_algorithm_{what.replace('segsize', 'segmentsize')})"
+                f"(coll_tuned_{collective}_algorithm_{what.replace('segsize', 'segmentsize')}) "
+                "or to the kit's clones of Open MPI's chain and pipeline on smpi"
             )
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise UsageError(f"bad {what} {v!r}; valid: an integer >= {low}")
@@ -337,14 +348,14 @@ def settings(flavour, collective, name, segsize=None, chain_fanout=None):
         )
     if name == "default":
         return Settings(forcing=False)
-    if flavour == "openmpi":
+    if flavour == "openmpi" or clone:
         mca = {"coll_tuned_use_dynamic_rules": "1", f"coll_tuned_{collective}_algorithm": str(alg.ompi_id)}
         seg = alg.ompi_segsize if segsize is None else segsize
         if seg or segsize is not None:
             mca[f"coll_tuned_{collective}_algorithm_segmentsize"] = str(seg)
         if chain_fanout is not None:
             mca[f"coll_tuned_{collective}_algorithm_chain_fanout"] = str(chain_fanout)
-        return Settings(env={f"OMPI_MCA_{k}": v for k, v in mca.items()}, mca=mca)
+        return Settings(env={f"OMPI_MCA_{k}": v for k, v in mca.items()}, mca=mca, kit=clone)
     if flavour == "mpich":
         env = {
             f"MPIR_CVAR_{collective.upper()}_INTRA_ALGORITHM": alg.mpich,
@@ -437,16 +448,17 @@ def segment_size(flavour, collective, name, nprocs, nbytes, segsize=None):
     """The segment size in bytes (0: the whole message at once) with which ``flavour`` runs
     library algorithm ``name`` at ``nprocs`` processes and ``nbytes`` bytes, forced by the kit.
 
-    Open MPI: ``segsize`` if given, else :attr:`LibAlgorithm.ompi_segsize` for the algorithms
-    that segment (0 = no segmentation, Open MPI's default); SMPI: :func:`smpi_segment`; MPICH's
+    Open MPI, and the kit's clones of its algorithms under SMPI (``kit:``): ``segsize`` if given,
+    else :attr:`LibAlgorithm.ompi_segsize` for the algorithms that segment (0 = no segmentation,
+    Open MPI's default); SimGrid's own copies: :func:`smpi_segment`; MPICH's
     forced broadcasts and reductions are not segmented (0). A segment at least as large as the
     message counts as 0: the schedules are the same.
     """
     check_flavour(flavour)
     alg = lookup(collective, name)
-    if flavour == "smpi":
+    if flavour == "smpi" and not (alg.smpi or "").startswith(KIT_PREFIX):
         seg = smpi_segment(collective, alg.name, nprocs, nbytes)
-    elif flavour == "openmpi":
+    elif flavour in ("openmpi", "smpi"):  # SMPI: the kit's clone, given Open MPI's segment size
         seg = alg.ompi_segsize if segsize is None else int(segsize)
     else:
         seg = 0
@@ -472,16 +484,21 @@ def describe(flavour, collective, name, segsize=None):
     """
     check_flavour(flavour)
     alg = lookup(collective, name)
-    if flavour == "smpi" and (collective, alg.name) in SMPI_SEGMENT_RULES:
+    if (
+        flavour == "smpi"
+        and (collective, alg.name) in SMPI_SEGMENT_RULES
+        and not (alg.smpi or "").startswith(KIT_PREFIX)
+    ):
         return f"{alg.name}, SimGrid's {SMPI_SEGMENT_RULES[(collective, alg.name)][0]} segments"
+    clone = flavour == "smpi" and (alg.smpi or "").startswith(KIT_PREFIX)
     seg = alg.ompi_segsize if segsize is None else int(segsize)
-    if flavour != "openmpi" or (
+    if not (flavour == "openmpi" or clone) or (
         not seg and alg.ompi_segsize == 0 and segsize is None and alg.name != "chain"
     ):
         return alg.name
     if seg == 0 and alg.name == "pipeline":
         return "chain, unsegmented (a pipeline forced with segment size 0, Open MPI's default)"
-    if alg.name == "chain" and flavour == "openmpi":
+    if alg.name == "chain" and (flavour == "openmpi" or clone):
         cut = f"{_size(seg)} segments" if seg else "unsegmented"
         return f"chain, 4 chains (Open MPI's default fan-out), {cut}"
     return f"{alg.name}, {_size(seg)} segments" if seg else f"{alg.name}, unsegmented"

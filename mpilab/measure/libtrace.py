@@ -196,6 +196,15 @@ def run_library_traced(
         The simulation failed.
     """
     settings = libalgs.settings("smpi", collective, algorithm)
+    if settings.kit:
+        # Sweeps run the kit's clone of Open MPI's algorithm (libalgs ``kit:``); a trace shows
+        # what is inside the library's own call, so it runs SimGrid's copy, with its own segments
+        # (libalgs.smpi_segment), where SimGrid has one.
+        if (collective, libalgs.canonical(collective, algorithm)) not in libalgs.SMPI_SEGMENT_SOURCES:
+            raise UsageError(
+                f"SimGrid has no {collective} {algorithm!r} of its own to trace (sweeps run the kit's clone)"
+            )
+        settings = libalgs.Settings(args=[f"--cfg=smpi/{collective}:{settings.kit}"])
     if int(nprocs) < 1 or int(nbytes) < 1:
         raise UsageError(f"bad nprocs {nprocs!r} or bytes {nbytes!r}; valid: integers >= 1")
     with tempfile.TemporaryDirectory(prefix="mpilab-libtrace-") as tmp:

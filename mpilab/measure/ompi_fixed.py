@@ -168,3 +168,38 @@ def bcast_map(nprocs, sizes, type_size=1):
                 )
             )
     return pd.DataFrame(rows)
+
+
+# --- Open MPI 1.10's rules for the reductions seed 001 measured -----------------------------
+
+#: Where seed 001's algorithms come from: the study ran Open MPI 1.7 .. 1.10.2 with coll/tuned's
+#: fixed rules ("algorithm 0"); SimGrid 3.32's ``ompi`` selector follows 4.1's rules instead.
+SOURCE_1_10 = (
+    "Open MPI v1.10.2 ompi/mca/coll/tuned/coll_tuned_decision_fixed.c: "
+    "ompi_coll_tuned_reduce_intra_dec_fixed (commutative op, P >= 8, message < 2048 B: binomial, "
+    "segment size 0) and ompi_coll_tuned_allreduce_intra_dec_fixed (message < 10000 B: recursive "
+    "doubling)"
+)
+
+
+def reduction_1_10(collective, nprocs, nbytes):
+    """The algorithm (the kit's name, :mod:`mpilab.measure.libalgs`) and segment size Open MPI
+    1.10's fixed rules give a commutative reduction of ``nbytes`` bytes at P = ``nprocs``, for the
+    cases seed 001 measured at small sizes (:data:`SOURCE_1_10`).
+
+    Raises
+    ------
+    UsageError
+        A case outside those rules' small-message branches (the kit does not carry the rest).
+    """
+    nprocs, nbytes = int(nprocs), int(nbytes)
+    if collective == "allreduce" and nbytes < 10000:
+        return "recursive_doubling", 0
+    if collective == "reduce" and nprocs < 8 and nbytes < 512:
+        return "basic_linear", 0
+    if collective == "reduce" and (nbytes < 2048 or (nprocs < 8 and nbytes < 20480)):
+        return "binomial", 0
+    raise UsageError(
+        f"Open MPI 1.10's rules for {collective} at P = {nprocs}, {nbytes} B are not in the kit; "
+        "valid: allreduce below 10000 B, reduce below 2048 B (below 20480 B at P < 8)"
+    )

@@ -22,10 +22,10 @@ import re
 import shutil
 from pathlib import Path
 
-from mpilab.core import results
-from mpilab.core.errors import ParseError, UsageError, one_of
-from mpilab.core.vocabulary import MAPPINGS
-from mpilab.measure import libalgs
+from mpilab.core import paths, process, results
+from mpilab.core.errors import LaunchError, ParseError, ToolMissing, UsageError, one_of
+from mpilab.core.vocabulary import COMPILERS, MAPPINGS
+from mpilab.measure import forcing, libalgs
 
 TITLES = {
     "broadcast": "bcast",
@@ -117,9 +117,15 @@ def parse(path):
     """
     path = Path(path)
     try:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
     except OSError as e:
         raise ParseError(f"{path}: cannot read: {e.strerror}") from None
+    return parse_text(text, path)
+
+
+def parse_text(text, path="OSU output"):
+    """:func:`parse` for the text of an OSU program's output (``path`` names it in errors)."""
+    lines = text.splitlines()
     coll = version = header = None
     dtype = "char"
     points = []
@@ -294,3 +300,148 @@ def osu_programs(names=OSU_PROGRAMS, osu_dir=None):
         if path:
             found[name] = os.path.abspath(path)
     return found
+
+
+# --- OSU itself, built from the vendored tarball and run like the kit's drivers ---------------
+
+#: The OSU release the kit builds (seed 000 ran 7.3; 7.4 times its collectives the same way).
+OSU_VERSION = "7.4"
+TARBALL = f"osu-micro-benchmarks-{OSU_VERSION}.tar.gz"
+#: Where each program is in OSU's tree, and the collective it times.
+PROGRAM_DIRS = {
+    "osu_bcast": ("c/mpi/collective/blocking", "bcast"),
+    "osu_reduce": ("c/mpi/collective/blocking", "reduce"),
+    "osu_allgather": ("c/mpi/collective/blocking", "allgather"),
+    "osu_allreduce": ("c/mpi/collective/blocking", "allreduce"),
+    "osu_latency": ("c/mpi/pt2pt/standard", "pt2pt"),
+}
+#: What building OSU for SMPI needs besides ``CC=smpicc`` (both are environment variables of
+#: ``./configure`` only, not of make): ``SMPI_PRETEND_CC=1``, because configure runs the test
+#: programs it compiles and smpicc's programs only run under smpirun; and ``LD=ld``, because
+#: libtool asks the compiler which linker it uses and smpicc does not answer. OSU's own code needs
+#: no change.
+SMPI_CONFIGURE_ENV = {"SMPI_PRETEND_CC": "1", "LD": "ld"}
+
+
+def vendor_tarball():
+    """OSU's source as the developers' machines and CI keep it: ``../shared/vendor/`` next to the
+    repository, or the folder ``$MPILAB_VENDOR`` names (as ``scripts/install-apptainer.sh``
+    reads it; the kit never copies it; elsewhere OSU comes from its site)."""
+    vendor = os.environ.get("MPILAB_VENDOR") or paths.repo_root().parent / "shared" / "vendor"
+    return Path(vendor) / TARBALL
+
+
+def cache_dir():
+    """Where the kit builds OSU when not told (``$XDG_CACHE_HOME/mpilab/osu``, never the
+    repository)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mpilab" / "osu"
+
+
+def build(flavour, builddir, programs=("osu_bcast", "osu_reduce", "osu_latency"), tarball=None, timeout=1800):
+    """Build OSU programs for ``flavour`` from the vendored tarball under ``builddir`` (once).
+
+    Returns
+    -------
+    dict
+        Program name -> path.
+
+    Raises
+    ------
+    ToolMissing
+        The tarball is not there (:func:`vendor_tarball`) or the flavour's compiler is missing.
+    LaunchError
+        Unpacking, configure or make failed (the last lines of their output).
+    """
+    tarball = Path(tarball or vendor_tarball())
+    if not tarball.is_file():
+        raise ToolMissing(
+            f"OSU's source {tarball} is not there: the developers' machines and CI keep it in "
+            f"../shared/vendor next to the repository (MPILAB_VENDOR names another folder); "
+            f"elsewhere get OSU {OSU_VERSION} from its site"
+        )
+    unknown = [p for p in programs if p not in PROGRAM_DIRS]
+    if unknown:
+        raise one_of("OSU program", unknown[0], PROGRAM_DIRS)
+    cc = COMPILERS[flavour] if flavour in COMPILERS else None
+    if cc is None or shutil.which(cc) is None:
+        raise ToolMissing(f"no compiler for flavour {flavour!r} ({cc or 'unknown flavour'})")
+    top = Path(builddir) / f"osu-{OSU_VERSION}-{flavour}" / f"osu-micro-benchmarks-{OSU_VERSION}"
+    found = {p: top / PROGRAM_DIRS[p][0] / p for p in programs}
+    if all(f.is_file() for f in found.values()):
+        return found
+    # configure only: smpicc pretending to be cc for make would build programs SMPI cannot load
+    configure_env = dict(os.environ, **(SMPI_CONFIGURE_ENV if flavour == "smpi" else {}))
+    cxx = "smpicxx" if flavour == "smpi" else cc.replace("mpicc", "mpicxx")
+    steps = []
+    if not (top / "Makefile").is_file():
+        shutil.rmtree(top.parent, ignore_errors=True)
+        top.parent.mkdir(parents=True)
+        steps += [(["tar", "-xzf", str(tarball), "-C", str(top.parent)], top.parent, None)]
+        steps += [(["./configure", f"CC={cc}", f"CXX={cxx}"], top, configure_env)]
+    for d in sorted({PROGRAM_DIRS[p][0] for p in programs}):
+        steps.append((["make", "-C", d, *[p for p in programs if PROGRAM_DIRS[p][0] == d]], top, None))
+    for argv, cwd, env in steps:
+        res = process.run(argv, timeout=timeout, env=env, cwd=cwd)
+        if res.returncode != 0 or res.timed_out:
+            raise LaunchError(f"building OSU failed: {' '.join(argv)} in {cwd}:\n{res.tail()}")
+    return found
+
+
+def run(launcher, program, nprocs, sizes, iters, warmup, mapping="core", algorithm="default", timeout=900):
+    """Run one OSU program (``-m``, ``-i``, ``-x``, ``-f``) on ``launcher``, the library algorithm
+    forced as :mod:`mpilab.measure.forcing` forces it, and return its results rows.
+
+    OSU calls the library's own collective: under SMPI an algorithm that only the kit's clones
+    run (Open MPI's chain and pipeline, :mod:`mpilab.measure.libalgs`) is refused.
+
+    Returns
+    -------
+    list of dict
+        Results-table rows (``launcher`` the launcher's, ``library`` ``OSU 7.4``, min/max/avg
+        over ranks; OSU prints no per-iteration maximum), ``forced``/``evidence`` as
+        :func:`mpilab.measure.forcing.verify` finds them.
+    """
+    name = Path(program).name
+    coll = PROGRAM_DIRS.get(name, (None, None))[1]
+    if coll is None:
+        raise one_of("OSU program", name, PROGRAM_DIRS)
+    lo, hi = (sizes.split(":") + [None])[:2] if isinstance(sizes, str) else sizes
+    args = ["-m", f"{lo}:{hi or lo}", "-i", str(int(iters)), "-x", str(int(warmup)), "-f"]
+    if name == "osu_latency":
+        args.remove("-f")
+    settings = libalgs.Settings(forcing=False)
+    if coll != "pt2pt":
+        algorithm = libalgs.canonical(coll, algorithm)
+        settings = forcing.prepare(launcher.flavour, coll, algorithm)
+        if settings.kit:
+            raise UsageError(
+                f"OSU runs the library's MPI_{coll.capitalize()}, and SimGrid has no faithful copy of "
+                f"Open MPI's {algorithm} (the kit's clone runs in collbench: mpilab.measure.forcing)"
+            )
+    proc = forcing.run(launcher, program, args, nprocs, settings, mapping=mapping, timeout=timeout)
+    if proc.returncode != 0:
+        raise LaunchError(f"exit {proc.returncode}: {proc.args}\n{proc.stderr[-2000:]}")
+    parsed = parse_text(proc.stdout, f"output of {name}")
+    if coll == "pt2pt":
+        forced, evidence = "no", "osu_latency: point to point"
+    else:
+        forced, evidence = forcing.verify(launcher.flavour, coll, algorithm, proc.stderr, proc.returncode)
+    meta = {
+        "collective": coll,
+        "algorithm": algorithm if coll != "pt2pt" else "blocking",
+        "nprocs": nprocs,
+        "datatype": parsed["datatype"],
+        "library": f"OSU {parsed['version']}".strip(),
+    }
+    return results.rows(
+        meta,
+        parsed["points"],
+        flavour=launcher.flavour,
+        launcher=launcher.name,
+        platform=launcher.platform,
+        mapping=mapping,
+        forced=forced,
+        evidence=evidence,
+        command=proc.args,
+    )

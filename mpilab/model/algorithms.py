@@ -22,7 +22,7 @@ Examples
 >>> ring.skeleton, ring.side, ring.lab
 ('student_allgather_ring', 'key', 'lab2')
 >>> [a.name for a in algorithms.of("bcast")]
-['linear', 'chain', 'pipeline', 'binomial', 'scatter_allgather']
+['linear', 'chain', 'pipeline', 'binomial', 'scatter_allgather', 'ompi_chain', 'ompi_pipeline']
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Callable
 
 from mpilab.core import key
 from mpilab.core.errors import UsageError, one_of
-from mpilab.model import schedules
+from mpilab.model import ompi_trees, schedules
 
 #: Where an algorithm's reference implementation is: ``kit``, shipped with the student's side
 #: (students read it); ``key``, in the answer key only (a lab asks students to write it).
@@ -100,6 +100,10 @@ _ANY = "any communicator, any basic datatype"
 _LAB3 = "MPI_IN_PLACE, MPI_INT and MPI_DOUBLE, any communicator; a commutative op"
 _FOLDED = f"any p (pairs of ranks fold in and out), any count (blocks may be empty), {_LAB3}"
 _TWO_LEVELS = "two levels with their own α and β (inside a node, between nodes): no single α-β cost"
+_OMPI_COST = (
+    "a library's algorithm cloned to simulate it; its single chain is lab 6's (chain, pipeline), "
+    "whose cost lab 6 asks for: none here"
+)
 
 
 def _task(collective, name, lab, description, restrictions, skeleton=None, skeleton_file=None, **more):
@@ -234,6 +238,60 @@ KIT = (
         lab="lab3",
         point_to_point=False,
         cost_note=_TWO_LEVELS,
+    ),
+    # Open MPI 4.1's forced chain and pipeline, cloned in the kit's C (include/labompi.h): what
+    # seed 000 ran. SimGrid has no chain broadcast, and its reduce ompi_chain (p/2 chains) and
+    # pipelines (their own segment sizes) are other algorithms; mpilab.measure.forcing runs
+    # these clones for them under SMPI.
+    Algorithm(
+        "bcast",
+        "ompi_chain",
+        "Open MPI 4.1's forced chain: the root feeds 4 chains of consecutive ranks "
+        "(coll_tuned_bcast_algorithm_chain_fanout), the whole message at once "
+        "(coll_tuned_bcast_algorithm_segmentsize 0), both read from Open MPI's MCA variables",
+        f"none: any p, any root, any count (also 0), contiguous datatypes, {_ANY}",
+        "kit",
+        function="lab_bcast_ompi_chain",
+        source="c_reference/bcast/ompi_chain.c",
+        schedule=ompi_trees.bcast_chain,
+        cost_note=_OMPI_COST,
+    ),
+    Algorithm(
+        "bcast",
+        "ompi_pipeline",
+        "Open MPI 4.1's forced pipeline: one chain from the root, segments of "
+        "coll_tuned_bcast_algorithm_segmentsize bytes (0, the default: one segment)",
+        f"none: any p, any root, any count (also 0), contiguous datatypes, {_ANY}",
+        "kit",
+        function="lab_bcast_ompi_pipeline",
+        source="c_reference/bcast/ompi_pipeline.c",
+        schedule=ompi_trees.bcast_pipeline,
+        cost_note=_OMPI_COST,
+    ),
+    Algorithm(
+        "reduce",
+        "ompi_chain",
+        "Open MPI 4.1's forced chain reduce: 4 chains end at the root "
+        "(coll_tuned_reduce_algorithm_chain_fanout), one segment "
+        "(coll_tuned_reduce_algorithm_segmentsize 0), blocking sends up the chains",
+        "any p, any root, any count (also 0), contiguous datatypes, a commutative op, "
+        "MPI_IN_PLACE at the root",
+        "kit",
+        function="lab_reduce_ompi_chain",
+        source="c_reference/reduce/ompi_chain.c",
+        cost_note=_OMPI_COST,
+    ),
+    Algorithm(
+        "reduce",
+        "ompi_pipeline",
+        "Open MPI 4.1's forced pipeline reduce: one chain ending at the root, segments of "
+        "coll_tuned_reduce_algorithm_segmentsize bytes (0, the default: one segment)",
+        "any p, any root, any count (also 0), contiguous datatypes, a commutative op, "
+        "MPI_IN_PLACE at the root",
+        "kit",
+        function="lab_reduce_ompi_pipeline",
+        source="c_reference/reduce/ompi_pipeline.c",
+        cost_note=_OMPI_COST,
     ),
 )
 

@@ -313,8 +313,9 @@ def simulate(
         receiver's incoming port, of ``1 / port_beta`` each). An SMPI platform's shared links
         (ports, memory, network cards) come from
         :func:`mpilab.simulate.routes.platform_model`.
-    o_send, o_isend, o_recv : float
-        Per-message overheads in µs (LogP's o; SMPI's ``smpi/os``, ``smpi/ois``, ``smpi/or``):
+    o_send, o_isend, o_recv : float or callable
+        Per-message overheads in µs (LogP's o; SMPI's ``smpi/os``, ``smpi/ois``, ``smpi/or``), or
+        ``o(src, dst)`` where they depend on the pair (per-class overheads, SMPI's cost callbacks):
         a rank is busy ``o_isend`` before an ``MPI_Isend`` (or the send half of an
         ``MPI_Sendrecv``) leaves, ``o_send`` before a blocking eager ``MPI_Send`` leaves, and
         ``o_recv`` after each eager message it receives, when its wait sees it complete (one
@@ -374,13 +375,16 @@ def simulate(
         ("o_send_per_byte", o_send_per_byte),
         ("o_recv_per_byte", o_recv_per_byte),
     ):
-        if not float(v) >= 0:
-            raise UsageError(f"bad {name} {v!r}; valid: a number >= 0")
+        if not callable(v) and not float(v) >= 0:
+            raise UsageError(f"bad {name} {v!r}; valid: a number >= 0 or a function (src, dst) -> us")
+    o_send_fn, o_isend_fn, o_recv_fn = (
+        _as_pair_fn(v, n) for v, n in ((o_send, "o_send"), (o_isend, "o_isend"), (o_recv, "o_recv"))
+    )
 
-    def send_overhead(nbytes, isend):
+    def send_overhead(src, dst, nbytes, isend):
         if isend:
-            return o_isend + o_send_per_byte * nbytes
-        return o_send + o_send_per_byte * nbytes if nbytes < eager_bytes else 0.0
+            return o_isend_fn(src, dst) + o_send_per_byte * nbytes
+        return o_send_fn(src, dst) + o_send_per_byte * nbytes if nbytes < eager_bytes else 0.0
 
     recv_bytes = [dict() for _ in range(p)]  # rank -> receive request -> bytes received
     weight_fn = weight if weight is not None else (lambda src, dst: 1.0)
@@ -405,7 +409,7 @@ def simulate(
     def arrived(msg, arrive):
         msg.update(arrive_us=arrive, recv_us=arrive)
         req = msg.pop("recv_req")
-        recv_bytes[msg["dst"]][req] = msg["bytes"]
+        recv_bytes[msg["dst"]][req] = (msg["bytes"], msg["src"])
         complete(msg["dst"], req, arrive)
         if done[msg["src"]][msg["send_req"]] is None:
             complete(msg["src"], msg["send_req"], arrive)
@@ -467,9 +471,9 @@ def simulate(
         end = t0
         for when, q in sorted(zip(times, reqs)):
             end = max(end, when)
-            nb = recv_bytes[r].pop(q, None)
+            nb, src = recv_bytes[r].pop(q, (None, None))
             if nb is not None and nb < eager_bytes:
-                end += o_recv + o_recv_per_byte * nb
+                end += o_recv_fn(src, r) + o_recv_per_byte * nb
         row["end_us"] = end
         heapq.heappush(heap, (end, r))
 
@@ -481,7 +485,7 @@ def simulate(
             op = ops[pc[r]]
             o = 0.0
             if op.dst is not None and op.call in ("Isend", "Send", "Sendrecv"):
-                o = send_overhead(op.sbytes, op.call != "Send")
+                o = send_overhead(r, op.dst, op.sbytes, op.call != "Send")
             if r in sleeping:  # back from the overhead: post now
                 row, _ = sleeping.pop(r)
             else:

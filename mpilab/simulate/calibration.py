@@ -13,11 +13,18 @@ curve by simulating it, within what the ping-pong allows (``o_send + o_recv <= o
 * the first segment of a segmented fit gives a class's intercept (its ``one_way``) and slope
   (its β; ``beta="fit"`` instead fits β by least squares of log time over every size measured,
   which keeps the later segments in);
-* the one-way times must grow with the distance, core <= socket <= node (a message that
-  leaves the node also leaves the socket). When they do not, the violators are pooled to their
-  weighted mean (pool-adjacent-violators), weighted by 1 / the length of the size range over
-  which each intercept was fitted: an intercept fitted up to 1 MB says less about a 1-byte
-  message than one fitted up to 84 KB.
+* ``monotone=True`` (the default for a user's ping-pong): the one-way times must grow with the
+  distance, core <= socket <= node (a message that leaves the node also leaves the socket). When
+  they do not, the violators are pooled to their weighted mean (pool-adjacent-violators),
+  weighted by 1 / the length of the size range over which each intercept was fitted: an
+  intercept fitted up to 1 MB says less about a 1-byte message than one fitted up to 84 KB.
+  ``monotone=False`` keeps the table as measured: seed 000's socket row (4.36 µs) was measured
+  with ranks bound to sockets, and the shipped THIN keeps it (docs/CALIBRATION.md, section 3).
+
+The overheads are either one value for every class (:func:`with_overhead`, fitted to a curve by
+:func:`mpilab.studies.calibration.fit_to_curve`), or per class (:func:`with_cpu_share`): a share
+of each intra-node class's one-way time charged to the two CPUs as overhead, what Open MPI's
+shared-memory transport does (the sender copies in, the receiver copies out).
 
 :func:`calibrate` writes a platform of a shipped shape with a user's numbers; the shipped THIN
 and jupiter platforms were made the same way from the seeds (:mod:`mpilab.simulate.clusters`).
@@ -35,7 +42,7 @@ from scipy.optimize import minimize_scalar
 from mpilab.core.errors import UsageError, one_of
 from mpilab.core.vocabulary import MAPPINGS
 from mpilab.model import p2p
-from mpilab.simulate.clusters import Param
+from mpilab.simulate.clusters import Param, cpu_overhead
 from mpilab.simulate.platforms import (
     ENVELOPE_BYTES,
     _cache_dir,
@@ -158,7 +165,7 @@ def _fit_slope(a, n, t, start):
     return float(minimize_scalar(cost, bounds=bounds, method="bounded", options=dict(xatol=start * 1e-7)).x)
 
 
-def fit_pingpong(measured, segments=2, beta="first"):
+def fit_pingpong(measured, segments=2, beta="first", monotone=True):
     """One-way time of the smallest message and time per byte per class, monotone in distance.
 
     Parameters
@@ -172,6 +179,9 @@ def fit_pingpong(measured, segments=2, beta="first"):
     beta : {'first', 'fit'}
         ``first``: β is the first segment's slope. ``fit``: least squares of log time over every
         size measured (or over the table at powers of two), with the one-way time fixed.
+    monotone : bool
+        Pool one-way times that fall with the distance (see the module's docstring); False keeps
+        each class's intercept as measured.
 
     Returns
     -------
@@ -205,7 +215,7 @@ def fit_pingpong(measured, segments=2, beta="first"):
             up = raw.loc[raw["mapping"] == m, "bytes"].max()
         spans.append(float(up) if np.isfinite(up) and up > 0 else 1.0)
     measured_ic = [float(first.loc[m, "intercept"]) for m in order]
-    pooled = pool_monotone(measured_ic, [1.0 / s for s in spans])
+    pooled = pool_monotone(measured_ic, [1.0 / s for s in spans]) if monotone else list(measured_ic)
     points = _points(table, raw)
     rows = []
     for m, ic, a, span in zip(order, measured_ic, pooled, spans):
@@ -240,11 +250,42 @@ def overhead_bound(params, min_latency=MIN_LINK_LATENCY_US):
     )
 
 
+def with_cpu_share(params, share, source, kind="fit"):
+    """A copy of ``params`` whose overheads are per class: ``share`` (0..1) of what each class's
+    one-way time leaves above the least link latency (:data:`MIN_LINK_LATENCY_US`) and the
+    envelope, half on each side, for the two intra-node classes; the node class gets the core
+    class's (the same software path on the CPU; the network card moves the data between nodes).
+    ``share = 1`` puts the whole intra-node one-way time on the CPUs, the upper bound of any split.
+    """
+    if not 0 <= share <= 1:
+        raise UsageError(f"bad CPU share {share!r}; valid: 0..1 (of each intra-node one-way time)")
+    new = dict(params)
+    v = {k: p.value for k, p in params.items()}
+    new["cpu_share"] = Param(float(share), "", kind, source)
+    how = (
+        "cpu_share x (one_way_{c} - {m} us of link latency - the 16-byte envelope) / 2: an "
+        "intra-node message of Open MPI's shared-memory transport is moved by the two CPUs"
+    )
+    o = cpu_overhead(v["one_way_core"], v["beta_core"], share, MIN_LINK_LATENCY_US)
+    new["o_send"] = Param(o, "us", kind, "core class: " + how.format(c="core", m=MIN_LINK_LATENCY_US))
+    new["o_recv"] = Param(o, "us", "assumption", "equal to o_send (the copy out costs the copy in)")
+    new["o_isend"] = Param(o, "us", "assumption", "equal to o_send (one eager path)")
+    if v["sockets"] > 1:
+        o_s = cpu_overhead(v["one_way_socket"], v["beta_socket"], share, MIN_LINK_LATENCY_US)
+        new["overhead_socket"] = Param(
+            o_s, "us", kind, "socket class, each side: " + how.format(c="socket", m=MIN_LINK_LATENCY_US)
+        )
+    new["overhead_node"] = Param(o, "us", "assumption", "node class, each side: the core class's")
+    return new
+
+
 def with_pingpong(params, fit, source):
     """A copy of ``params`` with the one-way times and βs of a :func:`fit_pingpong` table.
 
-    Classes the table does not have keep their values. The overheads are scaled down when the
-    new one-way times leave them no room (they keep the base's share of the core one-way time).
+    Classes the table does not have keep their values. Per-class overheads
+    (:func:`with_cpu_share`) follow the new one-way times with the base's share; a single
+    overhead is scaled down when the new one-way times leave it no room (it keeps the base's
+    share of the core one-way time).
     """
     new = dict(params)
     for r in fit.itertuples():
@@ -259,7 +300,9 @@ def with_pingpong(params, fit, source):
         new["one_way_socket"], new["beta_socket"] = new["one_way_core"], new["beta_core"]
     bound = overhead_bound(new)
     o = params["o_send"].value
-    if o > bound:
+    if "cpu_share" in params:
+        pass  # per class: set below, once the one-way times are final
+    elif o > bound:
         share = o / params["one_way_core"].value
         o = min(bound, share * new["one_way_core"].value)
         for k in ("o_send", "o_recv", "o_isend"):
@@ -282,6 +325,9 @@ def with_pingpong(params, fit, source):
         params["card_bw"].kind,
         params["card_bw"].source,
     )
+    if "cpu_share" in params:
+        p = params["cpu_share"]
+        new = with_cpu_share(new, p.value, p.source, p.kind)
     return new
 
 
@@ -294,7 +340,7 @@ def with_overhead(params, o, source, kind="fit"):
             f"exceed the smallest one-way time less {MIN_LINK_LATENCY_US} us of link "
             f"latency)"
         )
-    new = dict(params)
+    new = {k: p for k, p in params.items() if k not in ("cpu_share", "overhead_socket", "overhead_node")}
     new["o_send"] = Param(float(o), "us", kind, source)
     new["o_recv"] = Param(float(o), "us", "assumption", "equal to o_send (LogP's single o)")
     new["o_isend"] = Param(float(o), "us", "assumption", "equal to o_send (one eager path)")
@@ -307,7 +353,9 @@ def write_platform(params, path, prefix=None, base=None):
     return _write(spec_of(params, prefix), path)
 
 
-def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None, beta="first", overhead=None):
+def calibrate(
+    measured, base="orfeo-thin", path=None, segments=2, name=None, beta="first", overhead=None, monotone=True
+):
     """Write a SimGrid platform whose simulated ping-pong reproduces a user's measurements.
 
     The platform keeps the shape of ``base`` (nodes, sockets, cores, host names, network card,
@@ -319,7 +367,9 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None, bet
     :func:`mpilab.studies.calibration.fit_overhead` fits them to a collective curve.
 
     A mapping not given keeps the base's value (a warning says which). SMPI's own size factors
-    are off in the file: each class's simulated ping-pong is one straight line.
+    are off in the file: each class's simulated ping-pong is one straight line. A base with
+    per-class overheads (THIN's, :func:`with_cpu_share`) keeps its share of each intra-node
+    one-way time as CPU overhead, so the overheads follow your one-way times.
 
     Parameters
     ----------
@@ -336,7 +386,9 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None, bet
     beta : {'first', 'fit'}
         See :func:`fit_pingpong`.
     overhead : float, optional
-        o_send = o_recv = o_isend in µs.
+        o_send = o_recv = o_isend in µs, for every class.
+    monotone : bool
+        See :func:`fit_pingpong`.
 
     Returns
     -------
@@ -354,7 +406,7 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None, bet
     >>> xml = calibrate({"core": (0.6, 5e-5), "socket": (2.5, 8e-5), "node": (3.2, 4e-4)},
     ...                 path="mine.xml")                                    # doctest: +SKIP
     """
-    params, prefix, fit, table = prepare(measured, base, segments, beta, name)
+    params, prefix, fit, table = prepare(measured, base, segments, beta, name, monotone=monotone)
     if overhead is not None:
         params = with_overhead(params, float(overhead), "given to calibrate", kind="assumption")
     return write_platform(
@@ -362,7 +414,7 @@ def calibrate(measured, base="orfeo-thin", path=None, segments=2, name=None, bet
     )
 
 
-def prepare(measured, base="orfeo-thin", segments=2, beta="first", name=None, source=None):
+def prepare(measured, base="orfeo-thin", segments=2, beta="first", name=None, source=None, monotone=True):
     """The parameters of ``base`` with a ping-pong's one-way times and βs (:func:`calibrate`).
 
     Returns
@@ -378,7 +430,7 @@ def prepare(measured, base="orfeo-thin", segments=2, beta="first", name=None, so
             f"{', '.join(list_platforms())}"
         )
     params, prefix = cluster_params(base)
-    fit = fit_pingpong(measured, segments, beta)
+    fit = fit_pingpong(measured, segments, beta, monotone)
     given = set(fit["mapping"])
     if "socket" in given and params["sockets"].value < 2:
         raise UsageError(
@@ -410,9 +462,12 @@ def prepare(measured, base="orfeo-thin", segments=2, beta="first", name=None, so
     # pooling may have moved a class the user gave below one the base kept: keep monotone
     order = [c for c in MAPPINGS if not (c == "socket" and params["sockets"].value < 2)]
     vals = pool_monotone([new[f"one_way_{c}"].value for c in order], [1.0] * len(order))
-    for c, v in zip(order, vals):
+    for c, v in zip(order, vals if monotone else []):
         if not math.isclose(v, new[f"one_way_{c}"].value):
             new[f"one_way_{c}"] = Param(v, "us", "fit", "pooled with the base's values (monotone)")
+    if monotone and "cpu_share" in new:  # the per-class overheads follow the pooled times
+        p = new["cpu_share"]
+        new = with_cpu_share(new, p.value, p.source, p.kind)
     desc = (
         f"{name + ': ' if name else ''}{params['label'].value}, calibrated by "
         f"mpilab.simulate.calibration to a ping-pong of {table}"

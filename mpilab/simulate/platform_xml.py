@@ -93,6 +93,32 @@ def smpi_config(spec):
     ]
 
 
+#: The zone properties that carry per-class overheads (read by the platform loader of
+#: :mod:`mpilab.simulate.overheads` and by :func:`mpilab.simulate.routes.overheads`): per class
+#: ``class:o_send:o_recv:o_isend`` in µs, and the per-byte slopes ``o_send:o_recv`` in µs/B.
+OVERHEADS_PROP = "mpilab/overheads"
+PER_BYTE_PROP = "mpilab/overheads-per-byte"
+#: The zone property of a platform that carries an unexplained per-message cost (µs), drawn only
+#: to show a seed's curves (:mod:`mpilab.studies.residual`), never for a ping-pong.
+UNEXPLAINED_PROP = "mpilab/unexplained-us"
+CLASSES = ("core", "socket", "node")
+
+
+def class_props(spec):
+    """The ``<prop>`` lines of a spec's per-class overheads (none when every class has the core
+    class's: SMPI's ``smpi/os``, ``smpi/or``, ``smpi/ois`` then say it all)."""
+    if not spec.per_class():
+        return []
+    value = ";".join(f"{c}:" + ":".join(f"{x:.9g}" for x in spec.overheads(c)) for c in CLASSES)
+    return [
+        "  <!-- per-class overheads: SMPI charges them through its cost callbacks when the kit "
+        "launches this file (smpirun -platform <this file>.so, mpilab.simulate.overheads); run "
+        "by hand, the file gives every message the core class's smpi/os, smpi/or, smpi/ois -->",
+        f'  <prop id="{OVERHEADS_PROP}" value="{value}"/>',
+        f'  <prop id="{PER_BYTE_PROP}" value="{spec.o_send_per_byte:.9g}:{spec.o_recv_per_byte:.9g}"/>',
+    ]
+
+
 def render_xml(spec, link_attrs=None, config=(), link_latency=None):
     """SimGrid 3.32 platform XML (a Full-routing zone, one host per core) for ``spec``.
 
@@ -127,6 +153,7 @@ def render_xml(spec, link_attrs=None, config=(), link_latency=None):
         )
 
     out = xml_head(spec.description, [*smpi_config(spec), *config], spec.sources)
+    out += class_props(spec)
     hosts = []
     for n in range(spec.nodes):
         for s in range(spec.sockets):

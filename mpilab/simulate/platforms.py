@@ -99,8 +99,10 @@ class Spec:
     memory copies for all its cores together (None: not modelled); ``o_send``, ``o_recv``,
     ``o_isend`` (µs) and their ``*_per_byte`` slopes (µs/B): SMPI's per-message overheads
     (``smpi/os``, ``smpi/or``, ``smpi/ois``) below ``eager_bytes``
-    (``smpi/send-is-detached-thresh``). ``sources``: ``(parameter, value, unit, source)`` rows
-    written into the file.
+    (``smpi/send-is-detached-thresh``), those of the ``core`` class; ``o_socket`` and ``o_node``
+    (µs, one side of a message of that class: send, isend and receive alike), None where the
+    class has the core's (:mod:`mpilab.simulate.overheads` charges them). ``sources``:
+    ``(parameter, value, unit, source)`` rows written into the file.
     """
 
     prefix: str
@@ -122,10 +124,23 @@ class Spec:
     o_isend: float = 0.0
     o_send_per_byte: float = 0.0
     o_recv_per_byte: float = 0.0
+    o_socket: float | None = None
+    o_node: float | None = None
     eager_bytes: int = 65536
     speed: str = "1Gf"
     description: str = ""
     sources: tuple = ()
+
+    def overheads(self, cls):
+        """``(o_send, o_recv, o_isend)`` of a message of class ``cls`` (µs)."""
+        own = {"socket": self.o_socket, "node": self.o_node}.get(cls)
+        return (self.o_send, self.o_recv, self.o_isend) if own is None else (own, own, own)
+
+    def per_class(self):
+        """True when some class's overheads are not the core class's (SimGrid's global
+        ``smpi/os`` cannot say it: :mod:`mpilab.simulate.overheads`)."""
+        core = self.overheads("core")
+        return any(self.overheads(c) != core for c in ("socket", "node"))
 
     @property
     def hosts(self):
@@ -144,7 +159,8 @@ ENVELOPE_BYTES = 16
 def spec_of(params, prefix):
     """The SimGrid links of a cluster given as physical parameters (:mod:`mpilab.simulate.clusters`).
 
-    A class's link latency is its one-way time less the two overheads and the envelope's bytes;
+    A class's link latency is its one-way time less the two overheads of that class (``o_send``
+    and ``o_recv``, or the class's ``overhead_<class>`` on each side) and the envelope's bytes;
     the node class's latency is split between the two cards (a quarter each) and the switch
     (half): one message only sees the sum.
 
@@ -154,9 +170,10 @@ def spec_of(params, prefix):
         When the overheads leave a negative link latency.
     """
     v = {k: p.value for k, p in params.items()}
-    o = v["o_send"] + v["o_recv"]
     lat = {}
     for cls in ("core", "socket", "node"):
+        own = v.get(f"overhead_{cls}")
+        o = v["o_send"] + v["o_recv"] if own is None else 2 * own
         lat[cls] = v[f"one_way_{cls}"] - o - ENVELOPE_BYTES * v[f"beta_{cls}"]
         if lat[cls] < -1e-6:
             raise UsageError(
@@ -186,6 +203,8 @@ def spec_of(params, prefix):
         o_isend=v["o_isend"],
         o_send_per_byte=v.get("o_send_per_byte", 0.0),
         o_recv_per_byte=v.get("o_recv_per_byte", 0.0),
+        o_socket=v.get("overhead_socket"),
+        o_node=v.get("overhead_node"),
         eager_bytes=int(v["eager_bytes"]),
         description=v["label"],
         sources=rows,

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from mpilab.core.errors import UsageError
-from mpilab.simulate.platforms import ENVELOPE_BYTES, placement, platform_file
+from mpilab.simulate.platform_xml import CLASSES, OVERHEADS_PROP, PER_BYTE_PROP, UNEXPLAINED_PROP
+from mpilab.simulate.platforms import ENVELOPE_BYTES, host_location, placement, platform_file
 
 _TIME_UNITS = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3, "ps": 1e-6, "m": 60e6, "h": 3600e6}
 _RATE_UNITS = {
@@ -70,7 +71,7 @@ def _routes(path):
                 routes[(el.get("src"), el.get("dst"))] = ids
                 if el.get("symmetrical", "YES").upper() != "NO":
                     routes.setdefault((el.get("dst"), el.get("src")), [(i, _FLIP[d]) for i, d in ids[::-1]])
-            elif el.tag == "prop" and el.get("id", "").startswith(("smpi/", "network/")):
+            elif el.tag == "prop" and el.get("id", "").startswith(("smpi/", "network/", "mpilab/")):
                 props[el.get("id")] = el.get("value", "")
         _ROUTES_CACHE[key] = (links, routes, props)
     return _ROUTES_CACHE[key]
@@ -87,20 +88,45 @@ def _factor(text, name):
     return offset, slope
 
 
+def _class_overheads(text, default):
+    """``{class: (o_send, o_recv, o_isend)}`` from a ``mpilab/overheads`` property (µs)."""
+    out = {c: default for c in CLASSES}
+    if not text:
+        return out
+    for item in text.split(";"):
+        cls, _, rest = item.partition(":")
+        try:
+            values = tuple(float(x) for x in rest.split(":"))
+        except ValueError:
+            values = ()
+        if cls not in out or len(values) != 3:
+            raise UsageError(
+                f"cannot read {OVERHEADS_PROP} item {item!r}; valid: CLASS:O_SEND:O_RECV:O_ISEND (µs), "
+                f"CLASS one of {', '.join(CLASSES)}"
+            )
+        out[cls] = values
+    return out
+
+
 def overheads(name_or_path):
-    """SMPI's per-message overheads of a platform file, read from its ``<config>``.
+    """SMPI's per-message overheads of a platform file, read from its ``<config>`` (and, for
+    per-class overheads, its zone's ``mpilab/overheads``: :mod:`mpilab.simulate.overheads`).
 
     Returns
     -------
     dict
-        ``o_send``, ``o_isend``, ``o_recv`` (µs), ``o_send_per_byte``, ``o_recv_per_byte``
-        (µs/B) and ``eager_bytes`` (``smpi/send-is-detached-thresh``, SimGrid's 65536 when the
-        file does not say).
+        ``o_send``, ``o_isend``, ``o_recv`` (µs: the file's ``smpi/os``, ``smpi/ois``,
+        ``smpi/or``, the core class's), ``o_send_per_byte``, ``o_recv_per_byte`` (µs/B),
+        ``eager_bytes`` (``smpi/send-is-detached-thresh``, SimGrid's 65536 when the file does not
+        say) and ``classes``: ``{class: (o_send, o_recv, o_isend)}`` of a message of each class
+        (each the file's global values when it has no per-class overheads).
     """
     _, _, props = _routes(platform_file(name_or_path))
     os_, os_b = _factor(props.get("smpi/os"), "smpi/os")
     ois, _ = _factor(props.get("smpi/ois"), "smpi/ois")
     or_, or_b = _factor(props.get("smpi/or"), "smpi/or")
+    if props.get(PER_BYTE_PROP):
+        os_b, or_b = (float(x) for x in props[PER_BYTE_PROP].split(":"))
     return dict(
         o_send=os_,
         o_isend=ois,
@@ -108,7 +134,39 @@ def overheads(name_or_path):
         o_send_per_byte=os_b,
         o_recv_per_byte=or_b,
         eager_bytes=int(props.get("smpi/send-is-detached-thresh", 65536)),
+        classes=_class_overheads(props.get(OVERHEADS_PROP), (os_, or_, ois)),
     )
+
+
+def unexplained_cost(name_or_path):
+    """The unexplained per-message cost (µs per side) a platform carries, 0 for a physical one
+    (:mod:`mpilab.studies.residual`)."""
+    _, _, props = _routes(platform_file(name_or_path))
+    return float(props.get(UNEXPLAINED_PROP, 0) or 0)
+
+
+def refuse_unexplained(name_or_path, what="a ping-pong"):
+    """Raise when a platform carries an unexplained per-message cost: it draws a seed's collective
+    curves only, and ``what`` on it would not be the cluster's."""
+    cost = unexplained_cost(name_or_path)
+    if cost:
+        raise UsageError(
+            f"platform {str(name_or_path)!r} carries an unexplained per-message cost of {cost:g} us "
+            f"per side (mpilab.studies.residual): it draws seed 000's collective curves and is never "
+            f"used for {what}; use orfeo-thin"
+        )
+
+
+def pair_class(src_host, dst_host):
+    """The class of a message between two hosts named as the kit names them (core: one socket,
+    socket: one node, node: two nodes; a host named otherwise is a node of its own, a message to
+    oneself is of the core class), as the platform loader classes it."""
+    if src_host == dst_host:
+        return "core"
+    a, b = host_location(src_host), host_location(dst_host)
+    if a is None or b is None or a[0] != b[0]:
+        return "node"
+    return "core" if a[1] == b[1] else "socket"
 
 
 def _route(name_or_path, src_host, dst_host):
@@ -162,8 +220,8 @@ def route_cost(name_or_path, src_host, dst_host):
     if src_host == dst_host:
         return 0.0, 0.0
     lat, beta = link_cost(name_or_path, src_host, dst_host)
-    o = overheads(name_or_path)
-    return o["o_send"] + lat + ENVELOPE_BYTES * beta + o["o_recv"], beta
+    o_send, o_recv, _ = overheads(name_or_path)["classes"][pair_class(src_host, dst_host)]
+    return o_send + lat + ENVELOPE_BYTES * beta + o_recv, beta
 
 
 def link_cost(name_or_path, src_host, dst_host):
@@ -251,6 +309,10 @@ def platform_model(platform, nprocs, mapping="core"):
     betas = [pair(a, b)[1] for a in range(nprocs) for b in range(nprocs) if a != b]
     o = overheads(platform)
     o.pop("eager_bytes")
+    classes = o.pop("classes")
+    if len(set(classes.values())) > 1:  # per-class overheads: functions of the pair of ranks
+        for i, key in enumerate(("o_send", "o_recv", "o_isend")):
+            o[key] = lambda a, b, i=i: classes[pair_class(hosts[a], hosts[b])][i]
     _, _, props = _routes(platform_file(platform))
     loopback = float(props.get("network/loopback-bw", LOOPBACK_BYTES_PER_S)) / 1e6
     return dict(

@@ -39,7 +39,7 @@ import importlib.resources
 import os
 import re
 import shutil
-import time
+import subprocess
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -251,10 +251,43 @@ def _jobs_arg(pairs):
     return ["--jobs", ",".join(f"{c}:{a}" for c, a in pairs)]
 
 
-def _smpi_argv(work, args, nprocs, platform, mapping, selector):
+def _smpi(work, platform, selector):
     cfg = [f"smpi/coll-selector:{selector}"] if selector else []
-    launcher = launch.get_launcher("smpi", platform=platform, workdir=work, cfg=cfg)
-    return launcher.command(os.path.join(work, "bench_reduce"), args, nprocs, mapping).argv
+    return launch.get_launcher("smpi", platform=platform, workdir=work, cfg=cfg)
+
+
+def _smpi_argv(work, args, nprocs, platform, mapping, selector):
+    return (
+        _smpi(work, platform, selector)
+        .command(os.path.join(work, "bench_reduce"), args, nprocs, mapping)
+        .argv
+    )
+
+
+class Confined(launch.Launcher):
+    """SMPI's launcher for ``bench_reduce``, each run confined (:func:`mpilab.grade.sandbox.run`:
+    the student's code is in it) in the study's scratch directory; a failed run raises with
+    :func:`failure`'s reason. The study's launches go through it and
+    :func:`mpilab.measure.driver.run`, the drivers' one road."""
+
+    name = "smpirun"
+    flavour = "smpi"
+
+    def __init__(self, work, platform, selector):
+        self.work = work
+        self.smpi = _smpi(work, platform, selector)
+        self.platform = self.smpi.platform
+
+    def command(self, program, args=(), nprocs=1, mapping="core"):
+        return self.smpi.command(program, args, nprocs, mapping)
+
+    def run(self, program, args=(), nprocs=1, mapping="core", timeout=None, **_):
+        cmd = self.command(program, args, nprocs, mapping)
+        res = sandbox.run(cmd.argv, cwd=self.work, timeout=timeout or 900, memory_mb=0, env=cmd.env)
+        why = failure(res)
+        if why or not res.ok:
+            raise AssertionError(f"the study's launch at P = {nprocs} failed: {why or res.failure()}")
+        return subprocess.CompletedProcess(cmd.argv, res.returncode, res.stdout, res.stderr)
 
 
 def failure(res):
@@ -303,12 +336,6 @@ def check_bench(work, platform="jupiter-32x16", nprocs=20, mapping="core", timeo
 
 
 # --- the study ---------------------------------------------------------------------------------
-
-
-def _parse(res, argv):
-    return driver.parse(
-        res.stdout, source=f"output of {' '.join(map(str, argv))}", program=PROGRAM, columns=COLUMNS
-    )
 
 
 def _rows(out, *, platform, mapping, repetition, selector, command):
@@ -440,21 +467,13 @@ def run_study(
                     platform, jitter, seed=seed * 100003 + rep, path=os.path.join(work, f"jitter-{rep}.xml")
                 )
             args = _jobs_arg(pairs) + g.options().argv(PROGRAM) + ["--seed", str(seed * 1000 + rep)]
-            argv = _smpi_argv(work, args, p, plat, mapping, selector)
-            res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
-            if not res.ok:
-                raise AssertionError(f"the study's launch at P = {p} failed: {failure(res) or res.failure()}")
-            results.append_rows(
-                output,
-                _rows(
-                    _parse(res, argv),
-                    platform=label,
-                    mapping=mapping,
-                    repetition=rep,
-                    selector=selector,
-                    command=" ".join(map(str, argv)),
-                ),
+            out, command = driver.run(
+                Confined(work, plat, selector), _program(work), args, p, mapping, timeout, PROGRAM, COLUMNS
             )
+            rows = _rows(
+                out, platform=label, mapping=mapping, repetition=rep, selector=selector, command=command
+            )
+            results.append_rows(output, rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     df = results.read_results(output)
@@ -470,50 +489,17 @@ def run_study(
     return df[keep].reset_index(drop=True)
 
 
+def _program(work):
+    return os.path.join(work, "bench_reduce")
+
+
 def _launch(work, pairs, nprocs, nbytes, iters, warmup, platform, selector, timeout):
-    """One launch of a built ``bench_reduce`` at one size; (its CSV rows, wall seconds)."""
+    """One launch of a built ``bench_reduce`` at one size: its table (driver.run's parse)."""
     args = _jobs_arg(pairs) + BenchOptions(sizes=[nbytes], iters=iters, warmup=warmup).argv(PROGRAM)
-    argv = _smpi_argv(work, args, nprocs, platform, "core", selector)
-    t0 = time.monotonic()
-    res = sandbox.run(argv, cwd=work, timeout=timeout, memory_mb=0)
-    wall = time.monotonic() - t0
-    why = failure(res)
-    if why or not res.ok:
-        raise AssertionError(f"launch at P = {nprocs} failed: {why or res.failure()}")
-    return _parse(res, argv).table, wall
-
-
-def timed_launch(
-    allreduce_c,
-    nprocs,
-    nbytes,
-    collectives=REDUCTIONS,
-    platform="jupiter-32x16",
-    iters=10,
-    warmup=2,
-    selector="ompi",
-    timeout=1800,
-    reduce_c=None,
-):
-    """Wall time of one study launch (both algorithms; the reduce's two-level one only with
-    ``reduce_c``, see :func:`run_study`), e.g. at 512 ranks.
-
-    Returns
-    -------
-    dict
-        ``nprocs``, ``bytes``, ``wall_s`` (the launch, build excluded), ``iters`` and the
-        simulated ``maxrank_median_us`` per collective and algorithm.
-    """
-    work = build_bench(allreduce_c, reduce_c=reduce_c)
-    try:
-        pairs = jobs(Grid(nprocs=(nprocs,), collectives=tuple(collectives)), reduce_c is not None)
-        table, wall = _launch(work, pairs, nprocs, nbytes, iters, warmup, platform, selector, timeout)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    out = dict(nprocs=nprocs, bytes=nbytes, iters=iters, wall_s=round(wall, 1))
-    for r in table:
-        out[f"{r['collective']}_{r['algorithm']}_us"] = float(r[VALUE])
-    return out
+    out, _ = driver.run(
+        Confined(work, platform, selector), _program(work), args, nprocs, "core", timeout, PROGRAM, COLUMNS
+    )
+    return out.table
 
 
 def point_medians(
@@ -547,7 +533,7 @@ def point_medians(
     out = {}
     try:
         for p in g.nprocs:
-            table, _ = _launch(work, jobs(g), p, nbytes, iters, warmup, platform, selector, timeout)
+            table = _launch(work, jobs(g), p, nbytes, iters, warmup, platform, selector, timeout)
             out.update({(r["algorithm"], p): float(r[VALUE]) for r in table})
     finally:
         shutil.rmtree(work, ignore_errors=True)
