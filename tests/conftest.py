@@ -130,41 +130,72 @@ LAUNCHES = {
 
 def launched(argv):
     """The programs of :data:`LAUNCHES` in a command line (``mpirun.openmpi`` is ``mpirun``;
-    a launcher, ``python -m``, the sandbox's wrapper or a ``-c`` shell command before them)."""
+    a launcher, ``python -m``, the sandbox's wrapper or a ``-c`` shell command before them), and
+    any program of ``c_reference/build/`` (collbench, pingpong, the checkers: MPI programs, which
+    start as singletons without mpirun), as ``{program: marker}``."""
     words = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv)
-    found = []
+    build = os.path.join(paths.c_reference_dir(), "build", "")
+    found = {}
     for word in words:
         for token in os.fsdecode(word).split():
             name = PurePath(token).name.split(".")[0]
-            if name in LAUNCHES and name not in found:
-                found.append(name)
+            if name in LAUNCHES:
+                found.setdefault(name, LAUNCHES[name])
+            elif os.path.abspath(token).startswith(build):
+                found.setdefault(PurePath(token).name, "mpi")
     return found
 
 
-@pytest.fixture(autouse=True)
-def _launches(request, monkeypatch):
-    """Watch the test's launches (see :data:`LAUNCHES`) when MPILAB_TEST_LAUNCHES asks for it."""
-    mode = os.environ.get("MPILAB_TEST_LAUNCHES", "")
-    if not mode:
-        return
-    marks = {m.name for m in request.node.iter_markers()}
-    original = subprocess.Popen.__init__
+#: The test being run (setup, call, teardown), to whom a launch is charged: a launch in a module
+#: or session fixture's setup is the first test's that needs it.
+_RUNNING = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _RUNNING["item"] = item
+    try:
+        yield
+    finally:
+        _RUNNING.pop("item", None)
+
+
+def _watch(mode, original):
+    """``subprocess.Popen.__init__`` that checks (or records) each launch of :data:`LAUNCHES`
+    against the markers of the test running; launches outside a test are not checked."""
 
     def watched(self, args, *rest, **kw):
-        for program in launched(args):
+        item = _RUNNING.get("item")
+        for program, marker in launched(args).items() if item is not None else ():
             if mode.startswith("record:"):
                 with open(mode[len("record:") :], "a") as f:
-                    f.write(f"{request.node.nodeid}\t{program}\n")
-            elif LAUNCHES[program] not in marks:
+                    f.write(f"{item.nodeid}\t{program}\n")
+            elif item.get_closest_marker(marker) is None:
                 pytest.fail(
-                    f"{request.node.nodeid} launches {program} but is not marked "
-                    f"{LAUNCHES[program]}: use the fixture that says so (tests/conftest.py NEEDS) "
-                    f"or mark it @pytest.mark.{LAUNCHES[program]}",
+                    f"{item.nodeid} launches {program} but is not marked "
+                    f"{marker}: use the fixture that says so (tests/conftest.py NEEDS) "
+                    f"or mark it @pytest.mark.{marker}",
                     pytrace=False,
                 )
         original(self, args, *rest, **kw)
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", watched)
+    return watched
+
+
+def pytest_configure(config):
+    """Watch every launch of the session (fixtures of any scope too) when MPILAB_TEST_LAUNCHES
+    asks for it (see :data:`LAUNCHES`)."""
+    mode = os.environ.get("MPILAB_TEST_LAUNCHES", "")
+    if mode and not hasattr(subprocess.Popen.__init__, "mpilab_original"):
+        original = subprocess.Popen.__init__
+        subprocess.Popen.__init__ = _watch(mode, original)
+        subprocess.Popen.__init__.mpilab_original = original
+
+
+def pytest_unconfigure(config):
+    original = getattr(subprocess.Popen.__init__, "mpilab_original", None)
+    if original is not None:
+        subprocess.Popen.__init__ = original
 
 
 def needs(item):
