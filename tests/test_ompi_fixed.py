@@ -90,6 +90,7 @@ def _spied(spy, nprocs, sizes, mca=()):
     return [(a, int(c), int(s), int(f)) for a, c, s, f in _SPY_LINE.findall(r.stderr)]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.slow
 @pytest.mark.parametrize("nprocs", [3, 5, 8])
 def test_the_rules_are_what_open_mpi_runs(spy, nprocs):

@@ -173,6 +173,7 @@ def built_tree(tree):
     return dest / "c_reference" / "build" / "openmpi"
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 def test_no_graded_cost_in_the_help_and_lists(tree, built_tree):
     dest, _ = tree
     outputs = [
