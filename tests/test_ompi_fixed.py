@@ -106,6 +106,7 @@ def test_the_rules_are_what_open_mpi_runs(spy, nprocs):
 
 
 @pytest.mark.slow
+@pytest.mark.mpi  # fixture spy builds with make/mpicc
 def test_a_forced_pipeline_gets_the_segment_size(spy):
     """The kit's forced pipeline: Open MPI receives the 8 KiB segment size, so a 1 KiB message
     is one segment (seed 000's pipeline at 1 KiB is a chain of P - 1 whole-message hops)."""

@@ -198,6 +198,7 @@ def test_no_graded_cost_in_the_help_and_lists(tree, built_tree):
     assert not leaks, leaks
 
 
+@pytest.mark.mpi  # fixture built_tree builds with make/mpicc
 def test_a_lab_task_asked_of_the_students_collbench_says_where_it_is(tree, built_tree):
     """The student's collbench has no ring (lab 2's task): `mpilab sweep --algos ring` says so, and
     what it has, instead of 'unknown algorithm'."""
@@ -261,6 +262,7 @@ def _longest_common_run(a, b):
 SHARED_RUN = 3
 
 
+@pytest.mark.mpi  # fixture built_tree builds with make/mpicc
 def test_no_solution_c_code_in_the_tree(tree, built_tree):
     dest, _ = tree
     nm = subprocess.run(["nm", str(built_tree / "liblabcoll.a")], capture_output=True, text=True).stdout
@@ -294,6 +296,7 @@ def test_no_solution_c_code_in_the_tree(tree, built_tree):
             )
 
 
+@pytest.mark.mpi  # fixture built_tree builds with make/mpicc
 def test_the_tracer_says_why_the_student_tree_has_no_broadcast(built_tree):
     """The kit's binomial broadcast is lab 6's task: the student tree's timeline refuses
     --coll bcast and says where the broadcasts are, instead of tracing an answer."""
