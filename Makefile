@@ -14,9 +14,13 @@ JOBS      ?= 2
 VARIANT   ?= student
 
 
+# The daily loop: what needs only Python (markers set by tests/conftest.py from the fixtures a
+# test uses); a test that launches MPI, SLURM, Apptainer, nbgrader or Chromium unmarked fails.
+QUICK := not mpi and not smpi and not slurm and not image and not browser and not nbgrader and not e2e and not serial and not all_images
+
 SHELL_SCRIPTS := scripts/*.sh .ci/run containers/image/*.sh containers/base/*.sh
 
-.PHONY: help setup build demo test lint test-images bench lab grade similarity image student-release instructor-guide clean
+.PHONY: help setup build demo test test-quick lint test-images bench lab grade similarity image student-release instructor-guide clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,6 +40,9 @@ test: build ## run the test suite (real MPI, SMPI, SLURM, nbgrader, browser, the
 	echo "--- tests that time real runs against each other, alone:"; \
 	$(PY) -m pytest -rs -m "serial and not all_images" $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	exit $$rc
+
+test-quick: ## the daily loop (<5 min): unit and contract tests, no build, no MPI, SLURM, image, browser or grading
+	MPILAB_TEST_LAUNCHES=fail $(PY) -m pytest -q -rs -n $(JOBS) --durations=15 -m "$(QUICK)" $(PYTEST_ARGS)
 
 lint: setup ## ruff (lint and format check) over the Python, shellcheck over the shell scripts
 	$(VENV)/bin/ruff check .

@@ -7,7 +7,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,15 +34,6 @@ typedef struct {
 } options;
 
 static int rank, nprocs;
-
-/* Print "collbench: ..." on rank 0 only. */
-static void fail_msg(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    lab_vfail("collbench", rank, fmt, ap);
-    va_end(ap);
-}
 
 static void usage(FILE *out)
 {
@@ -76,14 +66,6 @@ static void usage(FILE *out)
             "(what each does, its restrictions and cost: mpilab list)\n", "native");
 }
 
-static int parse_int(const char *opt, const char *s, int minimum, int *out)
-{
-    if (lab_parse_int(s, minimum, out) == 0)
-        return 0;
-    fail_msg("bad value '%s' for %s; expected an integer >= %d", s, opt, minimum);
-    return 2;
-}
-
 /* Returns 0, or the exit status (2) after printing the message on rank 0. */
 static int parse(int argc, char **argv, options *o)
 {
@@ -105,29 +87,29 @@ static int parse(int argc, char **argv, options *o)
                 !strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--iters-large") ||
                 !strcmp(a, "--warmup-large") || !strcmp(a, "--datatype") || !strcmp(a, "--root") ||
                 !strcmp(a, "--format") || !strcmp(a, "--probe"))
-                fail_msg("option %s needs a value", a);
+                lab_fail("option %s needs a value", a);
             else
-                fail_msg("unknown option '%s'; see --help", a);
+                lab_fail("unknown option '%s'; see --help", a);
             return 2;
         }
         else if (!strcmp(a, "--coll")) o->coll = v;
         else if (!strcmp(a, "--algo")) o->algo = v;
         else if (!strcmp(a, "-m")) m = v;
-        else if (!strcmp(a, "--iters")) { rc = parse_int(a, v, 1, &o->iters); iters_given = 1; }
-        else if (!strcmp(a, "--warmup")) { rc = parse_int(a, v, 0, &o->warmup); warmup_given = 1; }
-        else if (!strcmp(a, "--iters-large")) { rc = parse_int(a, v, 1, &o->iters_large); large_iters_given = 1; }
-        else if (!strcmp(a, "--warmup-large")) { rc = parse_int(a, v, 0, &o->warmup_large); large_warmup_given = 1; }
+        else if (!strcmp(a, "--iters")) { rc = lab_parse_int_opt(a, v, 1, &o->iters); iters_given = 1; }
+        else if (!strcmp(a, "--warmup")) { rc = lab_parse_int_opt(a, v, 0, &o->warmup); warmup_given = 1; }
+        else if (!strcmp(a, "--iters-large")) { rc = lab_parse_int_opt(a, v, 1, &o->iters_large); large_iters_given = 1; }
+        else if (!strcmp(a, "--warmup-large")) { rc = lab_parse_int_opt(a, v, 0, &o->warmup_large); large_warmup_given = 1; }
         else if (!strcmp(a, "--datatype")) o->dtname = v;
-        else if (!strcmp(a, "--root")) rc = parse_int(a, v, 0, &o->root);
+        else if (!strcmp(a, "--root")) rc = lab_parse_int_opt(a, v, 0, &o->root);
         else if (!strcmp(a, "--format")) o->format = v;
         else if (!strcmp(a, "--probe")) {
             o->probe_bytes = lab_parse_bytes(v);
             if (o->probe_bytes <= 0) {
-                fail_msg("bad value '%s' for --probe; expected a positive size in bytes (K/M suffixes)", v);
+                lab_fail("bad value '%s' for --probe; expected a positive size in bytes (K/M suffixes)", v);
                 return 2;
             }
         } else {
-            fail_msg("unknown option '%s'; see --help", a);
+            lab_fail("unknown option '%s'; see --help", a);
             return 2;
         }
         if (rc)
@@ -144,7 +126,7 @@ static int parse(int argc, char **argv, options *o)
         o->warmup_large = o->warmup;
     if (strcmp(o->coll, "allgather") && strcmp(o->coll, "bcast") && strcmp(o->coll, "reduce") &&
         strcmp(o->coll, "allreduce")) {
-        fail_msg("unknown collective '%s'; valid: allgather, bcast, reduce, allreduce", o->coll);
+        lab_fail("unknown collective '%s'; valid: allgather, bcast, reduce, allreduce", o->coll);
         return 2;
     }
     if (o->list)
@@ -153,7 +135,7 @@ static int parse(int argc, char **argv, options *o)
         if (strcmp(o->algo, "native") && !lab_allgather_lookup(o->algo)) {
             char valid[512];
             lab_allgather_valid_names(valid, sizeof valid);
-            fail_msg("unknown algorithm '%s'; valid: %s", o->algo, valid);
+            lab_fail("unknown algorithm '%s'; valid: %s", o->algo, valid);
             return 2;
         }
     } else if (strcmp(o->algo, "native") &&
@@ -164,7 +146,7 @@ static int parse(int argc, char **argv, options *o)
             lab_bcast_valid_names(valid, sizeof valid);
         else if (!strcmp(o->coll, "reduce"))
             lab_reduce_valid_names(valid, sizeof valid);
-        fail_msg("unknown algorithm '%s' for %s; valid: %s%snative", o->algo, o->coll, valid,
+        lab_fail("unknown algorithm '%s' for %s; valid: %s%snative", o->algo, o->coll, valid,
                  valid[0] ? ", " : "");
         return 2;
     }
@@ -173,36 +155,36 @@ static int parse(int argc, char **argv, options *o)
     else if (!strcmp(o->dtname, "float")) { o->dtype = MPI_FLOAT; o->dtsize = sizeof(float); }
     else if (!strcmp(o->dtname, "double")) { o->dtype = MPI_DOUBLE; o->dtsize = sizeof(double); }
     else {
-        fail_msg("unknown datatype '%s'; valid: char, double, float, int", o->dtname);
+        lab_fail("unknown datatype '%s'; valid: char, double, float, int", o->dtname);
         return 2;
     }
     /* Reductions on characters use MPI_SIGNED_CHAR (MPI_CHAR is not a reduction type). */
     if (o->dtype == MPI_CHAR && strstr(o->coll, "reduce"))
         o->dtype = MPI_SIGNED_CHAR;
     if (strcmp(o->format, "csv") && strcmp(o->format, "osu")) {
-        fail_msg("unknown format '%s'; valid: csv, osu", o->format);
+        lab_fail("unknown format '%s'; valid: csv, osu", o->format);
         return 2;
     }
     if (m) {
         lab_parse_range(m, 1, &o->min_bytes, &o->max_bytes);
         if (o->min_bytes <= 0 || o->max_bytes <= 0) {
-            fail_msg("bad size range '%s' for -m; sizes must be positive byte counts (K/M suffixes), e.g. 32:1M", m);
+            lab_fail("bad size range '%s' for -m; sizes must be positive byte counts (K/M suffixes), e.g. 32:1M", m);
             return 2;
         }
         if (o->min_bytes > o->max_bytes) {
-            fail_msg("bad size range '%s' for -m; MIN %ld is larger than MAX %ld", m, o->min_bytes,
+            lab_fail("bad size range '%s' for -m; MIN %ld is larger than MAX %ld", m, o->min_bytes,
                      o->max_bytes);
             return 2;
         }
     }
     for (long b = o->min_bytes; b <= o->max_bytes; b *= 2)
         if (b % o->dtsize) {
-            fail_msg("size %ld bytes is not a multiple of the %s datatype size (%d bytes); use -m with multiples of %d",
+            lab_fail("size %ld bytes is not a multiple of the %s datatype size (%d bytes); use -m with multiples of %d",
                      b, o->dtname, o->dtsize, o->dtsize);
             return 2;
         }
     if (o->root >= nprocs) {
-        fail_msg("bad root %d; valid: 0..%d (nprocs %d)", o->root, nprocs - 1, nprocs);
+        lab_fail("bad root %d; valid: 0..%d (nprocs %d)", o->root, nprocs - 1, nprocs);
         return 2;
     }
     return 0;
@@ -357,10 +339,10 @@ static int check_size(const options *o, lab_allgather_fn fn, void *sbuf, void *r
     if (rank == 0) {
         for (int r = 0; r < nprocs && !failed; r++) {
             if (all[4 * r + 3] != 0) {
-                fail_msg("check failed: algorithm %s, size %ld bytes, rank %d: MPI error", o->algo, bytes, r);
+                lab_fail("check failed: algorithm %s, size %ld bytes, rank %d: MPI error", o->algo, bytes, r);
                 failed = 1;
             } else if (all[4 * r] >= 0) {
-                fail_msg("check failed: algorithm %s, size %ld bytes, rank %d, first wrong index %.0f: got %g expected %g",
+                lab_fail("check failed: algorithm %s, size %ld bytes, rank %d, first wrong index %.0f: got %g expected %g",
                          o->algo, bytes, r, all[4 * r], all[4 * r + 1], all[4 * r + 2]);
                 failed = 1;
             }
@@ -395,12 +377,6 @@ static double probe(long bytes, char *buf)
     return t;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int bench(const options *o)
 {
     lab_allgather_fn fn = NULL;
@@ -420,7 +396,7 @@ static int bench(const options *o)
     int status = sbuf == NULL || rbuf == NULL || times == NULL || (rank == 0 && tmax == NULL);
     MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (status)
-        fail_msg("cannot allocate the buffers (%zu bytes to send, %zu to receive per rank)",
+        lab_fail("cannot allocate the buffers (%zu bytes to send, %zu to receive per rank)",
                  sbytes, rbytes);
     else if (rank == 0)
         print_header(o);
@@ -467,7 +443,7 @@ static int bench(const options *o)
             }
             MPI_Bcast(&len, 1, MPI_INT, first, MPI_COMM_WORLD);
             MPI_Bcast(msg, len, MPI_CHAR, first, MPI_COMM_WORLD);
-            fail_msg("algorithm %s failed at size %ld bytes on rank %d: %s", o->algo, bytes,
+            lab_fail("algorithm %s failed at size %ld bytes on rank %d: %s", o->algo, bytes,
                      first, msg);
             status = 1;
             break;
@@ -481,7 +457,7 @@ static int bench(const options *o)
             double s = 0;
             for (int i = 0; i < iters; i++)
                 s += tmax[i];
-            qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
+            qsort(tmax, (size_t)iters, sizeof(double), lab_cmp_double);
             r.avg = asum / nprocs;
             r.min = amin;
             r.max = amax;
@@ -503,6 +479,7 @@ int main(int argc, char **argv)
     options o;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    lab_set_reporter("collbench", rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 

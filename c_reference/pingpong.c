@@ -14,7 +14,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,15 +33,6 @@ typedef struct {
 
 static int rank, nprocs;
 
-/* Print "pingpong: ..." on rank 0 only. */
-static void fail_msg(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    lab_vfail("pingpong", rank, fmt, ap);
-    va_end(ap);
-}
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -56,14 +46,6 @@ static void usage(FILE *out)
             "output (rank 0): '# key: value' provenance lines, then\n"
             "  bytes,iterations,avg_us,min_us,max_us,median_us\n"
             "  (one-way time = round trip / 2; avg, min, max, median over the timed round trips)\n");
-}
-
-static int parse_int(const char *opt, const char *s, int minimum, int *out)
-{
-    if (lab_parse_int(s, minimum, out) == 0)
-        return 0;
-    fail_msg("bad value '%s' for %s; expected an integer >= %d", s, opt, minimum);
-    return 2;
 }
 
 /* Returns 0, or the exit status (2) after printing the message on rank 0. */
@@ -82,19 +64,19 @@ static int parse(int argc, char **argv, options *o)
         int known = !strcmp(a, "-m") || !strcmp(a, "--iters") || !strcmp(a, "--warmup") ||
                     !strcmp(a, "--iters-large") || !strcmp(a, "--warmup-large");
         if (!known) {
-            fail_msg("unknown option '%s'; valid: -m, --iters, --warmup, --iters-large, "
+            lab_fail("unknown option '%s'; valid: -m, --iters, --warmup, --iters-large, "
                      "--warmup-large, --help", a);
             return 2;
         }
         if (!v) {
-            fail_msg("option %s needs a value", a);
+            lab_fail("option %s needs a value", a);
             return 2;
         }
         if (!strcmp(a, "-m")) m = v;
-        else if (!strcmp(a, "--iters")) rc = parse_int(a, v, 1, &o->iters);
-        else if (!strcmp(a, "--warmup")) rc = parse_int(a, v, 0, &o->warmup);
-        else if (!strcmp(a, "--iters-large")) rc = parse_int(a, v, 1, &o->iters_large);
-        else rc = parse_int(a, v, 0, &o->warmup_large);
+        else if (!strcmp(a, "--iters")) rc = lab_parse_int_opt(a, v, 1, &o->iters);
+        else if (!strcmp(a, "--warmup")) rc = lab_parse_int_opt(a, v, 0, &o->warmup);
+        else if (!strcmp(a, "--iters-large")) rc = lab_parse_int_opt(a, v, 1, &o->iters_large);
+        else rc = lab_parse_int_opt(a, v, 0, &o->warmup_large);
         if (rc)
             return rc;
         i++;
@@ -104,22 +86,22 @@ static int parse(int argc, char **argv, options *o)
     if (m) {
         lab_parse_range(m, 0, &o->min_bytes, &o->max_bytes);
         if (o->min_bytes < 0 || o->max_bytes < 0) {
-            fail_msg("bad size range '%s' for -m; sizes must be byte counts >= 0 (K/M suffixes), e.g. 0:4M", m);
+            lab_fail("bad size range '%s' for -m; sizes must be byte counts >= 0 (K/M suffixes), e.g. 0:4M", m);
             return 2;
         }
         if (o->min_bytes > o->max_bytes) {
-            fail_msg("bad size range '%s' for -m; MIN %ld is larger than MAX %ld", m, o->min_bytes,
+            lab_fail("bad size range '%s' for -m; MIN %ld is larger than MAX %ld", m, o->min_bytes,
                      o->max_bytes);
             return 2;
         }
         if (o->max_bytes > MAX_BYTES) {
-            fail_msg("bad size range '%s' for -m; MAX %ld is above the largest size, %ld (1024M)", m,
+            lab_fail("bad size range '%s' for -m; MAX %ld is above the largest size, %ld (1024M)", m,
                      o->max_bytes, MAX_BYTES);
             return 2;
         }
     }
     if (nprocs != 2) {
-        fail_msg("needs exactly 2 processes, got %d; launch it with -n 2 (e.g. mpirun -n 2 pingpong)",
+        lab_fail("needs exactly 2 processes, got %d; launch it with -n 2 (e.g. mpirun -n 2 pingpong)",
                  nprocs);
         return 2;
     }
@@ -144,12 +126,6 @@ static void print_header(const options *o, const place where[2])
 }
 
 /* ---- timing ---- */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One round trip of `bytes`; rank 0 starts it. As osu_latency, each rank sends from one
  * buffer and receives into another: sending what was just received would make the peer read
@@ -185,7 +161,7 @@ static int bench(const options *o)
     double *half = malloc(sizeof(double) * (size_t)maxiters);
     int status = 0;
     if (sbuf == NULL || rbuf == NULL || half == NULL) {
-        fail_msg("cannot allocate %ld bytes", o->max_bytes);
+        lab_fail("cannot allocate %ld bytes", o->max_bytes);
         status = 1;
     }
     MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -210,7 +186,7 @@ static int bench(const options *o)
             char msg[MPI_MAX_ERROR_STRING] = "";
             if (rc != MPI_SUCCESS)
                 MPI_Error_string(rc, msg, &len);
-            fail_msg("round trip of %ld bytes failed: %s", bytes, msg);
+            lab_fail("round trip of %ld bytes failed: %s", bytes, msg);
             status = 1;
             break;
         }
@@ -221,7 +197,7 @@ static int bench(const options *o)
                 mn = half[i] < mn ? half[i] : mn;
                 mx = half[i] > mx ? half[i] : mx;
             }
-            qsort(half, (size_t)iters, sizeof(double), cmp_double);
+            qsort(half, (size_t)iters, sizeof(double), lab_cmp_double);
             double med = iters % 2 ? half[iters / 2] : 0.5 * (half[iters / 2 - 1] + half[iters / 2]);
             printf("%ld,%d,%.6f,%.6f,%.6f,%.6f\n", bytes, iters, sum / iters, mn, mx, med);
             fflush(stdout);
@@ -239,6 +215,7 @@ int main(int argc, char **argv)
     options o;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    lab_set_reporter("pingpong", rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 

@@ -1,16 +1,26 @@
-"""Shared fixtures: build c_reference once per flavour per session, temporary results files."""
+"""Shared fixtures (build c_reference once per flavour per session, a local SLURM, temporary
+results files, a throw-away grading course) and the markers that say what a test needs.
+
+A test's markers come from the fixtures it uses (:data:`NEEDS`), from the flavour it is
+parametrized with, and for end-to-end grading from its file's name (:data:`E2E_FILES`), so that
+``-m`` selects what a developer expects: ``-m mpi`` every test that builds and runs the C code,
+``-m "not slurm"`` none that needs the local SLURM, and ``make test-quick`` the unit and contract
+tests (``QUICK`` in the Makefile). The markers are declared in pyproject.toml.
+"""
 
 import fcntl
+import fnmatch
 import os
 import shutil
 import subprocess
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pytest
+from course import Course
 
 from mpilab.core import paths
-from mpilab.core.vocabulary import COMPILERS, OPENMPI_PMIX_ENV
+from mpilab.core.vocabulary import COMPILERS, FLAVOURS, OPENMPI_PMIX_ENV
 
 # The tests' own mpirun calls start as fast as the kit's launchers make theirs (2.6 s -> 0.33 s
 # per launch here while no munged runs: mpilab.core.vocabulary.OPENMPI_PMIX_ENV).
@@ -80,6 +90,127 @@ def results_csv(tmp_path):
     return tmp_path / "results.csv"
 
 
+@pytest.fixture
+def grading_course(tmp_path):
+    """A throw-away nbgrader course (``tests/course.py``) graded through ``scripts/grade.sh``: a
+    test that uses it grades end to end and is marked ``e2e``."""
+    return Course(tmp_path)
+
+
+#: What a test needs, told by a fixture it uses (directly or through another fixture): the
+#: marker it gets. A new fixture that needs one of these things gets its line here.
+NEEDS = {
+    "built_flavour": "mpi",  # builds c_reference and runs its programs
+    "local_slurm": "slurm",  # the shared local SLURM (scripts/local-slurm.sh)
+    "two_socket_slurm": "slurm",  # tests/test_slurm_placement.py's private SLURM
+    "image": "image",  # builds an Apptainer image (tests/test_containers.py)
+    "jupyter_lab": "browser",  # JupyterLab in headless Chromium (tests/test_browser.py)
+    "grading_course": "e2e",  # grades a submission end to end
+    "course": "e2e",  # tests/test_exchange.py: a course of Unix users, hand-in to feedback
+}
+#: Files that grade end to end without the ``grading_course`` fixture: by the naming scheme, a
+#: ``test_grade_labN.py`` grades lab N end to end; the cheating suites grade a submission per
+#: technique.
+E2E_FILES = ("test_grade_lab*.py", "test_cheating.py")
+
+
+#: Programs whose launch means a test needs more than Python: the marker such a test carries.
+#: Under ``make test-quick`` (``MPILAB_TEST_LAUNCHES=fail``) a test that launches one of these
+#: without its marker fails and says which marker or fixture it needs, so the quick loop stays
+#: quick and ``-m`` stays true; ``MPILAB_TEST_LAUNCHES=record:FILE`` writes every such launch to
+#: FILE instead (``node id<TAB>program`` a line), to find what a test file needs.
+LAUNCHES = {
+    **dict.fromkeys(("mpirun", "mpiexec", "smpirun", "mpicc", "smpicc", "make"), "mpi"),
+    **dict.fromkeys(("srun", "sbatch", "salloc"), "slurm"),
+    "apptainer": "image",
+    **dict.fromkeys(("nbgrader", "jupyter", "ipykernel_launcher"), "nbgrader"),
+    "chromium": "browser",
+}
+
+
+def launched(argv):
+    """The programs of :data:`LAUNCHES` in a command line (``mpirun.openmpi`` is ``mpirun``;
+    a launcher, ``python -m``, the sandbox's wrapper or a ``-c`` shell command before them), and
+    any program of ``c_reference/build/`` (collbench, pingpong, the checkers: MPI programs, which
+    start as singletons without mpirun), as ``{program: marker}``."""
+    words = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv)
+    build = os.path.join(paths.c_reference_dir(), "build", "")
+    found = {}
+    for word in words:
+        for token in os.fsdecode(word).split():
+            name = PurePath(token).name.split(".")[0]
+            if name in LAUNCHES:
+                found.setdefault(name, LAUNCHES[name])
+            elif os.path.abspath(token).startswith(build):
+                found.setdefault(PurePath(token).name, "mpi")
+    return found
+
+
+#: The test being run (setup, call, teardown), to whom a launch is charged: a launch in a module
+#: or session fixture's setup is the first test's that needs it.
+_RUNNING = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _RUNNING["item"] = item
+    try:
+        yield
+    finally:
+        _RUNNING.pop("item", None)
+
+
+def _watch(mode, original):
+    """``subprocess.Popen.__init__`` that checks (or records) each launch of :data:`LAUNCHES`
+    against the markers of the test running; launches outside a test are not checked."""
+
+    def watched(self, args, *rest, **kw):
+        item = _RUNNING.get("item")
+        for program, marker in launched(args).items() if item is not None else ():
+            if mode.startswith("record:"):
+                with open(mode[len("record:") :], "a") as f:
+                    f.write(f"{item.nodeid}\t{program}\n")
+            elif item.get_closest_marker(marker) is None:
+                pytest.fail(
+                    f"{item.nodeid} launches {program} but is not marked "
+                    f"{marker}: use the fixture that says so (tests/conftest.py NEEDS) "
+                    f"or mark it @pytest.mark.{marker}",
+                    pytrace=False,
+                )
+        original(self, args, *rest, **kw)
+
+    return watched
+
+
+def pytest_configure(config):
+    """Watch every launch of the session (fixtures of any scope too) when MPILAB_TEST_LAUNCHES
+    asks for it (see :data:`LAUNCHES`)."""
+    mode = os.environ.get("MPILAB_TEST_LAUNCHES", "")
+    if mode and not hasattr(subprocess.Popen.__init__, "mpilab_original"):
+        original = subprocess.Popen.__init__
+        subprocess.Popen.__init__ = _watch(mode, original)
+        subprocess.Popen.__init__.mpilab_original = original
+
+
+def pytest_unconfigure(config):
+    original = getattr(subprocess.Popen.__init__, "mpilab_original", None)
+    if original is not None:
+        subprocess.Popen.__init__ = original
+
+
+def needs(item):
+    """The markers of :data:`NEEDS`, :data:`E2E_FILES` and a ``flavour`` parameter for ``item``."""
+    found = {NEEDS[f] for f in getattr(item, "fixturenames", ()) if f in NEEDS}
+    if any(fnmatch.fnmatch(item.path.name, pattern) for pattern in E2E_FILES):
+        found.add("e2e")
+    flavour = getattr(getattr(item, "callspec", None), "params", {}).get("flavour")
+    if flavour in FLAVOURS:  # parametrized over the flavours: runs that MPI
+        found.add("mpi")
+        if flavour == "smpi":
+            found.add("smpi")
+    return found
+
+
 #: The longest groups (minutes each on two cores), longest first, as measured in a full run.
 #: ``make test``'s ``pytest -n 2 --dist loadscope --no-loadscope-reorder`` hands a test file
 #: whole to one worker (its tests share module fixtures and, for the images, one build), and a
@@ -114,7 +245,11 @@ def _group(item):
     return f"{item.path.name}::{cls.__name__}" if cls else item.path.name
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
 def pytest_collection_modifyitems(items):
+    for item in items:
+        for marker in sorted(needs(item)):
+            item.add_marker(marker)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: file order otherwise
 

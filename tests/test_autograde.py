@@ -23,6 +23,8 @@ import mpilab
 from mpilab.grade import cgroups, sandbox
 from mpilab.grade.gradebook import score_table
 
+pytestmark = pytest.mark.nbgrader  # runs nbgrader autograde on a real course
+
 
 def _meta(gid, points=None):
     graded = points is not None

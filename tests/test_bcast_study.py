@@ -60,6 +60,7 @@ def test_alpha_beta_is_the_mean_of_the_pairs_routes():
         routes.alpha_beta("orfeo-thin", 1)
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.skipif(shutil.which("smpicc") is None, reason="SimGrid not installed")
 def test_simulated_overlap_hides_the_broadcast_behind_the_kernel():
     """SimGrid moves messages on its own: a 1 MiB broadcast at P = 4 (a few hundred µs, shorter
@@ -128,6 +129,7 @@ def test_k_simulated_takes_the_swept_size_nearest_to_n_over_k():
     assert not segments.k_simulated_case(-k, SWEEP, "thin", 8, 1 << 20, 1.0, 1e-4).passed
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.skipif(shutil.which("smpicc") is None, reason="SimGrid not installed")
 def test_rerun_credits_a_real_sweep_and_not_a_forged_one():
     """The grader times the submitted pipeline again in SMPI (deterministic): the sweep the

@@ -347,6 +347,7 @@ def test_collbench_smpi_48_ranks_1mib(built_flavour, smpi_platform):
     assert float(rows[0]["avg_us"]) > 47 * 838
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 def test_make_rejects_unknown_flavour():
     proc = subprocess.run(
         ["make", "-C", str(paths.c_reference_dir()), "FLAVOUR=lam"],
@@ -358,6 +359,7 @@ def test_make_rejects_unknown_flavour():
     assert "unknown FLAVOUR 'lam'; valid: openmpi mpich smpi" in proc.stderr
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 def test_all_flavours_builds_each_present_compiler():
     proc = subprocess.run(
         ["make", "-C", str(paths.c_reference_dir()), "all-flavours"],

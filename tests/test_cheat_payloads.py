@@ -57,6 +57,7 @@ def _verdicts(lab, payload):
     return out
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.parametrize("lab", LABS)
 def test_dummies_score_nothing(lab):
     got = _verdicts(lab, lambda cell: {n: answers.encode(_dummy(n)) for n in cell.names})
@@ -64,6 +65,7 @@ def test_dummies_score_nothing(lab):
     assert not any(got.values()), got
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.parametrize("lab", LABS)
 def test_forged_passes_score_nothing(lab):
     forged = {"kind": "text", "value": "PASS", "verdict": {"score": 99, "passed": True}}

@@ -66,6 +66,7 @@ def test_list_json(built_flavour):
     assert "native" in run("list").stdout
 
 
+@pytest.mark.image  # launches it (tests/conftest.py LAUNCHES)
 def test_doctor():
     r = run("doctor")
     assert r.returncode == 0 and "openmpi" in r.stdout and "smpi" in r.stdout

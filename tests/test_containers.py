@@ -519,6 +519,7 @@ def test_host_image_open_mpi_major_mismatch(host, image, warns):
         assert msg is None
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 def test_host_check_cli_with_a_version():
     if shutil.which("mpirun.openmpi") is None:
         pytest.skip("Open MPI not installed")
@@ -680,6 +681,7 @@ def test_build_image_script_refuses_bad_arguments_and_says_what_to_install(tmp_p
         assert r.returncode == 2 and f"OSU_SOURCE '{tmp_path / 'osu.tgz'}' is neither a URL" in r.stderr
 
 
+@pytest.mark.image  # launches it (tests/conftest.py LAUNCHES)
 def test_a_failing_build_fails_the_test_with_the_end_of_its_log(tmp_path):
     """What the image fixture does when a build fails: the test fails with the command, its exit
     code and the last lines of the build log (here Apptainer's own error, for a real build of a

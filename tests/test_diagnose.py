@@ -16,7 +16,10 @@ from mpilab.grade.cases import CellVerdict
 from mpilab.grade.checks import ccode
 from mpilab.grade.verdicts import verdict_outputs
 
-pytestmark = pytest.mark.skipif(shutil.which("smpicc") is None, reason="SimGrid SMPI not installed")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("smpicc") is None, reason="SimGrid SMPI not installed"),
+    pytest.mark.mpi,  # builds and runs under smpirun
+]
 
 RING = ROOT / "solutions" / "lab2" / "c_solutions" / "ring.c"
 DATA = ROOT / "tests" / "data" / "grading"

@@ -34,6 +34,7 @@ def test_every_lab_is_released():
     assert sorted(p.name for p in (ROOT / "labs").iterdir() if p.is_dir()) == LABS
 
 
+@pytest.mark.nbgrader  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.parametrize("lab", LABS)
 def test_released_lab_is_in_sync(tmp_path, lab):
     course = Course(tmp_path)

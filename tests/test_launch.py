@@ -288,6 +288,7 @@ def test_compile_c_builds_a_program_that_runs(tmp_path, flavour):
     assert sorted(out.split()) == ["0/2", "1/2"]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 def test_compile_c_errors_name_the_file_and_the_flavour(tmp_path):
     with pytest.raises(ValueError, match="unknown flavour 'gcc'; valid: mpich, openmpi, smpi"):
         launch.compile_c("x.c", "gcc")

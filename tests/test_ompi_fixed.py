@@ -90,6 +90,7 @@ def _spied(spy, nprocs, sizes, mca=()):
     return [(a, int(c), int(s), int(f)) for a, c, s, f in _SPY_LINE.findall(r.stderr)]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.slow
 @pytest.mark.parametrize("nprocs", [3, 5, 8])
 def test_the_rules_are_what_open_mpi_runs(spy, nprocs):
@@ -105,6 +106,7 @@ def test_the_rules_are_what_open_mpi_runs(spy, nprocs):
 
 
 @pytest.mark.slow
+@pytest.mark.mpi  # fixture spy builds with make/mpicc
 def test_a_forced_pipeline_gets_the_segment_size(spy):
     """The kit's forced pipeline: Open MPI receives the 8 KiB segment size, so a 1 KiB message
     is one segment (seed 000's pipeline at 1 KiB is a chain of P - 1 whole-message hops)."""

@@ -173,6 +173,7 @@ def built_tree(tree):
     return dest / "c_reference" / "build" / "openmpi"
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 def test_no_graded_cost_in_the_help_and_lists(tree, built_tree):
     dest, _ = tree
     outputs = [
@@ -197,6 +198,7 @@ def test_no_graded_cost_in_the_help_and_lists(tree, built_tree):
     assert not leaks, leaks
 
 
+@pytest.mark.mpi  # fixture built_tree builds with make/mpicc
 def test_a_lab_task_asked_of_the_students_collbench_says_where_it_is(tree, built_tree):
     """The student's collbench has no ring (lab 2's task): `mpilab sweep --algos ring` says so, and
     what it has, instead of 'unknown algorithm'."""
@@ -260,6 +262,7 @@ def _longest_common_run(a, b):
 SHARED_RUN = 3
 
 
+@pytest.mark.mpi  # fixture built_tree builds with make/mpicc
 def test_no_solution_c_code_in_the_tree(tree, built_tree):
     dest, _ = tree
     nm = subprocess.run(["nm", str(built_tree / "liblabcoll.a")], capture_output=True, text=True).stdout
@@ -293,6 +296,7 @@ def test_no_solution_c_code_in_the_tree(tree, built_tree):
             )
 
 
+@pytest.mark.mpi  # fixture built_tree builds with make/mpicc
 def test_the_tracer_says_why_the_student_tree_has_no_broadcast(built_tree):
     """The kit's binomial broadcast is lab 6's task: the student tree's timeline refuses
     --coll bcast and says where the broadcasts are, instead of tracing an answer."""

@@ -70,6 +70,7 @@ def test_jittered_platform_scales_every_link(tmp_path):
         repro.jittered_platform("orfeo-thin", 0, seed=1, path=tmp_path / "d.xml")
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_smpi
 @pytest.mark.slow
 def test_quick_study_resumes_and_compares(tmp_path):
@@ -111,6 +112,7 @@ def test_quick_study_resumes_and_compares(tmp_path):
     assert len(results.read_results(out)) == len(df)
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_smpi
 @pytest.mark.slow
 def test_jitter_gives_spread_and_wrong_code_is_not_timed(tmp_path):

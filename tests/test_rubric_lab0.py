@@ -32,6 +32,7 @@ def _failed(cases):
     return {c.name: c.message for c in cases if not c.passed}
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_mpi
 def test_hello_solution_passes_and_skeleton_fails_every_case():
     cases = hello.hello_cases(SOL / "c_solutions" / "hello.c", lab0.HELLO_RUNS)
@@ -73,6 +74,7 @@ def test_hello_solution_passes_and_skeleton_fails_every_case():
         ),
     ],
 )
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 def test_hello_mistakes_fail_their_cases_by_name(tmp_path, old, new, name, message):
     import re
 
@@ -88,6 +90,7 @@ def test_hello_missing_or_broken_file_fails_with_the_weight_of_every_case(tmp_pa
     assert len(cases) == 1 and cases[0].weight == 6 and "not found" in cases[0].message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_mpi
 def test_run_c_runs_hello_for_real_and_simulated(tmp_path):
     shutil.copy(SOL / "c_solutions" / "hello.c", tmp_path / "hello.c")
@@ -100,6 +103,7 @@ def test_run_c_runs_hello_for_real_and_simulated(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hello.c"]  # built and run elsewhere
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_mpi
 def test_run_c_stops_a_hung_hello_and_keeps_it_in_a_scratch_dir(tmp_path):
     """The notebook's hello cells run the student's file under the grader's limits: a hang ends
@@ -188,6 +192,7 @@ def test_pingpong_visible_checks_only_look_at_the_form():
 PX = "%%px\nrecv = np.empty(3 * comm.Get_size(), dtype='i')\ncomm.Allgather(send, recv)\nprint(recv)\n"
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")
 def test_the_grader_runs_the_px_cell_itself_on_other_rank_counts():
     pytest.importorskip("mpi4py")
@@ -205,6 +210,7 @@ def test_the_grader_runs_the_px_cell_itself_on_other_rank_counts():
     assert "not Python the grader can run" in failed["Open MPI, P = 2, every rank's recv"]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")
 def test_a_slow_start_is_tried_again_and_a_hung_cell_is_not():
     """Starting the ranks is the grader's part: a launch that runs out of time before every rank
@@ -227,6 +233,7 @@ def test_a_slow_start_is_tried_again_and_a_hung_cell_is_not():
     assert "twice" not in failed[run.label + ", every rank's recv"]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")
 def test_engines_allgather_checked_on_real_mpi_engines():
     pytest.importorskip("ipyparallel")

@@ -48,6 +48,7 @@ def _by_name(cases):
     return {c.name: c for c in cases}
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 @needs_smpi
 def test_wrong_block_fails_case_by_case_naming_rank_and_element(tmp_path):
@@ -71,6 +72,7 @@ def test_wrong_block_fails_case_by_case_naming_rank_and_element(tmp_path):
     )
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 @needs_smpi
 def test_crash_and_deadlock_on_both_backends():
@@ -107,6 +109,7 @@ def test_crash_and_deadlock_on_both_backends():
     )
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_a_library_collective_in_place_of_the_algorithm_fails_every_case(tmp_path):
     """The lab asks for the reduce-scatter and Rabenseifner's allreduce from point-to-point
@@ -140,6 +143,7 @@ def test_a_library_collective_in_place_of_the_algorithm_fails_every_case(tmp_pat
     assert all(c.passed for c in reductions.reduction_cases(two, "two_level", [Run("openmpi", 2)]))
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_skeleton_compile_error_missing_file_and_bad_name(tmp_path):
     cases = reductions.reduction_cases(
@@ -192,6 +196,7 @@ def _split_sizes(work, program, nprocs, platform, mapping):
     return [int(x) for x in lines["nodes"].split()], [int(x) for x in lines["leaders"].split()]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_smpi
 def test_split_type_on_simulated_nodes(tmp_path):
     """SimGrid groups MPI_COMM_TYPE_SHARED by host: on the kit's platforms (one host per core)
@@ -220,6 +225,7 @@ def test_split_type_on_simulated_nodes(tmp_path):
         shutil.rmtree(work, ignore_errors=True)
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 @needs_smpi
 def test_key_two_level_reduce_every_root():

@@ -30,6 +30,7 @@ def failed(found):
     return [c for c in found if not c.passed]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 @pytest.mark.parametrize("algorithm", ["ring", "bruck"])
 def test_the_keys_solutions_pass_every_case(algorithm):
@@ -40,6 +41,7 @@ def test_the_keys_solutions_pass_every_case(algorithm):
     assert not failed(found), [c.text() if hasattr(c, "text") else c.message for c in failed(found)]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_a_deadlock_is_a_failed_case_that_says_so():
     [bad] = failed(
@@ -48,18 +50,21 @@ def test_a_deadlock_is_a_failed_case_that_says_so():
     assert "a deadlock? check the order" in bad.message, bad.message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_a_segfault_names_the_rank_and_the_signal():
     [bad] = failed(cases(DATA / "bruck_segfault.c", "bruck", [runner.Run("openmpi", 2, kinds=("int",))]))
     assert "rank 1 crashed: signal 11 (SIGSEGV)" in bad.message, bad.message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_an_abort_names_the_rank_and_the_error_code():
     [bad] = failed(cases(DATA / "ring_abort.c", "ring", [runner.Run("openmpi", 3, kinds=("int",))]))
     assert "rank 2 crashed: MPI_Abort with error code 3" in bad.message, bad.message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_smpi
 def test_an_abort_under_smpi_is_a_crash():
     """SMPI exits with status 0 after MPI_Abort: the case still fails, naming the rank."""
@@ -70,6 +75,7 @@ def test_an_abort_under_smpi_is_a_crash():
     assert "rank 2 crashed: MPI_Abort with error code 3" in bad.message, bad.message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_smpi
 def test_the_simulated_run_catches_what_one_rank_cannot():
     """The deadlocking ring passes at P = 1; under SMPI at P = 13 every rank waits."""
@@ -92,6 +98,7 @@ def test_run_c_names_the_aborting_rank(flavour):
         runner.run_c(DATA / "abort_rank2.c", flavour, nprocs=3)
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_a_wrong_element_and_a_compile_error(tmp_path):
     found = cases(ROOT / "labs" / "lab2" / "ring.c", "ring", ccode.runs_at("openmpi", (2,)))
@@ -104,6 +111,7 @@ def test_a_wrong_element_and_a_compile_error(tmp_path):
     assert case.weight == len(runner.ALLGATHER_KINDS) - 1 + len(runner.ALLGATHER_KINDS)
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_smpi
 def test_benchmark_checks_then_times_with_the_reference_algorithms():
     df = runner.benchmark_c({"ring": KEY / "ring.c"}, nprocs=(2, 16), flavour="smpi", reference=True)
@@ -115,6 +123,7 @@ def test_benchmark_checks_then_times_with_the_reference_algorithms():
         runner.benchmark_c({"ring": KEY / "ring.c"}, flavour="mpich")
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_smpi
 def test_a_wrong_algorithm_is_left_out_of_the_benchmark_and_the_others_are_timed():
     with pytest.warns(
@@ -129,6 +138,7 @@ def test_a_wrong_algorithm_is_left_out_of_the_benchmark_and_the_others_are_timed
     assert sorted(df["algorithm"].unique()) == ["bruck", "native"]
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_smpi
 def test_smpi_benchmark_simulates_native_and_the_references_once(monkeypatch):
     """Simulated times repeat exactly: with two algorithms MPI_Allgather and the references are
@@ -158,6 +168,7 @@ def test_smpi_benchmark_simulates_native_and_the_references_once(monkeypatch):
     )
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_heap_overflow_keeps_the_c_librarys_message():
     """A heap overflow after MPI_Init is reported at once as SIGABRT with glibc's own line,
@@ -179,6 +190,7 @@ def test_heap_overflow_keeps_the_c_librarys_message():
     ), case.message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 def test_a_visible_check_says_which_saved_version_it_tests(tmp_path, capsys, monkeypatch):
     """The kernel cannot see an editor's unsaved buffer: lab 2's check first names the file's
     last save, so an edit made after it shows up as newer than what was checked."""

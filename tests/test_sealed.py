@@ -47,12 +47,14 @@ def test_prepare_writes_a_seed_per_rank_and_clear_removes_them(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_mpi
 def test_the_reference_ring_still_passes_everywhere():
     cases = ccode.allgather_cases(ROOT / "solutions" / "lab2" / "c_solutions" / "ring.c", "ring", RUNS)
     assert [c.line() for c in cases if not c.passed] == []
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_mpi
 def test_blocks_computed_from_the_old_public_formula_fail():
     cases = ccode.allgather_cases(CHEATS / "ring_computed.c", "ring", RUNS)
@@ -64,6 +66,7 @@ def test_blocks_computed_from_the_old_public_formula_fail():
     assert found and found.group(1) != found.group(2), cases[0].message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_mpi
 def test_passing_lines_printed_by_the_function_count_for_nothing():
     cases = ccode.allgather_cases(CHEATS / "ring_forged.c", "ring", RUNS[:1])
@@ -71,6 +74,7 @@ def test_passing_lines_printed_by_the_function_count_for_nothing():
     assert "without the harness's seal counted for nothing" in cases[0].message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_mpi
 def test_a_function_named_like_one_the_harness_calls_replaces_nothing():
     cases = ccode.allgather_cases(CHEATS / "ring_interposed.c", "ring", RUNS)
@@ -78,6 +82,7 @@ def test_a_function_named_like_one_the_harness_calls_replaces_nothing():
     assert "element 0 is -1, expected" in cases[0].message
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_mpi
 def test_a_constructor_is_refused_at_build():
     cases = ccode.allgather_cases(CHEATS / "ring_constructor.c", "ring", RUNS[:1])

@@ -140,6 +140,7 @@ def test_every_slurm_subcommand_has_help(sub):
         assert "local, orfeo" in out
 
 
+@pytest.mark.nbgrader  # launches it (tests/conftest.py LAUNCHES)
 @pytest.mark.parametrize("template", sorted(slurm.TEMPLATES))
 def test_every_template_renders_to_valid_bash_with_provenance(tmp_path, template):
     extra = {

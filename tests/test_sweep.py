@@ -412,7 +412,7 @@ def test_cli_repetitions_print_medians_and_plot_draws_boxplots(built_flavour, tm
     )
     assert r.returncode == 0, r.stderr
     # three repetitions: [min, max], whose coverage of the median is 75 %, said as such
-    assert "medians over 3 repetitions, 75 % interval, [min, max] of 3 runs, of the median" in r.stdout
+    assert "medians over 3 repetitions, 75 % interval, [min, max] of 3 runs" in r.stdout
     lines = [ln.split() for ln in r.stdout.splitlines() if ln.strip().startswith(("ring", "native"))]
     assert len(lines) == 2 * 2 * 2  # 2 algorithms x P in {1, 2} x sizes {32, 64}
     for ln in lines:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from course import ROOT, Course, released_notebook
 
 SOL = ROOT / "solutions" / "lab3"
@@ -29,6 +30,7 @@ def _nbgrader(course, *args):
     return proc.stderr
 
 
+@pytest.mark.nbgrader  # launches it (tests/conftest.py LAUNCHES)
 def test_underscores_in_student_ids_and_file_names(tmp_path):
     course = Course(tmp_path)
     old, new = "2026-11-20-10-00-00", "2026-11-21-09-30-00"

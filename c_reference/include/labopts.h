@@ -1,5 +1,6 @@
-/* labopts.h — command-line value parsing and message buffers shared by the kit's drivers
- * (collbench, pingpong). Each driver prints its own messages ("collbench: ...", "pingpong: ...").
+/* labopts.h — command-line value parsing, messages and buffers shared by the kit's drivers
+ * (collbench, pingpong). Each driver names itself once, after MPI_Init, with
+ * lab_set_reporter("collbench", rank); lab_fail then prints "collbench: ..." on rank 0 only.
  */
 #ifndef LABOPTS_H
 #define LABOPTS_H
@@ -62,6 +63,51 @@ static inline void lab_vfail(const char *prog, int rank, const char *fmt, va_lis
     fprintf(stderr, "%s: ", prog);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+}
+
+/* The driver's name and this process's rank, for lab_fail and lab_parse_int_opt (one copy per
+ * program: a driver is one translation unit). */
+typedef struct {
+    const char *prog;
+    int rank;
+} lab_reporter;
+
+static inline lab_reporter *lab_reporter_of(void)
+{
+    static lab_reporter reporter = {"driver", 0};
+    return &reporter;
+}
+
+static inline void lab_set_reporter(const char *prog, int rank)
+{
+    lab_reporter_of()->prog = prog;
+    lab_reporter_of()->rank = rank;
+}
+
+/* "<prog>: <message>" and a newline on stderr, rank 0 only (lab_set_reporter names prog). */
+static inline void lab_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    lab_vfail(lab_reporter_of()->prog, lab_reporter_of()->rank, fmt, ap);
+    va_end(ap);
+}
+
+/* The value of option `opt` as a whole number >= minimum into *out: 0, or 2 (the usage
+ * error's exit status) after lab_fail has said what was wrong. */
+static inline int lab_parse_int_opt(const char *opt, const char *s, int minimum, int *out)
+{
+    if (lab_parse_int(s, minimum, out) == 0)
+        return 0;
+    lab_fail("bad value '%s' for %s; expected an integer >= %d", s, opt, minimum);
+    return 2;
+}
+
+/* qsort's comparison of doubles, for the medians of the timed iterations. */
+static inline int lab_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 /* A page-aligned buffer of n bytes with every byte set to `fill`, as OSU's

@@ -17,7 +17,6 @@
  * (the slowest rank's, between the barrier and its return).
  * Errors: "timeline: ..." on stderr, exit 2 for bad usage, 1 for a wrong result or MPI error.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +25,6 @@
 #include "labprov.h"
 
 static int rank, nprocs;
-
-static void fail_msg(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    lab_vfail("timeline", rank, fmt, ap);
-    va_end(ap);
-}
 
 /* What --coll bcast can run: the registry's broadcasts, or why there are none. */
 static const char *bcast_names(char *buf, size_t len)
@@ -49,8 +40,8 @@ static int usage_error(const char *msg, const char *val)
 {
     char valid[512], bc[256];
     lab_allgather_valid_names(valid, sizeof valid);
-    fail_msg(msg, val);
-    fail_msg("usage: timeline [--coll allgather|bcast] --algo NAME [-b BYTES] [--reps N] "
+    lab_fail(msg, val);
+    lab_fail("usage: timeline [--coll allgather|bcast] --algo NAME [-b BYTES] [--reps N] "
              "[--warmup N] [--root R]; allgather algorithms: %s (not native); bcast: %s",
              valid, bcast_names(bc, sizeof bc));
     return 2;
@@ -70,6 +61,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Pcontrol(0);            /* nothing is traced until the first repetition */
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    lab_set_reporter("timeline", rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
 
     for (int i = 1; i < argc && status == 0; i++) {

@@ -3,7 +3,7 @@
 import sys
 
 from mpilab import cli
-from mpilab.core.vocabulary import MAPPINGS
+from mpilab.core.vocabulary import FLAVOURS, MAPPINGS
 from mpilab.measure.osu import import_osu
 
 
@@ -39,7 +39,7 @@ def configure(p):
         help="library algorithm OSU ran, as in `mpilab libalgs` (default: from the name, else default)",
     )
     p.add_argument("--mapping", choices=MAPPINGS)
-    p.add_argument("--flavour", choices=("openmpi", "mpich", "smpi"))
+    p.add_argument("--flavour", choices=FLAVOURS)
     p.add_argument("--platform")
     p.set_defaults(func=_run)
     return p

@@ -12,7 +12,7 @@ import warnings
 
 from mpilab.core import results, units
 from mpilab.core.errors import UsageError, one_of
-from mpilab.core.vocabulary import COLLECTIVES, MAPPINGS
+from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS, MAPPINGS
 from mpilab.measure import collbench, driver, launch, libalgs, sweep
 from mpilab.model import algorithms, stats
 
@@ -210,7 +210,7 @@ def configure(p):
         "--flavour",
         "--launcher",
         dest="flavour",
-        choices=("openmpi", "mpich", "smpi"),
+        choices=FLAVOURS,
         default="openmpi",
         help="which MPI runs collbench (default: openmpi)",
     )

@@ -6,10 +6,12 @@ is read by :func:`mpilab.measure.driver.parse` and becomes rows through
 """
 
 import dataclasses
+import functools
 import json
+from pathlib import Path
 
-from mpilab.core import paths, process, results
-from mpilab.core.errors import LaunchError, ParseError, ToolMissing, one_of
+from mpilab.core import paths, results
+from mpilab.core.errors import ParseError, ToolMissing, one_of
 from mpilab.core.vocabulary import COLLECTIVES
 from mpilab.measure import driver
 
@@ -101,38 +103,35 @@ def collbench_program(flavour):
 
 
 def registry(flavour="openmpi", coll="allgather"):
-    """The algorithms this build of collbench runs for ``coll``: a list of ``{"name": ...}``, read
-    from ``collbench --list --json`` (what each is: :mod:`mpilab.model.algorithms`).
+    """The algorithms this build of collbench runs for ``coll``: a list of ``{"name": ...}`` (what
+    each is: :mod:`mpilab.model.algorithms`). ``native`` is not in the list; it is always accepted.
 
-    ``native`` is not in the list; it is always accepted.
+    Read from the build's ``registry.json``, which the Makefile writes next to collbench from the
+    same registry (``collbench --list --json`` prints the same; tests/test_c_reference.py checks
+    it), once per build: no MPI launch, and the same answer for every flavour's build.
     """
+    if coll not in COLLECTIVES:
+        raise one_of("collective", coll, COLLECTIVES)
     prog = collbench_program(flavour)
-    cached = prog.parent / "registry.json"
-    if flavour == "smpi":
-        # an SMPI binary needs smpirun; use the json the build writes, else the openmpi build's
-        if cached.exists():
-            text = cached.read_text()
-        else:
-            return registry("openmpi", coll)
-    else:
-        proc = process.run([prog, "--coll", coll, "--list", "--json"], timeout=60)
-        if proc.timed_out:
-            raise LaunchError(f"{prog} --list --json timed out")
-        if proc.returncode != 0:
-            if cached.exists():
-                text = cached.read_text()
-            else:
-                raise LaunchError(f"{prog} --list --json failed ({proc.returncode}): {proc.stderr.strip()}")
-        else:
-            text = proc.stdout
+    path = prog.parent / "registry.json"
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ParseError(f"{prog} --list --json: line {e.lineno}: {e.msg}") from None
+        stamp = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        raise ToolMissing(f"{path} is not built; run: make -C c_reference FLAVOUR={flavour}") from None
+    data = _read_registry(str(path), stamp)
     if data.get("collective", coll) != coll:
         # registry.json holds the allgather table; the other collectives run native only
         return []
-    return list(data["algorithms"])
+    return [dict(a) for a in data["algorithms"]]
+
+
+@functools.lru_cache(maxsize=8)
+def _read_registry(path, stamp):
+    """``registry.json`` at ``path`` as written at ``stamp`` (its mtime: a rebuild reads it again)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ParseError(f"{path}: line {e.lineno}: {e.msg}") from None
 
 
 def algorithm_names(flavour="openmpi", coll="allgather"):

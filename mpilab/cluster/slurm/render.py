@@ -15,7 +15,7 @@ from mpilab import __version__
 from mpilab.cluster.slurm.profiles import Profile, check_resources, format_time, load_profile, templates_dir
 from mpilab.core.errors import UsageError, one_of
 from mpilab.core.paths import collbench_path, repo_root
-from mpilab.core.vocabulary import COLLECTIVES, FLAVOURS, MAPPINGS, SRUN_DISTRIBUTION, srun_placement
+from mpilab.core.vocabulary import COLLECTIVES, MAPPINGS, REAL_FLAVOURS, SRUN_DISTRIBUTION, srun_placement
 from mpilab.measure import libalgs
 from mpilab.measure.collbench import PROGRAM as COLLBENCH
 from mpilab.measure.driver import BenchOptions
@@ -134,8 +134,8 @@ def render(
         raise one_of("SLURM template", template, TEMPLATES)
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     part = prof.partition(partition)
-    if flavour not in FLAVOURS or flavour == "smpi":
-        raise one_of("flavour for SLURM", flavour, ("openmpi", "mpich"))
+    if flavour not in REAL_FLAVOURS:
+        raise one_of("flavour for SLURM", flavour, REAL_FLAVOURS)
     mpi = prof.mpi_for(flavour)
     if collective not in COLLECTIVES:
         raise one_of("collective", collective, COLLECTIVES)
