@@ -383,7 +383,7 @@ class CheckResult:
 def parse(text, symbols=None):
     """Read a cost written as text by an allow-list (:mod:`mpilab.model.expressions`): numbers,
     the symbols p, n, alpha (α, a), beta (β, b), s, ``+ - * / ^`` and their Unicode forms,
-    parentheses, ⌈ ⌉ ⌊ ⌋ and log, log2, ln, ceil, floor, sqrt, min, max. ``2n``, ``(p-1)(α+nβ)``
+    parentheses, ⌈ ⌉ ⌊ ⌋ and log, log2, ln, ceil, floor, sqrt, min, max. ``2n``, ``(p-1)(2α+nβ)``
     and ``log2 p`` multiply and apply as on paper. Nothing in the text is evaluated.
 
     Parameters
@@ -422,7 +422,7 @@ def expression(value, symbols=None):
     if isinstance(value, sympy.Basic):
         return only_allowed(value, str(value)[:200], symbols)
     raise UsageError(
-        "a cost is an expression or its text, e.g. (p - 1)*(alpha + n*beta); got "
+        "a cost is an expression or its text, e.g. (p - 1)*(2*alpha + n*beta); got "
         + expressions.with_article(type(value).__name__)
         + (": hand in one expression, not a list of them" if isinstance(value, (list, tuple)) else "")
     )

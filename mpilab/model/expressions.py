@@ -1,6 +1,6 @@
 """Cost expressions read from text by an allow-list: nothing in the text is evaluated.
 
-:func:`parse` reads what students write, ``(p - 1)*(alpha + n*beta)``, ``(p+k-2)(α+nβ/k)``,
+:func:`parse` reads what students write, ``(p - 1)*(2*alpha + n*beta)``, ``(p+k-2)(α+nβ/k)``,
 ``2n``, ``⌈log2 p⌉·α + (p−1)·n·β``, with its own tokenizer and a precedence-climbing parser, and
 builds the sympy expression itself from what it allows: numbers, the symbols it is given (and
 their aliases: ``α``, ``a`` for alpha, ``β``, ``b`` for beta), ``+ - * / ^`` and their Unicode
@@ -9,7 +9,7 @@ and the functions of :data:`FUNCTIONS`. Anything else (an attribute, a string, a
 name it does not know) is refused with a message that names it and says what is allowed. It never
 calls ``eval``, ``sympify`` or ``parse_expr``.
 
-Juxtaposition multiplies, as on paper: ``2n``, ``(p-1)(α+nβ)``, ``p(p-1)``; a name made of known
+Juxtaposition multiplies, as on paper: ``2n``, ``(p-1)(2α+nβ)``, ``p(p-1)``; a name made of known
 names (``nβ``, ``pn``) is their product; a function without parentheses takes the operand that
 follows it (``log2 p``, ``ceil log2 p``).
 
@@ -118,7 +118,7 @@ def allowed_text(symbols):
     return (
         f"valid: numbers, the symbols {', '.join(names)}, the operators + - * / ^ (also − × · ÷ "
         f"and **), parentheses, ⌈ ⌉ ⌊ ⌋, and the functions "
-        f"{', '.join(sorted({f for f in FUNCTIONS if f.islower()}))}; e.g. (p - 1)*(alpha + n*beta)"
+        f"{', '.join(sorted({f for f in FUNCTIONS if f.islower()}))}; e.g. (p - 1)*(2*alpha + n*beta)"
     )
 
 
