@@ -47,8 +47,9 @@ MPILAB_COURSE_ROOT=$(pwd -P) && export MPILAB_COURSE_ROOT
 if [ "$mode" = slurm ]; then
     case "${MPILAB_DB_URL:-}" in
         sqlite*) echo "grade.sh: --slurm needs a gradebook that many tasks can write to at once, not MPILAB_DB_URL='$MPILAB_DB_URL'; unset it to use the course's own MariaDB (scripts/gradebook-db.sh), or give a mysql+pymysql:// URL" >&2; exit 2 ;;
-        "") MPILAB_DB_URL=$(COURSE="$course" "$here/scripts/gradebook-db.sh" start | tail -n 1) \
+        "") db_out=$(COURSE="$course" "$here/scripts/gradebook-db.sh" start) \
                 || { echo "grade.sh: --slurm could not start the course's gradebook database (scripts/gradebook-db.sh)" >&2; exit 1; }
+            MPILAB_DB_URL=$(printf '%s\n' "$db_out" | tail -n 1)
             export MPILAB_DB_URL
             echo "grade.sh: gradebook: the course's MariaDB (scripts/gradebook-db.sh; MPILAB_DB_URL)" ;;
     esac

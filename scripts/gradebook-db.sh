@@ -7,7 +7,8 @@
 #   scripts/gradebook-db.sh stop     stop it (the data stays)
 # Env:
 #   COURSE               the nbgrader course (default: grader/ of this kit); the server's data,
-#                        socket, log and password live in COURSE/.gradebook-db/ (mode 0700)
+#                        socket, log and password live in COURSE/.gradebook-db/ (mode 0700;
+#                        the socket in /tmp/mpilab-db-UID-HASH/ when that path is too long)
 #   MPILAB_DB_PORT       TCP port (default: 16034)
 #   MPILAB_DB_HOST       address it listens on (default: 127.0.0.1; on a cluster, the login
 #                        node's address that the compute nodes reach)
@@ -33,7 +34,17 @@ else
     as_user=()
     admin=$(id -un)  # mariadb-install-db lets the user who ran it in through the socket
 fi
-sql() { mariadb --no-defaults --socket="$DIR/mysql.sock" -u "$admin" "$@"; }
+# A Unix socket's path may not pass 107 bytes: a course deep in the tree gets its socket in a
+# private directory of /tmp named after the course instead.
+SOCKET="$DIR/mysql.sock"
+if [ "${#SOCKET}" -gt 100 ]; then
+    sockdir="/tmp/mpilab-db-$(id -u)-$(printf '%s' "$DIR" | sha256sum | cut -c1-16)"
+    mkdir -m 700 "$sockdir" 2>/dev/null || true
+    [ -O "$sockdir" ] && [ "$(stat -c %a "$sockdir")" = 700 ] \
+        || die "$sockdir (the socket's directory) is not this user's alone; remove it and retry"
+    SOCKET="$sockdir/mysql.sock"
+fi
+sql() { mariadb --no-defaults --socket="$SOCKET" -u "$admin" "$@"; }
 running() { [ -f "$DIR/mariadbd.pid" ] && kill -0 "$(cat "$DIR/mariadbd.pid")" 2>/dev/null; }
 url() { printf 'mysql+pymysql://mpilab:%s@%s:%s/%s\n' "$(cat "$DIR/password")" "$HOST" "$PORT" "$DATABASE"; }
 
@@ -52,7 +63,7 @@ start() {
     if ! running; then
         say "starting mariadbd ($HOST:$PORT, data in $DIR/data)"
         setsid mariadbd --no-defaults --datadir="$DIR/data" "${as_user[@]}" --bind-address="$HOST" \
-            --port="$PORT" --socket="$DIR/mysql.sock" --pid-file="$DIR/mariadbd.pid" \
+            --port="$PORT" --socket="$SOCKET" --pid-file="$DIR/mariadbd.pid" \
             --log-error="$DIR/mariadb.log" --innodb-buffer-pool-size=64M --max-connections=400 \
             </dev/null >/dev/null 2>&1 &
         for _ in $(seq 1 120); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.25; done

@@ -244,3 +244,25 @@ def test_a_task_fits_its_partition(seconds, partition, minutes, student, noted):
 def test_a_partition_too_short_to_grade_is_refused():
     with pytest.raises(UsageError, match="MPILAB_GRADE_PARTITION"):
         batch.task_limits(3600, "5")
+
+
+def test_the_course_database_starts_from_a_course_deep_in_the_tree(tmp_path):
+    """A Unix socket's path may not pass 107 bytes; a course this deep still gets its MariaDB."""
+    if not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"):
+        pytest.skip("mariadbd is not installed (Debian: mariadb-server)")
+    course = tmp_path / ("c" * 60) / ("d" * 40) / "course"
+    course.mkdir(parents=True)
+    assert len(str(course / ".gradebook-db" / "mysql.sock")) > 107
+    env = dict(os.environ, COURSE=str(course), MPILAB_DB_PORT=str(_free_port()))
+    script = str(ROOT / "scripts" / "gradebook-db.sh")
+    try:
+        r = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        url = r.stdout.strip().splitlines()[-1]
+        assert url.startswith("mysql+pymysql://mpilab:") and url.endswith("/mpilab_gradebook")
+        import sqlalchemy
+
+        with sqlalchemy.create_engine(url).connect() as conn:
+            assert conn.execute(sqlalchemy.text("SELECT 1")).scalar() == 1
+    finally:
+        subprocess.run([script, "stop"], env=env, capture_output=True, timeout=120)
