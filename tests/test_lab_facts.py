@@ -85,6 +85,12 @@ FALSE = [
         "its coverage is 1 - 2^(1-n): 75 % for 3 runs (mpilab.model.stats.order_interval)",
         r"95\s*%\s*ci\)|95\s*%\s+confidence\s+interval\s+\(bootstrap\)",
     ),
+    (
+        "SMPI sweeps run SimGrid's own pipeline (16 or 128 KiB segments) and reduce chain (P/2 chains)",
+        "issue 31: sweeps run the kit's clones kit:ompi_pipeline (8 KiB) and kit:ompi_chain (4 chains)",
+        r"simgrid'?s\s+pipeline\s+wins?|simulated\s+one\s+is\s+simgrid'?s|segments\s+simgrid\s+cut|"
+        r"simulated\s+reduce\s+`?chain`?\s+is\s+simgrid'?s",
+    ),
 ]
 
 
@@ -150,6 +156,10 @@ def test_the_patterns_find_the_old_statements():
         "Pearson's\nr between `probe_us` and `maxrank_avg_us` for every algorithm and size across the "
         "rows of\n`series` (the four network loads at P = 48)",
         'measured.set_label(f"{algo} (simulated median, 95 % CI)")',
+        "scatter + allgather and SimGrid's pipeline win large ones",
+        "the simulated\none is SimGrid's (16 or 128 KiB segments)",
+        "the segments SimGrid cut the messages of `quiet` into",
+        "the simulated reduce `chain` is SimGrid's\n(P/2 chains, 64 KiB segments)",
     ]
     for text in quoted:
         assert any(re.search(p, text, flags=re.I | re.S) for _, _, p in FALSE), text

@@ -26,8 +26,8 @@ def write_ompi_rules(table, path, segsizes=None, comments=False):
     segsizes : dict or callable, optional
         ``{(collective, algorithm): bytes}`` overriding the segment sizes the kit forces on Open
         MPI (:attr:`mpilab.measure.libalgs.LibAlgorithm.ompi_segsize`), or a function of a table
-        row giving its segment size (for a table measured on SMPI: the segments SimGrid cut the
-        row's messages into, :func:`mpilab.measure.libalgs.segment_size`). 0 = no segmentation.
+        row giving its segment size (for a table measured on SMPI: the segments the row's
+        messages were cut into there, :func:`mpilab.measure.libalgs.segment_size`). 0 = no segmentation.
     comments : bool
         Say what each number is after a ``#`` (Open MPI 4.1 skips a ``#`` to the end of its line).
 
