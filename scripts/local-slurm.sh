@@ -6,6 +6,10 @@
 #   scripts/local-slurm.sh stop      stop slurmd, slurmctld, slurmdbd, mariadbd (munged keeps running)
 #   scripts/local-slurm.sh status    print whether they run and what `sinfo` says
 #   scripts/local-slurm.sh conf      print the slurm.conf that `start` would write
+#   scripts/local-slurm.sh nodes     (multi-node) one line per node: name, address, namespace, slurmd's state
+#   scripts/local-slurm.sh kill-node NAME
+#                                    (multi-node) a node failure: SIGKILL every process of that node (its
+#                                    slurmd and its jobs); `start` brings it back
 #
 # Environment:
 #   MPILAB_SLURM_DIR         state, spool and logs (default /var/lib/mpilab-slurm)
@@ -28,6 +32,17 @@
 #                            it), slurmctld's port (slurmd takes the next one; default SLURM's
 #                            6817/6818) and its name (default mpilab-local). Give it its own
 #                            MPILAB_SLURM_DIR and MPILAB_SLURM_ACCOUNTING=no.
+#   MPILAB_SLURM_NODES       a multi-node private cluster (with MPILAB_SLURM_CONF and _PORT): that many
+#                            compute nodes, each a slurmd in a network and UTS namespace of its own
+#                            (`ip netns`), with its own hostname (MPILAB_SLURM_NODE_PREFIX + number,
+#                            default node1, node2, ...) and address on a bridge of this machine; the
+#                            controller runs here and is reached at the bridge's address. Unset: one
+#                            node, this machine, as above.
+#   MPILAB_SLURM_SUBNET      the nodes' /24, as its first three numbers (default 198.18.N with N the
+#                            port modulo 256: RFC 2544's range for test networks, routed nowhere);
+#                            .1 is the bridge (the controller), .2 the first node, and so on
+#   MPILAB_SLURM_NODE_TIMEOUT  seconds after which the controller declares a silent node DOWN and
+#                            requeues or fails its jobs (SlurmdTimeout; default 10 with nodes)
 #
 # With accounting, `start` also runs a MariaDB server of its own (data in $DIR/mysql, listening
 # on 127.0.0.1 only; the system's /var/lib/mysql is not touched) and slurmdbd, and registers the
@@ -55,6 +70,9 @@ PORT="${MPILAB_SLURM_PORT:-}"
 export SLURM_CONF="$CONF"      # the daemons and the clients below read this configuration
 DBDCONF=/etc/slurm/slurmdbd.conf
 CLUSTER="${MPILAB_SLURM_CLUSTER:-mpilab-local}"
+NODES="${MPILAB_SLURM_NODES:-}"
+NODE_PREFIX="${MPILAB_SLURM_NODE_PREFIX:-node}"
+NODE_TIMEOUT="${MPILAB_SLURM_NODE_TIMEOUT:-10}"
 MARK="# written by mpilab scripts/local-slurm.sh"
 NODE="$(hostname -s)"
 say() { printf 'local-slurm: %s\n' "$*"; }
@@ -66,6 +84,21 @@ if [ -n "$SOCKETS$CORES_PER_SOCKET" ] && ! [[ "$SOCKETS" =~ ^[1-9][0-9]*$ && "$C
 fi
 if [ -n "$PORT" ] && ! [[ "$PORT" =~ ^[1-9][0-9]*$ ]]; then
     die "MPILAB_SLURM_PORT='$PORT'; valid: a TCP port number (slurmd takes the next one)"
+fi
+
+if [ -n "$NODES" ]; then
+    [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "MPILAB_SLURM_NODES='$NODES'; valid: a number of nodes, 1 to 99"
+    [ -n "$PORT" ] && [ "$CONF" != /etc/slurm/slurm.conf ] \
+        || die "MPILAB_SLURM_NODES needs a private cluster: set MPILAB_SLURM_CONF, MPILAB_SLURM_PORT and MPILAB_SLURM_DIR too"
+    [[ "$NODE_PREFIX" =~ ^[a-z][a-z0-9-]{0,20}$ ]] \
+        || die "MPILAB_SLURM_NODE_PREFIX='$NODE_PREFIX'; valid: a lower-case letter, then letters, digits and '-' (at most 21)"
+    [[ "$NODE_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "MPILAB_SLURM_NODE_TIMEOUT='$NODE_TIMEOUT'; valid: seconds, a positive integer"
+    SUBNET="${MPILAB_SLURM_SUBNET:-198.18.$((PORT % 256))}"
+    [[ "$SUBNET" =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] && (( BASH_REMATCH[1] < 256 && BASH_REMATCH[2] < 256 && BASH_REMATCH[3] < 256 )) \
+        || die "MPILAB_SLURM_SUBNET='$SUBNET'; valid: the first three numbers of a /24, e.g. 198.18.7"
+    GATEWAY="$SUBNET.1"
+    BRIDGE="mplbr$PORT"           # interface names: 15 characters at most
+    [ "${#BRIDGE}" -le 11 ] || die "MPILAB_SLURM_PORT='$PORT' is too long for the bridge's name; valid: up to 5 digits"
 fi
 
 case "$ACCOUNTING" in
@@ -109,25 +142,52 @@ node_shape() {
     fi
 }
 
+node_names() {   # the compute nodes of a multi-node cluster, one a line
+    local i
+    for i in $(seq 1 "$NODES"); do echo "$NODE_PREFIX$i"; done
+}
+node_addr() { echo "$SUBNET.$(( ${1#"$NODE_PREFIX"} + 1 ))"; }   # node_addr NAME
+node_ns() { echo "$CLUSTER-$1"; }                                # node_ns NAME: its network namespace
+
 write_conf() {
-    local mem
+    local mem name
     mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2 ))
-    cat <<EOF
+    if [ -n "$NODES" ]; then
+        cat <<EOF
+$MARK — a test cluster of $NODES nodes, each a slurmd in a network namespace of its own
+# (addresses $SUBNET.2-$((NODES + 1)) on bridge $BRIDGE); stop with: scripts/local-slurm.sh stop
+ClusterName=$CLUSTER
+SlurmctldHost=$NODE($GATEWAY)
+EOF
+    else
+        cat <<EOF
 $MARK — a single-node test cluster; stop with: scripts/local-slurm.sh stop
 ClusterName=$CLUSTER
 SlurmctldHost=$NODE
 EOF
+    fi
     port_lines
+    local each=""    # a multi-node cluster's slurmd files, one per node (%n: the node's name)
+    [ -z "$NODES" ] || each="-%n"
     cat <<EOF
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool
+SlurmdSpoolDir=$DIR/spool${each:+/%n}
 SlurmctldPidFile=$DIR/slurmctld.pid
-SlurmdPidFile=$DIR/slurmd.pid
+SlurmdPidFile=$DIR/slurmd$each.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd.log
+SlurmdLogFile=$DIR/log/slurmd$each.log
+EOF
+    if [ -n "$NODES" ]; then
+        echo "# A node that stops answering is DOWN after this many seconds; its jobs are requeued or fail."
+        echo "SlurmdTimeout=$NODE_TIMEOUT"
+        echo "# Each node's own temporary directory (the nodes share this machine's /tmp): srun's PMIx"
+        echo "# plugin makes a directory per job step there, of the same name on every node."
+        echo "TmpFS=$DIR/tmp/%n"
+    fi
+    cat <<EOF
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -144,9 +204,19 @@ $(accounting_lines)
 # Every finished job is also logged here, whether or not there is accounting.
 JobCompType=jobcomp/filetxt
 JobCompLoc=$DIR/log/jobcomp.txt
+EOF
+    if [ -z "$NODES" ]; then
+        cat <<EOF
 NodeName=$NODE $(node_shape) RealMemory=$mem State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=$MAXTIME State=UP OverSubscribe=NO
 EOF
+        return
+    fi
+    for name in $(node_names); do
+        echo "NodeName=$name NodeAddr=$(node_addr "$name") $(node_shape) RealMemory=$(( mem / NODES )) State=UNKNOWN"
+    done
+    # LLN: a job goes to the least loaded node, so that small jobs spread over the nodes
+    echo "PartitionName=$PARTITION Nodes=${NODE_PREFIX}[1-$NODES] Default=YES MaxTime=$MAXTIME State=UP OverSubscribe=NO LLN=YES"
 }
 
 write_dbd_conf() {
@@ -272,6 +342,7 @@ start() {
         say "configuration changed: restarting the daemons"
         stop_daemons
     fi
+    [ -z "$NODES" ] || net_up
     if [ "$ACCOUNTING" = yes ]; then
         start_accounting
     else
@@ -280,6 +351,10 @@ start() {
     if ! running "$DIR/slurmctld.pid" slurmctld; then
         say "starting slurmctld"
         slurmctld 9>&-
+    fi
+    if [ -n "$NODES" ]; then
+        start_nodes
+        return
     fi
     if ! running "$DIR/slurmd.pid" slurmd; then
         say "starting slurmd"
@@ -302,9 +377,109 @@ start() {
     die "the node did not become idle within 30 s"
 }
 
+# ---- the nodes of a multi-node cluster (MPILAB_SLURM_NODES)
+# A bridge on this machine carries the controller's address ($GATEWAY); each node is a network
+# namespace joined to it by a veth pair (eth0 inside, with the node's address), and a UTS namespace
+# with the node's name as hostname, in which its slurmd runs (and so every job step it starts).
+# The nodes have no default route: they reach each other, the controller and their own loopback.
+node_veth() { echo "mpl${PORT}n${1#"$NODE_PREFIX"}"; }   # the host's end of a node's veth pair
+
+net_up() {
+    need ip nsenter unshare
+    if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+        say "creating bridge $BRIDGE ($GATEWAY/24)"
+        ip link add "$BRIDGE" type bridge
+        ip addr add "$GATEWAY/24" dev "$BRIDGE"
+    fi
+    ip link set "$BRIDGE" up
+    local name ns veth
+    for name in $(node_names); do
+        ns=$(node_ns "$name")
+        veth=$(node_veth "$name")
+        [ -e "/run/netns/$ns" ] || ip netns add "$ns"
+        if ! ip link show "$veth" >/dev/null 2>&1; then
+            ip link add "$veth" type veth peer name eth0 netns "$ns"
+            ip link set "$veth" master "$BRIDGE" up
+            ip -n "$ns" addr add "$(node_addr "$name")/24" dev eth0
+            ip -n "$ns" link set eth0 up
+            ip -n "$ns" link set lo up
+        fi
+    done
+}
+
+net_down() {
+    local name ns
+    for name in $(node_names); do
+        ns=$(node_ns "$name")
+        [ -e "/run/netns/$ns" ] || continue
+        kill_node_processes "$name"
+        ip link del "$(node_veth "$name")" 2>/dev/null || true
+        ip netns del "$ns"
+    done
+    if ip link show "$BRIDGE" >/dev/null 2>&1; then
+        say "removing bridge $BRIDGE and the nodes' namespaces"
+        ip link del "$BRIDGE"
+    fi
+}
+
+kill_node_processes() {  # kill_node_processes NAME: SIGKILL everything in the node's namespace
+    local ns pids _
+    ns=$(node_ns "$1")
+    [ -e "/run/netns/$ns" ] || return 0
+    for _ in $(seq 1 20); do
+        pids=$(ip netns pids "$ns")
+        [ -n "$pids" ] || return 0
+        # shellcheck disable=SC2086  # one pid a word
+        kill -KILL $pids 2>/dev/null || true
+        sleep 0.1
+    done
+    die "processes of node $1 survive SIGKILL: $(ip netns pids "$ns" | tr '\n' ' ')"
+}
+
+check_node() {  # check_node NAME: die unless NAME is one of the cluster's nodes
+    node_names | grep -qx -- "$1" || die "unknown node '$1'; valid: $(node_names | tr '\n' ' ')"
+}
+
+start_nodes() {
+    local name _ states
+    for name in $(node_names); do
+        running "$DIR/slurmd-$name.pid" slurmd && continue
+        say "starting slurmd on $name ($(node_addr "$name"), namespace $(node_ns "$name"))"
+        mkdir -p "$DIR/spool/$name" "$DIR/tmp/$name"
+        chmod 1777 "$DIR/tmp/$name"
+        # nsenter, not `ip netns exec`: that one mounts a sysfs of its own, without the cgroup
+        # file system that slurmd needs
+        nsenter --net="/run/netns/$(node_ns "$name")" unshare --uts sh -c 'hostname "$1" && exec slurmd' sh "$name" 9>&-
+    done
+    for _ in $(seq 1 90); do
+        states=$(sinfo -h -N -p "$PARTITION" -o '%N %t' 2>/dev/null || true)
+        if [ "$(grep -cE ' (idle|mix|alloc)$' <<< "$states")" -eq "$NODES" ]; then
+            say "up: partition $PARTITION on $NODES nodes (${NODE_PREFIX}[1-$NODES], $SUBNET.2-$((NODES + 1))), $CPUS CPUs each, accounting: $ACCOUNTING (logs in $DIR/log)"
+            return 0
+        fi
+        # a node that was down (killed, or after an unclean stop) and whose slurmd runs again
+        while read -r name; do
+            scontrol update NodeName="$name" State=RESUME 2>/dev/null || true
+        done < <(awk '$2 ~ /^(down|drain)/ {print $1}' <<< "$states")
+        sleep 0.5
+    done
+    sinfo -N -l || true
+    tail -n 20 "$DIR/log/slurmctld.log" >&2 || true
+    die "not every node became idle within 45 s (logs: $DIR/log/slurmd-NODE.log)"
+}
+
+list_nodes() {
+    local name state
+    for name in $(node_names); do
+        state=stopped
+        running "$DIR/slurmd-$name.pid" slurmd && state=running
+        echo "$name $(node_addr "$name") $(node_ns "$name") slurmd:$state"
+    done
+}
+
 stop_one() {  # stop_one <name>: stop the daemon whose pid is in $DIR/<name>.pid, if it runs
     local pidfile="$DIR/$1.pid" pid
-    if running "$pidfile" "$1"; then
+    if running "$pidfile" "${1%%-*}"; then   # slurmd-node1.pid: a slurmd
         pid="$(cat "$pidfile")"
         say "stopping $1 ($pid)"
         kill "$pid"
@@ -313,14 +488,21 @@ stop_one() {  # stop_one <name>: stop the daemon whose pid is in $DIR/<name>.pid
 }
 
 stop_daemons() {
-    stop_one slurmd
+    local name
+    if [ -n "$NODES" ]; then
+        for name in $(node_names); do stop_one "slurmd-$name"; done
+    else
+        stop_one slurmd
+    fi
     stop_one slurmctld
 }
 
 status() {
     local rc=0 name
-    for name in slurmctld slurmd; do
-        running "$DIR/$name.pid" "$name" && say "$name: running" || { say "$name: stopped"; rc=3; }
+    local daemons=(slurmctld slurmd)
+    [ -z "$NODES" ] || mapfile -t daemons < <(echo slurmctld; node_names | sed 's/^/slurmd-/')
+    for name in "${daemons[@]}"; do
+        running "$DIR/$name.pid" "${name%%-*}" && say "$name: running" || { say "$name: stopped"; rc=3; }
     done
     if [ "$ACCOUNTING" = yes ]; then
         for name in slurmdbd mariadbd; do
@@ -333,8 +515,14 @@ status() {
 
 case "${1:-}" in
     start) start ;;
-    stop) stop_daemons; stop_one slurmdbd; stop_one mariadbd ;;
+    stop) stop_daemons; stop_one slurmdbd; stop_one mariadbd; [ -z "$NODES" ] || net_down ;;
     status) status ;;
     conf) write_conf ;;
-    *) echo "usage: scripts/local-slurm.sh start|stop|status|conf (got '${1:-}')" >&2; exit 2 ;;
+    nodes) [ -n "$NODES" ] || die "'nodes' is for a multi-node cluster (MPILAB_SLURM_NODES)"; list_nodes ;;
+    kill-node)
+        [ -n "$NODES" ] || die "'kill-node' is for a multi-node cluster (MPILAB_SLURM_NODES)"
+        check_node "${2:-}"
+        say "killing node ${2}: every process in namespace $(node_ns "$2")"
+        kill_node_processes "$2" ;;
+    *) echo "usage: scripts/local-slurm.sh start|stop|status|conf|nodes|kill-node NAME (got '${1:-}')" >&2; exit 2 ;;
 esac
