@@ -12,12 +12,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from mpilab.grade import runner
+from mpilab.grade import bench
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import costs as cost_checks
 from mpilab.model import costs
 
-#: The columns of a sweep (runner.benchmark_bcast) and of the table of best segment sizes.
+#: The columns of a sweep (bench.benchmark_bcast) and of the table of best segment sizes.
 SWEEP_COLUMNS = ("platform", "nprocs", "segsize", "maxrank_avg_us")
 BEST_COLUMNS = ("platform", "nprocs", "segsize")
 #: A best segment size is accepted when its time is within this share of the sweep's minimum
@@ -169,7 +169,7 @@ def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
     if bad:
         return Case(name, False, bad.message, hidden=hidden)
     try:
-        got = runner.benchmark_bcast(
+        got = bench.benchmark_bcast(
             {"pipeline": c_file},
             nprocs=(nprocs,),
             sizes=(nbytes,),
