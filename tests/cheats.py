@@ -91,28 +91,57 @@ for _pid in (os.getppid(), 1):
 
 
 #: Techniques in the C files (labs 2, 3 and 6): what each does to every skeleton; their notebook
-#: is the cut-down release with dummies and no cell of the student's own.
+#: is the cut-down release with dummies and no cell of the student's own. Each takes the
+#: skeleton's text and returns the cheating file (the skeleton unchanged where the technique
+#: does not apply: ``c_renamed`` needs a reference of the same collective on the kit's side).
 C_TECHNIQUES = {
-    # where the function's code goes: print a passing line for every kind of case any harness
-    # runs, then end the program before the harness says anything
-    "c_forged": lambda src: _at_first_code(
-        src,
-        """
+    # print a passing line for every kind of case any harness runs, then end the program
+    "c_forged": lambda src: _with_body(src, _FORGED),
+    # stand in for the MPI_Allreduce a harness uses to learn whether any rank failed: "none did"
+    "c_interposed": lambda src: _INTERPOSED + src,
+    # read the harness's secret (the old SipHash key of rank 0) out of the program's own ELF
+    # symbol table and seal passing lines with it
+    "c_symtab": lambda src: _with_body(src, _SYMTAB, prelude=_elf_symbol()),
+    # the library does the work: the very collective the function implements, by its MPI_ name
+    "c_library": lambda src: _with_body(src, _library_call(src, "MPI_")),
+    # ... by its profiling name, which a harness's interposed MPI_ functions do not see
+    "c_pmpi": lambda src: _with_body(src, _library_call(src, "PMPI_")),
+    # ... resolved at run time by name
+    "c_dlsym": lambda src: _with_body(src, _dlsym_call(src), prelude="#include <dlfcn.h>\n"),
+    # ... through a function pointer set at run time
+    "c_funcptr": lambda src: _with_body(src, _pointer_call(src)),
+    # another algorithm under the asked one's name: the kit's own reference code (lab 2)
+    "c_renamed": lambda src: _renamed(src),
+    # send each rank's seed instead of its data and compute the other ranks' data from it (the
+    # old harnesses derived every value from an 8-byte seed per rank, found here in the symbol
+    # table), so that the right numbers appear without the data ever travelling
+    "c_seed": lambda src: _with_body(src, _seed_body(src), prelude=_elf_symbol()),
+    # write the files a harness reads results from (and the course's gradebook), print passing
+    # lines, and do no work
+    "c_writes": lambda src: _with_body(src, _WRITES),
+}
+
+CHEATS_DIR = ROOT / "tests" / "data" / "cheats"
+#: Kinds of case any harness runs (allgather, bcast, reductions).
+_KINDS = '"int", "char", "double", "in-place", "sub-communicator", "root", "segments", "prime-count"'
+
+_FORGED = (
+    """
     int _rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &_rank);
     if (_rank == 0) {
-        static const char *kinds[] = {"int", "char", "double", "in-place", "sub-communicator",
-                                      "root", "segments", "prime-count"};
+        static const char *kinds[] = {"""
+    + _KINDS
+    + """};
         for (int k = 0; k < 8; k++)
             printf("CASE %s count=1\\tPASS\\n", kinds[k]);
         fflush(stdout);
     }
     _exit(0);
-""",
-    ),
-    # stand in for the MPI_Allreduce a harness uses to learn whether any rank failed: "none did"
-    "c_interposed": lambda src: (
-        """#include <mpi.h>
+"""
+)
+
+_INTERPOSED = """#include <mpi.h>
 int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
     (void)s; (void)t; (void)op; (void)comm;
@@ -120,17 +149,206 @@ int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_
     return MPI_SUCCESS;
 }
 """
-        + src
+
+_SYMTAB = (
+    """
+    /* SipHash-2-4 of a line under the key found in the symbol table (the old sealed.h's seal) */
+    const unsigned char *key = cheat_symbol("sealed_key");
+    int _rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &_rank);
+    if (_rank == 0 && key) {
+        static const char *kinds[] = {"""
+    + _KINDS
+    + """};
+        for (int k = 0; k < 8; k++) {
+            char line[128];
+            snprintf(line, sizeof line, "CASE %s count=1\\tPASS", kinds[k]);
+            uint64_t k0 = 0, k1 = 0;
+            for (int i = 7; i >= 0; i--) { k0 = k0 << 8 | key[i]; k1 = k1 << 8 | key[8 + i]; }
+            uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
+            uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define ROUND do { v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); v2 += v3; \\
+    v3 = ROTL(v3, 16); v3 ^= v2; v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0; v2 += v1; \\
+    v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); } while (0)
+            size_t len = strlen(line), whole = len - len % 8;
+            for (size_t i = 0; i < whole; i += 8) {
+                uint64_t w = 0;
+                for (int j = 7; j >= 0; j--) w = w << 8 | (unsigned char)line[i + j];
+                v3 ^= w; ROUND; ROUND; v0 ^= w;
+            }
+            uint64_t last = (uint64_t)len << 56;
+            for (size_t j = 0; j < len % 8; j++)
+                last |= (uint64_t)(unsigned char)line[whole + j] << (8 * j);
+            v3 ^= last; ROUND; ROUND; v0 ^= last; v2 ^= 0xff; ROUND; ROUND; ROUND; ROUND;
+            printf("%s\\t%016llx\\n", line, (unsigned long long)(v0 ^ v1 ^ v2 ^ v3));
+        }
+        fflush(stdout);
+        _exit(0);
+    }
+    int _never;   /* the other ranks wait for the end rank 0 brings */
+    MPI_Recv(&_never, 1, MPI_INT, 0, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    _exit(0);
+"""
+)
+
+_WRITES = """
+    static const char *names[] = {"out.%d", "result.%d", "seed.%d", "in.%d", "trace.%d.csv", "key"};
+    char name[512];
+    for (int n = 0; n < 6; n++)
+        for (int r = 0; r < 64; r++) {
+            snprintf(name, sizeof name, names[n], r);
+            FILE *f = fopen(name, "w");
+            if (f) {
+                fputs("CASE int count=1\\tPASS\\n", f);
+                fclose(f);
+            }
+        }
+    const char *course = getenv("MPILAB_COURSE_ROOT");
+    if (course) {
+        snprintf(name, sizeof name, "%s/gradebook.db", course);
+        FILE *f = fopen(name, "a");
+        if (f) {
+            fputs("cheat", f);
+            fclose(f);
+        }
+    }
+    printf("CASE int count=1\\tPASS\\n");
+    fflush(stdout);
+    return MPI_SUCCESS;
+"""
+
+#: The collective each skeleton's function implements, and its arguments, by the function's
+#: name prefix.
+_COLLECTIVES = {
+    "student_allgather_": ("Allgather", "sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm"),
+    "student_bcast_": ("Bcast", "buffer, count, datatype, root, comm"),
+    "student_reduce_scatter_block": (
+        "Reduce_scatter_block",
+        "sendbuf, recvbuf, recvcount, datatype, op, comm",
     ),
+    "student_allreduce_": ("Allreduce", "sendbuf, recvbuf, count, datatype, op, comm"),
+}
+
+_FUNCTION = re.compile(r"^int\s+(student_\w+)\s*\(([^)]*)\)\s*\{", re.M)
+
+
+def _function(src):
+    """(name, parameter names, start of the body, end of the body) of the skeleton's function
+    (the last ``student_*`` function of the file)."""
+    m = list(_FUNCTION.finditer(src))[-1]
+    params = [re.findall(r"\w+", p)[-1] for p in m.group(2).split(",")]
+    depth, i = 1, m.end()
+    while depth:
+        depth += {"{": 1, "}": -1}.get(src[i], 0)
+        i += 1
+    return m.group(1), params, m.end(), i - 1
+
+
+def _collective(src):
+    name, params, _, _ = _function(src)
+    coll, args = next(v for k, v in _COLLECTIVES.items() if name.startswith(k))
+    return coll, args, params
+
+
+def _with_body(src, body, prelude=""):
+    """``src`` with the skeleton's function's body replaced by ``body`` (the parameters it
+    leaves unused are voided), and ``prelude`` and the usual headers at the top."""
+    _, params, start, end = _function(src)
+    unused = "".join(f"    (void){p};\n" for p in params if not re.search(rf"\b{p}\b", body))
+    head = "#define _GNU_SOURCE\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+    head += "#include <string.h>\n#include <unistd.h>\n" + prelude
+    return head + src[:start] + "\n" + unused + body + src[end:]
+
+
+def _segsize(params):
+    return "    (void)segsize;\n" if "segsize" in params else ""
+
+
+def _library_call(src, prefix):
+    coll, args, params = _collective(src)
+    return f"{_segsize(params)}    return {prefix}{coll}({args});\n"
+
+
+def _dlsym_call(src):
+    coll, args, params = _collective(src)
+    fn = f"__typeof__(PMPI_{coll}) *"
+    return (
+        f'{_segsize(params)}    {fn}f = ({fn})dlsym(RTLD_DEFAULT, "PMPI_{coll}");\n'
+        f'    if (f == NULL)\n        f = ({fn})dlsym(RTLD_DEFAULT, "MPI_{coll}");\n'
+        f"    return f({args});\n"
+    )
+
+
+def _pointer_call(src):
+    coll, args, params = _collective(src)
+    pointer = f"    static __typeof__(MPI_{coll}) *volatile f;\n    f = MPI_{coll};\n"
+    return f"{_segsize(params)}{pointer}    return f({args});\n"
+
+
+#: The kit's reference algorithm handed in under each lab-2 skeleton's name.
+_RENAMED = {
+    "student_allgather_ring": "pairwise_renamed.c",
+    "student_allgather_bruck": "gather_bcast_renamed.c",
 }
 
 
-def _at_first_code(src, code):
-    """``src`` with its first ``YOUR CODE HERE`` line replaced by ``code`` (and the headers it needs)."""
-    lines = src.splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if "YOUR CODE HERE" in line)
-    lines[at] = code
-    return "#include <stdio.h>\n#include <unistd.h>\n" + "".join(lines)
+def _renamed(src):
+    name = _function(src)[0]
+    if name not in _RENAMED:
+        return src
+    return (CHEATS_DIR / _RENAMED[name]).read_text().replace("STUDENT_FUNCTION", name)
+
+
+def _elf_symbol():
+    return (CHEATS_DIR / "elf_symbol.inc").read_text()
+
+
+def _seed_body(src):
+    """Every rank sends its old 8-byte seed to every other rank, then fills its result from the
+    seeds with the old public formula (sealed.h's sealed_value): no data travels."""
+    coll, _, params = _collective(src)
+    exchange = """
+    uint64_t *seedp = cheat_symbol("sealed_seed");
+    int *seqp = cheat_symbol("seq");
+    int p, me;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &me);
+    uint64_t *seeds = calloc((size_t)p, sizeof *seeds);
+    long seq = seqp ? *seqp : 0;
+    seeds[me] = seedp ? *seedp : 0;
+    for (int k = 1; k < p; k++)
+        MPI_Sendrecv(&seeds[me], 8, MPI_BYTE, (me + k) % p, 5, &seeds[(me - k + p) % p], 8, MPI_BYTE,
+                     (me - k + p) % p, 5, comm, MPI_STATUS_IGNORE);
+"""
+    put = """
+#define PUT(t, buf, i, v) do { if ((t) == MPI_CHAR) ((signed char *)(buf))[i] = (signed char)(v); \\
+    else if ((t) == MPI_INT) ((int *)(buf))[i] = (int)(v); else ((double *)(buf))[i] = (v); } while (0)
+"""
+    if coll == "Allgather":
+        fill = """
+    for (int j = 0; j < p; j++)
+        for (int i = 0; i < recvcount; i++)
+            PUT(recvtype, recvbuf, (long)j * recvcount + i, cheat_value(seeds[j], seq, i, 127));
+"""
+    elif coll == "Bcast":
+        fill = """
+    if (me != root)
+        for (int i = 0; i < count; i++)
+            PUT(datatype, buffer, i, cheat_value(seeds[root], seq, i, 100));
+"""
+    else:
+        first = "(long)me * recvcount" if coll == "Reduce_scatter_block" else "0"
+        n = "recvcount" if coll == "Reduce_scatter_block" else "count"
+        fill = f"""
+    for (int i = 0; i < {n}; i++) {{
+        double sum = 0;
+        for (int r = 0; r < p; r++)
+            sum += (cheat_value(seeds[r], seq, {first} + i, 127) - 63) / (datatype == MPI_DOUBLE ? 4 : 1);
+        PUT(datatype, recvbuf, i, sum);
+    }}
+"""
+    return put + _segsize(params) + exchange + fill + "    free(seeds);\n    return MPI_SUCCESS;\n"
 
 
 def cheating_c_files(skeletons, technique):

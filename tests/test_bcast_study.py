@@ -9,7 +9,7 @@ import pytest
 import sympy
 
 from mpilab.core.errors import UsageError
-from mpilab.grade import runner
+from mpilab.grade import bench
 from mpilab.grade.checks import segments
 from mpilab.model.costs import alpha, beta, n, p
 from mpilab.simulate import platforms, routes
@@ -137,7 +137,7 @@ def test_rerun_credits_a_real_sweep_and_not_a_forged_one():
     read off a forged sweep earn nothing."""
     c_file = str(Path(__file__).parents[1] / "solutions" / "lab6" / "c_solutions" / "pipeline.c")
     segs = (4096, 65536)
-    real = runner.benchmark_bcast(
+    real = bench.benchmark_bcast(
         {"pipeline": c_file}, nprocs=(4,), sizes=(1 << 18,), segsizes=segs, flavour="smpi", native=False
     ).assign(platform="orfeo-thin")
     ok = segments.rerun_case(c_file, real, "orfeo-thin", 4, 1 << 18, segs)

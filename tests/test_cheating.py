@@ -29,7 +29,9 @@ SAYS = {
     "builtins": "mpilab grader: 0 of",
     "libraries": "mpilab grader: 0 of",
     "writes": "mpilab grader: 0 of",
-    "c_forged": "without the harness's seal counted for nothing",
+    # lines printed and the program ended at once: refused before it runs
+    "c_forged": "calls _exit (process control), which an algorithm file may not use",
+    "c_library": "asks you to build",
 }
 
 

@@ -105,7 +105,7 @@ def test_verdict_carries_text_and_diagrams(tmp_path):
     verdict = ccode.AllgatherVerdict("ring.c", "ring", [runner.Run("smpi", 4, "orfeo-thin")])
     ctx = judge.Context("lab2", sub, sub)
     v = judge.judge_cell(verdict, "ring_correct", {"points": 3}, ctx)
-    assert v.score == 0 and len(v.cases) == len(ccode.ALLGATHER_KINDS)
+    assert v.score == 0 and sum(c.weight for c in v.cases) == len(ccode.ALLGATHER_KINDS)
     first = "step 1: rank 0 sent block 0 to rank 2; the ring sends block 0 to rank 1"
     assert first in v.text()
     v = CellVerdict.from_dict(v.to_dict())  # through the judge's JSON

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from mpilab.core.errors import LaunchError
-from mpilab.grade import harness, references, runner
+from mpilab.grade import bench, harness, references
 from mpilab.grade.checks import segments
 from mpilab.grade.labs.lab6 import SEGSIZES, SWEEP_BYTES
 from mpilab_key.rubrics import lab3 as rubric3
@@ -23,7 +23,7 @@ BROKEN = "int student_bcast_pipeline(void) { return this is not C; }\n"
 
 
 def _sweep(c_file):
-    return runner.benchmark_bcast(
+    return bench.benchmark_bcast(
         {"pipeline": c_file},
         nprocs=(8,),
         sizes=(SWEEP_BYTES,),

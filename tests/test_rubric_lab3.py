@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from course import mutant
 
-from mpilab.grade import harness, runner, sandbox, sealed
+from mpilab.grade import casedata, harness, runner, sandbox
 from mpilab.grade.checks import reductions
+from mpilab.grade.checks.collectives import ReductionCases
 from mpilab.grade.labs import lab3
 from mpilab.grade.runner import SMALL_CLUSTER, Run
 from mpilab.simulate import platform_xml, platforms
@@ -48,48 +49,48 @@ def _by_name(cases):
     return {c.name: c for c in cases}
 
 
+def _failed(cases, prefix):
+    """The failed cases of a run and kind ("Open MPI, P = 3, in-place"): failures of several kinds
+    of one run are one case when they fail alike ("Open MPI, P = 3, int (count=1), in-place")."""
+    run, _, kind = prefix.rpartition(", ")
+    return [c for c in cases if not c.passed and c.name.startswith(run + ", ") and kind in c.name[len(run) :]]
+
+
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 @needs_smpi
 def test_wrong_block_fails_case_by_case_naming_rank_and_element(tmp_path):
     wrong = wrong_block(tmp_path / "reduce_scatter.c")
-    cases = _by_name(
-        reductions.reduction_cases(wrong, "reduce_scatter", [Run("openmpi", 2), Run("openmpi", 3), SMALL])
-    )
+    found = reductions.reduction_cases(wrong, "reduce_scatter", [Run("openmpi", 2), Run("openmpi", 3), SMALL])
+    cases = _by_name(found)
     # P = 2 is a power of two: every kind passes
     assert all(cases[f"Open MPI, P = 2, {k}"].passed for k in reductions.KINDS)
     # at P = 3 rank 1 stands for ranks 0 and 1; its halves (2 and 1 ranks) are powers of two
-    bad = cases["Open MPI, P = 3, in-place"]
-    assert not bad.passed and bad.message.startswith("count=1: rank 1: recvbuf[0] is ")
-    assert (
-        "(element 0 of block 1, summed over all ranks) (3 of the 3 cases of this kind failed)" in bad.message
-    )
+    bad = _failed(found, "Open MPI, P = 3, in-place")[0]
+    assert bad.message.startswith("rank 1: recvbuf[0] is "), bad.message
+    assert "(element 0 of block 1, the sum over all ranks; " in bad.message
     assert cases["Open MPI, P = 3, sub-communicator"].passed
     # the same bug under SMPI, 5 ranks on 3 nodes x 3 cores
-    assert not cases["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].passed
-    assert cases["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith(
-        "count=1: rank 1: recvbuf[0]"
-    )
+    smpi = _failed(found, "SMPI on 3 nodes x 3 cores, P = 5, mapping core, int")[0]
+    assert smpi.message.startswith("rank 1: recvbuf[0]")
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 @needs_smpi
 def test_crash_and_deadlock_on_both_backends():
-    segv = _by_name(
-        reductions.reduction_cases(
-            DATA / "allreduce_rabenseifner_segfault.c",
-            "rabenseifner",
-            [
-                Run("openmpi", 1, kinds=("int",)),
-                Run("openmpi", 2, kinds=("int",)),
-                Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",)),
-            ],
-        )
+    segv = reductions.reduction_cases(
+        DATA / "allreduce_rabenseifner_segfault.c",
+        "rabenseifner",
+        [
+            Run("openmpi", 1, kinds=("int",)),
+            Run("openmpi", 2, kinds=("int",)),
+            Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",)),
+        ],
     )
-    assert segv["Open MPI, P = 1, int"].passed  # one rank never reaches the bad write
-    assert segv["Open MPI, P = 2, int"].message == "rank 1 crashed: signal 11 (SIGSEGV)"
-    assert segv["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith(
+    assert _by_name(segv)["Open MPI, P = 1, int"].passed  # one rank never reaches the bad write
+    assert _failed(segv, "Open MPI, P = 2, int")[0].message == "rank 1 crashed: signal 11 (SIGSEGV)"
+    assert _failed(segv, "SMPI on 3 nodes x 3 cores, P = 5, mapping core, int")[0].message.startswith(
         "a rank crashed: signal 11 (SIGSEGV) (the simulator runs every rank in one process"
     )
     dead = reductions.reduction_cases(
@@ -98,15 +99,15 @@ def test_crash_and_deadlock_on_both_backends():
         [Run("openmpi", 2), Run("smpi", 5, SMALL_CLUSTER, "core", kinds=("int",))],
         timeout=9,
     )
-    dead = _by_name(dead)
-    assert (
-        dead["Open MPI, P = 2, int"].message
-        == "count=1: no result after 3 s — a deadlock? check the order of sends and receives"
+    first = _failed(dead, "Open MPI, P = 2, int")[0]
+    assert first.name == "Open MPI, P = 2, int (count=1), double (count=1)"
+    assert first.message == (
+        "no result after 3 s — every rank is in MPI_Recv: each waits for a message before it sends its "
+        "own, so nobody sends; at least one rank must send first (MPI_Sendrecv does both at once)"
     )
-    assert dead["Open MPI, P = 2, double"].message == "not run: the int case hung"
-    assert dead["SMPI on 3 nodes x 3 cores, P = 5, mapping core, int"].message.startswith(
-        "the simulator found every rank waiting for a message nobody sends"
-    )
+    assert any(c.message.startswith("not run: the first case of int and of double hung") for c in dead)
+    smpi = _failed(dead, "SMPI on 3 nodes x 3 cores, P = 5, mapping core, int")[0]
+    assert smpi.message.startswith("the simulator found every rank blocked, for good (a deadlock) — ")
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
@@ -120,10 +121,12 @@ def test_a_library_collective_in_place_of_the_algorithm_fails_every_case(tmp_pat
         "#include <mpi.h>\nint student_allreduce_rabenseifner(const void *s, void *r, int c,\n"
         "    MPI_Datatype t, MPI_Op o, MPI_Comm comm) { return MPI_Allreduce(s, r, c, t, o, comm); }\n"
     )
-    cases = reductions.reduction_cases(wrapper, "rabenseifner", [Run("openmpi", 2)])
-    assert len(cases) == len(reductions.KINDS) and not any(c.passed for c in cases)
-    assert cases[0].message.startswith(
-        "count=1: rank 0: the function calls MPI_Allreduce; build it from point-to-point messages"
+    [case] = reductions.reduction_cases(wrapper, "rabenseifner", [Run("openmpi", 2)])
+    assert case.name == "allreduce_rabenseifner.c uses only what the task allows"
+    assert case.weight == len(reductions.KINDS)
+    assert (
+        "allreduce_rabenseifner.c calls MPI_Allreduce: lab 3 asks you to build the allreduce from"
+        in case.message
     )
     scatter = tmp_path / "reduce_scatter.c"
     scatter.write_text(
@@ -132,15 +135,19 @@ def test_a_library_collective_in_place_of_the_algorithm_fails_every_case(tmp_pat
         "    MPI_Request q; int rc = MPI_Ireduce_scatter_block(s, r, c, t, o, comm, &q);\n"
         "    return rc ? rc : MPI_Wait(&q, MPI_STATUS_IGNORE); }\n"
     )
-    cases = reductions.reduction_cases(
+    [case] = reductions.reduction_cases(
         scatter, "reduce_scatter", [Run("openmpi", 3, kinds=("int", "double"))]
     )
-    assert [c.passed for c in cases] == [False, False] and "calls MPI_Ireduce_scatter_block" in cases[
-        0
-    ].message
+    assert "calls MPI_Ireduce_scatter_block: lab 3 asks you" in case.message
+    # the two-level allreduce may call the library's collectives, but not hand it the whole job
     two = tmp_path / "allreduce_two_level.c"
     two.write_text(wrapper.read_text().replace("rabenseifner", "two_level"))
     assert all(c.passed for c in reductions.reduction_cases(two, "two_level", [Run("openmpi", 2)]))
+    verdict = reductions.ReductionVerdict("allreduce_two_level.c", "two_level", [Run("openmpi", 2)])
+    [case] = verdict.cases({}, _Ctx(two))
+    assert (
+        "hands the whole allreduce to the library's MPI_Allreduce on the whole communicator" in case.message
+    )
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
@@ -152,12 +159,14 @@ def test_skeleton_compile_error_missing_file_and_bad_name(tmp_path):
         reductions.runs_at("openmpi", (1,)),
     )
     # P = 1 leaves out MPI_IN_PLACE (right there without any code): the skeleton passes nothing
-    assert [c.name for c in cases] == [f"Open MPI, P = 1, {k}" for k in reductions.KINDS if k != "in-place"]
-    assert not any(c.passed for c in cases)
-    # the expected value comes from the rank's private seed: any integer in -63..63
+    assert not any(c.passed for c in cases) and sum(c.weight for c in cases) == len(reductions.KINDS) - 1
+    assert all(k in " ".join(c.name for c in cases) for k in reductions.KINDS if k != "in-place")
+    # the expected value is the sum of the data the grader chose
     assert re.match(
-        r"count=1: rank 0: recvbuf\[0\] is 1048577 \(never written\), expected -?\d+ ", cases[0].message
-    )
+        r"rank 0: recvbuf\[0\] is -286331154 \(never written\), expected -?\d+ "
+        r"\(the sum over all ranks; 1 element wrong\)",
+        cases[0].message,
+    ), cases[0].message
     bad = tmp_path / "reduce_scatter.c"
     bad.write_text("int student_reduce_scatter_block( {\n")
     runs = [Run("openmpi", 1), Run("openmpi", 2)]
@@ -244,22 +253,33 @@ def test_key_two_level_reduce_every_root():
     work = reductions.build(KEY_REDUCE, "lab_reduce_two_level", 3, ["smpi"])
     try:
         run = Run("smpi", 7, SMALL_CLUSTER, "node")
-        argv = runner.argv(
-            work,
-            "check_reduce_smpi",
-            ["--kinds", ",".join(reductions.REDUCE_KINDS)],
-            run,
-            cfg=["smpi/coll-selector:ompi"],
-        )
-        key = sealed.prepare(work, run.nprocs)
+        argv = runner.argv(work, "check_reduce_smpi", [], run, cfg=["smpi/coll-selector:ompi"])
+        cases = ReductionCases(3)
+        specs = cases.specs(run.nprocs)
+        gen = casedata.rng()
+        inputs = {s.seq: cases.inputs(s, run.nprocs, gen) for s in specs}
+        casedata.prepare(work, specs, run.nprocs, inputs)
         res = runner.execute(work, argv, run)
-        assert runner.failure(res, run) is None and "FAIL" not in res.stdout, res.stdout[-500:]
-        lines, forged = sealed.unseal(res.stdout, key)
-        assert forged == 0 and len(runner.parse_cases("\n".join(lines))) == 4 + 3 + 2 + 3 + 3 + 5
+        assert runner.failure(res, run) is None, res.stderr[-500:]
+        records, bad = casedata.read_records(work, run.nprocs)
+        assert not bad and len(specs) == 4 + 3 + 2 + 3 + 3 + 5
+        for s in specs:
+            assert cases.judge(s, run.nprocs, inputs[s.seq], {r: records[r][s.seq] for r in range(7)}) == ""
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def test_the_harness_is_shipped():
     with importlib.resources.as_file(harness.data_file("grading", reductions.HARNESS)) as f:
-        assert "sealed_case(current, msg)" in Path(f).read_text()
+        assert "hx_emit(c, comm, rc, regions, nr)" in Path(f).read_text()
+
+
+class _Ctx:
+    def __init__(self, path):
+        self.path = path
+
+    def submitted_file(self, name):
+        return self.path
+
+    def untouched(self, name):
+        return False

@@ -1,5 +1,6 @@
 """The grader's runner of student C code (mpilab.grade.runner), on the key's solutions and on
-broken student code, case by case (real Open MPI and SMPI)."""
+broken student code, case by case (real Open MPI and SMPI): the real defects of real code get
+the points of the cases they get right and feedback that names the defect."""
 
 import os
 import re
@@ -37,30 +38,50 @@ def test_the_keys_solutions_pass_every_case(algorithm):
     """Every kind of case of every visible run, plus a real P = 6 (not a power of two)."""
     runs = lab2.VISIBLE_RUNS + ccode.runs_at("openmpi", (6,), hidden=True)
     found = cases(KEY / f"{algorithm}.c", algorithm, runs)
-    assert len(found) == sum(len(r.kinds or runner.ALLGATHER_KINDS) for r in runs)
+    assert len(found) == sum(len(r.kinds or ccode.ALLGATHER_KINDS) for r in runs)
     assert not failed(found), [c.text() if hasattr(c, "text") else c.message for c in failed(found)]
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
-def test_a_deadlock_is_a_failed_case_that_says_so():
-    [bad] = failed(
-        cases(DATA / "ring_deadlock.c", "ring", [runner.Run("openmpi", 2, kinds=("int",))], timeout=5)
+def test_a_deadlock_is_worded_by_the_call_every_rank_is_blocked_in():
+    """Receive-first: every rank in MPI_Recv; the larger int cases are not tried again."""
+    found = cases(DATA / "ring_deadlock.c", "ring", [runner.Run("openmpi", 2, kinds=("int",))], timeout=10)
+    hung, skipped = failed(found)
+    assert hung.name == "Open MPI, P = 2, int (count=1)" and hung.weight == pytest.approx(1 / 6)
+    assert hung.message.startswith(
+        "no result after 3 s — every rank is in MPI_Recv: each waits for a message"
+    ), hung.message
+    assert skipped.message.startswith(
+        "not run: int count=1 hung at P = 2"
+    ) and skipped.weight == pytest.approx(5 / 6)
+
+
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
+@needs_openmpi
+def test_a_send_first_ring_keeps_the_cases_it_gets_right():
+    """MPI_Send before MPI_Recv: right while MPI buffers the message, hung above; every smaller
+    case keeps its points, and the hint says what to change (it is not "send before receive")."""
+    found = cases(
+        DATA / "ring_send_first.c", "ring", [runner.Run("openmpi", 2, kinds=("int", "char"))], timeout=6
     )
-    assert "a deadlock? check the order" in bad.message, bad.message
+    assert sum(c.weight for c in found if c.passed) >= 1 + 4 / 6, [c.line() for c in found]
+    hung = next(c for c in failed(found) if "no result" in c.message)
+    assert "every rank is in MPI_Send: each sends before it receives" in hung.message
+    assert "let every other rank receive first, or use MPI_Sendrecv" in hung.message
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_a_segfault_names_the_rank_and_the_signal():
-    [bad] = failed(cases(DATA / "bruck_segfault.c", "bruck", [runner.Run("openmpi", 2, kinds=("int",))]))
+    bad = failed(cases(DATA / "bruck_segfault.c", "bruck", [runner.Run("openmpi", 2, kinds=("int",))]))[0]
     assert "rank 1 crashed: signal 11 (SIGSEGV)" in bad.message, bad.message
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_an_abort_names_the_rank_and_the_error_code():
-    [bad] = failed(cases(DATA / "ring_abort.c", "ring", [runner.Run("openmpi", 3, kinds=("int",))]))
+    bad = failed(cases(DATA / "ring_abort.c", "ring", [runner.Run("openmpi", 3, kinds=("int",))]))[0]
     assert "rank 2 crashed: MPI_Abort with error code 3" in bad.message, bad.message
 
 
@@ -71,7 +92,7 @@ def test_an_abort_under_smpi_is_a_crash():
     found = cases(
         DATA / "ring_abort.c", "ring", [runner.Run("smpi", 3, "orfeo-thin", "core", kinds=("int",))]
     )
-    [bad] = failed(found)
+    bad = failed(found)[0]
     assert "rank 2 crashed: MPI_Abort with error code 3" in bad.message, bad.message
 
 
@@ -83,8 +104,11 @@ def test_the_simulated_run_catches_what_one_rank_cannot():
     found = cases(
         DATA / "ring_deadlock.c", "ring", [runner.Run("smpi", 13, "orfeo-thin", "node", kinds=("int",))]
     )
-    [bad] = failed(found)
-    assert "the simulator found every rank waiting" in bad.message, bad.message
+    bad = failed(found)[0]
+    assert (
+        "the simulator found every rank blocked, for good (a deadlock) — every rank is in MPI_Recv"
+        in bad.message
+    )
 
 
 @pytest.mark.parametrize("flavour", ["openmpi", "mpich", "smpi"])
@@ -100,71 +124,60 @@ def test_run_c_names_the_aborting_rank(flavour):
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
-def test_a_wrong_element_and_a_compile_error(tmp_path):
+def test_a_wrong_result_a_compile_error_and_a_link_error(tmp_path):
     found = cases(ROOT / "labs" / "lab2" / "ring.c", "ring", ccode.runs_at("openmpi", (2,)))
-    assert len(failed(found)) == len(runner.ALLGATHER_KINDS)
-    assert any(re.search(r"block|recvbuf", c.message) for c in failed(found)), [c.message for c in found]
+    assert sum(c.weight for c in failed(found)) == len(ccode.ALLGATHER_KINDS)
+    assert any(re.search(r"block 1 \(rank 1's data\) was never written", c.message) for c in found), [
+        c.message for c in found
+    ]
     bad = tmp_path / "ring.c"
     bad.write_text("int student_allgather_ring( {\n")
     [case] = cases(bad, "ring", ccode.runs_at("openmpi", (1, 2)))
     assert case.name == "ring.c compiles" and not case.passed
-    assert case.weight == len(runner.ALLGATHER_KINDS) - 1 + len(runner.ALLGATHER_KINDS)
+    assert case.weight == len(ccode.ALLGATHER_KINDS) - 1 + len(ccode.ALLGATHER_KINDS)
+    [case] = cases(DATA / "ring_undefined.c", "ring", ccode.runs_at("openmpi", (2,)))
+    assert "calls next_block, which is defined nowhere the grader links with (a link error" in case.message
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
-@needs_smpi
-def test_benchmark_checks_then_times_with_the_reference_algorithms():
-    df = runner.benchmark_c({"ring": KEY / "ring.c"}, nprocs=(2, 16), flavour="smpi", reference=True)
-    assert sorted(df["algorithm"].unique()) == ["gather_bcast", "native", "pairwise", "ring"]
-    t = df[df["bytes"] == 16384].pivot_table(index="nprocs", columns="algorithm", values="maxrank_avg_us")
-    # the root of gather_bcast sends the p blocks to p - 1 ranks, one message after another
-    assert t.loc[16, "gather_bcast"] > 4 * t.loc[16, "pairwise"]
-    with pytest.raises(ValueError, match="unknown flavour for benchmark_c 'mpich'; valid: openmpi, smpi"):
-        runner.benchmark_c({"ring": KEY / "ring.c"}, flavour="mpich")
+@needs_openmpi
+def test_a_bruck_that_calls_log2_links_with_the_maths_library():
+    assert not failed(cases(DATA / "bruck_log2.c", "bruck", [runner.Run("openmpi", 3)]))
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
-@needs_smpi
-def test_a_wrong_algorithm_is_left_out_of_the_benchmark_and_the_others_are_timed():
-    with pytest.warns(
-        UserWarning, match=r"ring left out: it is not right yet, so its time would mean nothing"
-    ):
-        df = runner.benchmark_c(
-            {"ring": DATA / "ring_deadlock.c", "bruck": KEY / "bruck.c"},
-            nprocs=(2,),
-            flavour="smpi",
-            timeout=20,
-        )
-    assert sorted(df["algorithm"].unique()) == ["bruck", "native"]
+@needs_openmpi
+def test_a_write_past_the_end_of_recvbuf_is_measured():
+    """Rank r writes r blocks past recvbuf: the guard bytes say how far, on every case."""
+    found = cases(DATA / "bruck_overrun.c", "bruck", [runner.Run("openmpi", 3, kinds=("int", "char"))])
+    assert not any(c.passed for c in found)
+    lines = [c.message for c in found]
+    assert lines[0].startswith(
+        "rank 1: wrote 4 bytes past the end of recvbuf (12 bytes long) (and 1 more rank)"
+    ), lines
+    assert any("(element size hard-coded?)" in m for m in lines[1:]), lines
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
-@needs_smpi
-def test_smpi_benchmark_simulates_native_and_the_references_once(monkeypatch):
-    """Simulated times repeat exactly: with two algorithms MPI_Allgather and the references are
-    simulated in the first algorithm's launches only, and the table still has every row."""
-    launches = []
-    real_execute = runner.execute
-
-    def execute(work, command, run, timeout=runner.RUN_TIMEOUT):
-        launches.append([a for a in command if a.startswith("--time")])
-        return real_execute(work, command, run, timeout)
-
-    monkeypatch.setattr(runner, "execute", execute)
-    df = runner.benchmark_c(
-        {"ring": KEY / "ring.c", "bruck": KEY / "bruck.c"}, nprocs=(2, 5), flavour="smpi", reference=True
+@needs_openmpi
+def test_a_hard_coded_mpi_int_fails_only_the_other_datatypes_and_the_hint_says_so(capsys):
+    runs = [runner.Run("openmpi", 2, kinds=("int", "char", "double"))]
+    found = ccode.visible_allgather(DATA / "ring_mpi_int.c", "ring", runs)
+    assert [c.name for c in found if c.passed] == ["Open MPI, P = 2, int"]
+    char = next(c for c in found if c.name.startswith("Open MPI, P = 2, char"))
+    assert "past the end of recvbuf" in char.message and "(element size hard-coded?)" in char.message
+    assert (
+        "hint: only the char and double cases fail: is the datatype argument ignored"
+        in capsys.readouterr().out
     )
-    timed = [a for a in launches if a]
-    assert timed == [
-        ["--time"],
-        ["--time-reference"],
-        ["--time"],
-        ["--time-reference"],
-        ["--time-alone"],
-        ["--time-alone"],
-    ]
-    assert df.groupby("algorithm").size().to_dict() == dict.fromkeys(
-        ["bruck", "gather_bcast", "native", "pairwise", "ring"], 2 * 7
+
+
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
+@needs_openmpi
+def test_mpi_s_own_error_is_kept():
+    [first, *_] = failed(cases(DATA / "ring_truncate.c", "ring", [runner.Run("openmpi", 2, kinds=("int",))]))
+    assert "MPI reported an error in MPI_Sendrecv: MPI_ERR_TRUNCATE: message truncated" in first.message, (
+        first.message
     )
 
 
@@ -176,13 +189,17 @@ def test_heap_overflow_keeps_the_c_librarys_message():
     work = harness.build_allgather(DATA / "ring_heap_overflow.c", "ring", "openmpi")
     try:
         start = time.monotonic()
-        found = runner.run_cases(work, "check_student", [runner.Run("openmpi", 2)], ["int"], timeout=20)
+        found = runner.run_cases(
+            work, "check_student", [runner.Run("openmpi", 2, kinds=("int",))], ccode.ALLGATHER, 20
+        )
         assert time.monotonic() - start < 15, "the crash was not reported before the time-out"
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    [case] = found
-    assert not case.passed
+    case, *more = failed(found)
     assert "rank 1 crashed: signal 6 (SIGABRT)" in case.message, case.message
+    assert [c.message for c in more] == [
+        "not run: two cases of int ended the program at P = 2; the others were not tried"
+    ]
     # glibc 2.36 (bookworm) catches it at free() as "(out)"; other versions at the next malloc()
     assert re.search(
         r"the C library said: (malloc\(\): corrupted top size|double free or corruption \(out\))$",

@@ -1,9 +1,10 @@
 """Schedule-level feedback on a student's allgather: what its messages did, next to the reference's.
 
 The trusted grader (:mod:`mpilab.grade.judge`) calls :func:`diagnose_allgather` once per
-submitted C file. It builds ``mpilab/data/grading/trace_student.c`` with the student's file, the
-``labtrace`` PMPI library and the kit's reference algorithms, and runs it ONCE under SMPI at a
-small P: one traced call of the reference (region 1), then one of the student's (region 2).
+submitted C file. It builds ``mpilab/data/grading/trace_student.c`` with the student's file and
+the kit's ``labtrace`` PMPI library (compiled from its source in the scratch directory) and runs
+it ONCE under SMPI at a small P; the reference's run is the same harness built with the answer
+key's C code in a build of its own (once per grading process).
 Every rank's block is filled with words that name its owner and the tracer probes each send
 (``LABTRACE_PROBE``), so each message says which blocks it carried; the log is kept current
 while the program runs (``LABTRACE_LIVE``), so a run that deadlocks still says what every rank
@@ -16,8 +17,9 @@ message that differs from the reference ("step 1: rank 0 sent block 0 to rank 2;
 block 0 to rank 1"), lists the extra and missing messages and, for a deadlock, the wait-for cycle
 ("rank 0 waits for 5, 5 waits for 4, ..., all in MPI_Recv"), with both timing diagrams.
 
-This module holds no answer: the reference's schedule is traced from the key's C code (the
-instructor's ``liblabcoll.a``), never written here.
+This module holds no answer: the reference's schedule is traced from the key's C code, built in
+a scratch directory of its own that holds no student code (:func:`build_reference`), never
+written here; the student's run holds no file of the key.
 """
 
 import base64
@@ -35,8 +37,9 @@ import matplotlib.pyplot as plt
 
 from mpilab.core import paths, units
 from mpilab.core.errors import ParseError
-from mpilab.grade import harness, runner, sandbox
+from mpilab.grade import harness, outcome, runner, sandbox
 from mpilab.measure import trace
+from mpilab.model import algorithms
 from mpilab.model.timeline import plot_side_by_side
 
 #: Processes of the diagnostic run (not a power of two: Bruck's last step is partial).
@@ -255,16 +258,7 @@ def _waits_for(b):
 def wait_for(blocked, nprocs):
     """Sentences about the blocked ranks: the wait-for cycle when there is one."""
     edges = {r: [p for p in _waits_for(b) if p is not None and p != r] for r, b in blocked.items()}
-    cycle = None
-    for start in sorted(edges):
-        path, seen, r = [], {}, start
-        while r in edges and r not in seen and edges[r]:
-            seen[r] = len(path)
-            path.append(r)
-            r = next((p for p in edges[r] if p in edges), edges[r][0])
-        if r in seen:
-            cycle = path[seen[r] :]
-            break
+    cycle = outcome.cycle_of(edges)
     out = []
     if cycle:
         calls = {blocked[r]["call"] for r in cycle}
@@ -273,11 +267,21 @@ def wait_for(blocked, nprocs):
             + ("" if len(calls) == 1 else f" (in MPI_{blocked[r]['call']})")
             for k, r in enumerate(cycle)
         )
-        tail = f", all in MPI_{calls.pop()}" if len(calls) == 1 else ""
-        out.append(
-            f"deadlock: {hops}{tail}. Nobody can go first: at least one rank must "
-            "send before it receives (MPI_Sendrecv does both at once)"
-        )
+        only = calls.pop() if len(calls) == 1 else None
+        tail = f", all in MPI_{only}" if only else ""
+        if only in ("Send", "Ssend"):
+            why = (
+                "Every rank sends first, and a send of this size waits for its receive, which nobody "
+                "has posted: let every other rank receive first, or use MPI_Sendrecv"
+            )
+        elif only == "Recv":
+            why = (
+                "Nobody can go first: at least one rank must send before it receives "
+                "(MPI_Sendrecv does both at once)"
+            )
+        else:
+            why = "Each waits for the next: post the receives first (MPI_Irecv), or use MPI_Sendrecv"
+        out.append(f"deadlock: {hops}{tail}. {why}")
     for r in sorted(set(blocked) - set(cycle or ())):
         b = blocked[r]
         peers = ", ".join("any rank" if p < 0 else f"rank {p}" for p in edges[r]) or "nobody"
@@ -295,30 +299,90 @@ def wait_for(blocked, nprocs):
 # --- running -----------------------------------------------------------------------------------
 
 
-def build(c_file, algorithm):
-    """Build the trace harness with the student's file for SMPI; return the scratch directory."""
-    b = paths.build_dir("smpi")
-    lib, tracer = b / "liblabcoll.a", b / "obj" / "trace" / "labtrace.o"
-    for f in (lib, tracer):
-        if not f.exists():
-            raise harness.BuildError(f"{f} is missing: build it with make -C c_reference FLAVOUR=smpi")
-    defines = [f"STUDENT_FN={harness.STUDENT_FUNCTIONS[algorithm]}"]
-    # a confined build sees its scratch directory only: what it links is copied there
-    work = sandbox.scratch_dir([tracer, lib, paths.c_reference_dir() / "include" / "labcoll.h"])
+#: The kit's tracer, compiled from its source into each diagnostic build.
+TRACER = ("trace/labtrace.c",)
+
+
+def _build(sources, function, student, program, c_file, keep):
+    """Build the trace harness with ``sources`` for SMPI in a fresh scratch directory."""
+    missing = [f for f in TRACER if not harness.kit_file(f).exists()]
+    if missing:
+        raise harness.BuildError(f"the kit's tracer is missing ({', '.join(missing)} in c_reference)")
     with importlib.resources.as_file(harness.data_file("grading", HARNESS)) as source:
+        # a confined build sees its scratch directory only: what it compiles is copied there
+        work = sandbox.scratch_dir([harness.kit_file(f) for f in TRACER] + list(sources))
+        extra = [os.path.basename(f) for f in TRACER] + [os.path.basename(f) for f in sources]
         return harness.build(
             [source, c_file],
             "smpi",
-            "trace_student_smpi",
-            defines,
+            program,
+            [f"STUDENT_FN={function}"],
             work=work,
-            student=c_file,
-            extra=[tracer.name, lib.name],
+            student=student,
+            extra=extra,
+            keep=[function] if keep else None,
+            task=harness.task("allgather", keep) if keep else None,
         )
 
 
+def build(c_file, algorithm):
+    """Build the trace harness with the student's file for SMPI; return the scratch directory."""
+    return _build([], harness.STUDENT_FUNCTIONS[algorithm], c_file, "trace_student_smpi", c_file, algorithm)
+
+
+def build_reference(algorithm):
+    """Build the trace harness with the answer key's reference of ``algorithm`` (and the kit's
+    helpers it uses), in a scratch directory of its own, without any student code; None where the
+    key is not installed."""
+    record = algorithms.entry("allgather", algorithm)
+    if record.source is None or not (paths.repo_root() / record.source).exists():
+        return None
+    kit = [harness.kit_file(f) for f in (*harness.REFERENCE_HEADERS, "allgather/common.c")]
+    source = paths.repo_root() / record.source
+    return _build(kit[:2] + [kit[2]], record.function, source, "trace_reference_smpi", source, None)
+
+
+def _traced(work, program, nprocs, block_ints, platform, timeout):
+    """Run one traced call; (result of the run, its timeline or None, the run)."""
+    run = runner.Run("smpi", nprocs, platform, "core")
+    cmd = runner.argv(work, program, ["--count", str(block_ints)], run, cfg=CFG)
+    res = runner.sandbox.run(
+        cmd,
+        cwd=work,
+        timeout=timeout,
+        memory_mb=runner.SMPI_MEMORY_MB,
+        env={"LABTRACE_DIR": work, "LABTRACE_LIVE": "1", "LABTRACE_PROBE": str(4 * block_ints)},
+        copy_back="always",
+    )  # a crash's trace is what explains it
+    try:
+        tl = trace.read_trace(work, region=1)
+    except ParseError:
+        tl = None
+    return res, tl, run
+
+
+_REFERENCES = {}
+
+
+def reference_trace(algorithm, nprocs, block_ints, platform, timeout):
+    """The reference's traced run ``(time us, timeline)``, once per process (None: no key here)."""
+    key = (algorithm, nprocs, block_ints, platform)
+    if key not in _REFERENCES:
+        work = build_reference(algorithm)
+        if work is None:
+            _REFERENCES[key] = None
+        else:
+            try:
+                res, tl, _ = _traced(work, "trace_reference_smpi", nprocs, block_ints, platform, timeout)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            _REFERENCES[key] = (_times(res.stdout), tl) if tl is not None else None
+    return _REFERENCES[key]
+
+
 def _times(stdout):
-    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^TIME (\w+) ([0-9.]+)$", stdout, re.M)}
+    m = re.search(r"^TIME ([0-9.]+)$", stdout, re.M)
+    return float(m.group(1)) if m else None
 
 
 def diagnose_allgather(
@@ -359,39 +423,26 @@ def diagnose_allgather(
     """
     started = time.monotonic()
     name = NAMES.get(algorithm, algorithm)
+    reference = reference_trace(algorithm, nprocs, block_ints, platform, timeout)
+    if reference is None:
+        raise harness.BuildError(f"no reference trace of {algorithm} here (the answer key is not installed)")
+    reference_us, ref = reference
     work = build(os.fspath(c_file), algorithm)
     try:
-        run = runner.Run("smpi", nprocs, platform, "core")
-        args = ["--count", str(block_ints), "--reference", algorithm]
-        cmd = runner.argv(work, "trace_student_smpi", args, run, cfg=CFG)
-        res = runner.sandbox.run(
-            cmd,
-            cwd=work,
-            timeout=timeout,
-            memory_mb=runner.SMPI_MEMORY_MB,
-            env={"LABTRACE_DIR": work, "LABTRACE_LIVE": "1", "LABTRACE_PROBE": str(4 * block_ints)},
-            copy_back="always",
-        )  # a crash's trace is what explains it
-        times = _times(res.stdout)
-        try:
-            ref = trace.read_trace(work, region=1)
-            mine = trace.read_trace(work, region=2)
-        except ParseError as exc:
-            return Diagnosis(
-                algorithm,
-                "crash",
-                [
-                    f"the diagnostic run left no usable trace: {exc}; "
-                    f"{runner.failure(res, run) or ''}".rstrip("; ")
-                ],
-                seconds=time.monotonic() - started,
-            )
+        res, mine, run = _traced(work, "trace_student_smpi", nprocs, block_ints, platform, timeout)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if mine is None:
+        return Diagnosis(
+            algorithm,
+            "crash",
+            [f"the diagnostic run left no usable trace; {runner.failure(res, run) or ''}".rstrip("; ")],
+            seconds=time.monotonic() - started,
+        )
     finished = "DONE" in res.stdout.split()
     blocked = mine.meta.get("blocked", {})
     wrong = [line.split() for line in res.stdout.splitlines() if line.startswith(("WRONG ", "RETURNED "))]
-    student_us, reference_us = times.get("student"), times.get("reference")
+    student_us = _times(res.stdout)
     stopped = None if finished else runner.failure(res, run)
     status = (
         "deadlock"

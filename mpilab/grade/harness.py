@@ -1,11 +1,16 @@
 """Building a student's C file, alone or with a checking harness, for one flavour.
 
 Everything the grader and the labs compile of a student's C goes through :func:`build`, in a
-fresh scratch directory under :mod:`mpilab.grade.sandbox`'s limits. With a harness, the
-student's file is compiled on its own first (:func:`seal_object`): it may not run code before
-``main`` and keeps only the functions the harness calls global, so it cannot stand in for a
-function the harness relies on. :func:`build_allgather` (lab 2) and :func:`build_bcast` (lab 6)
-build the shipped harnesses; :mod:`mpilab.grade.runner` runs them.
+fresh scratch directory under :mod:`mpilab.grade.sandbox`'s limits, into which the trusted side
+copies every file the build needs (the harness, its header, the kit's ``labprov.h``; never
+anything of the answer key). With a harness, the student's file is compiled on its own first
+(:func:`seal_object`): it may not run code before ``main``, may call only what its task allows
+(:mod:`mpilab.grade.symbols`: no library collective, no ``dlsym``, no file or process calls
+...), and keeps only the functions the harness calls global, so it cannot stand in for a
+function the harness relies on. Every program is linked with the maths library (``-lm``): a
+Bruck that calls ``log2()`` links here as it does under ``smpicc``. :func:`build_allgather`
+(lab 2) and :func:`build_bcast` (lab 6) build the shipped harnesses; :mod:`mpilab.grade.runner`
+runs them.
 """
 
 import importlib.resources
@@ -16,13 +21,15 @@ import shutil
 from mpilab.core import paths
 from mpilab.core.errors import one_of
 from mpilab.core.vocabulary import COMPILERS
-from mpilab.grade import sandbox
+from mpilab.grade import sandbox, symbols
 from mpilab.model import algorithms
 
 #: Linked into every student program the grader builds: names the rank that calls MPI_Abort.
 ABORT_REPORTER = "report_abort.c"
-#: The header of the case harnesses' private data and sealed lines (:mod:`mpilab.grade.sealed`).
-SEALED_HEADER = "sealed.h"
+#: The case harnesses' shared header (:mod:`mpilab.grade.casedata` is its other side).
+HARNESS_HEADER = "harness.h"
+#: The kit's provenance block (``c_reference/include``), printed by a harness's timing mode.
+PROVENANCE_HEADER = "labprov.h"
 #: Lab 3's node shim for SMPI (see docs/DEVELOPING.md, "Nodes under SMPI").
 SMPI_NODES = ("smpi_nodes.h", "smpi_nodes.c")
 
@@ -33,7 +40,27 @@ def data_file(*parts):
 
 
 class BuildError(AssertionError):
-    """The student's code does not compile; the message has the compiler's words."""
+    """The student's code does not build; the message has the compiler's or linker's words.
+    ``title`` is what the failed case calls the step ("compiles", "links")."""
+
+    title = "compiles"
+
+
+class LinkError(BuildError):
+    """Every file compiles, and the program does not link (a function no file defines ...)."""
+
+    title = "links"
+
+
+class Refused(BuildError):
+    """The student's object calls or holds what its task does not allow (:mod:`mpilab.grade.symbols`)."""
+
+    title = "uses only what the task allows"
+
+
+def kit_file(*parts):
+    """A file of the kit's C tree (``c_reference/...``) a build copies in."""
+    return paths.c_reference_dir().joinpath(*parts)
 
 
 def build(
@@ -47,6 +74,8 @@ def build(
     extra=(),
     timeout=120,
     keep=None,
+    task=None,
+    point_to_point=True,
 ):
     """Compile C files for one flavour in a scratch directory, under the sandbox.
 
@@ -74,6 +103,12 @@ def build(
         before ``main`` (a constructor: the harness's private files are still there), and keeps
         only these global symbols (:func:`seal_object`), so it cannot replace a function the
         harness calls (``MPI_Allreduce``, ``printf`` ...). Then all is linked.
+    task : str, optional
+        With ``keep``: what the lab asks ("lab 2 asks you to build the allgather from
+        point-to-point calls"); each student object must then call only what the task allows
+        (:func:`mpilab.grade.symbols.check_object`), and the message says why not.
+    point_to_point : bool
+        The task allows no library collective (:func:`mpilab.grade.symbols.check_object`).
 
     Returns
     -------
@@ -83,7 +118,9 @@ def build(
     Raises
     ------
     BuildError
-        A missing file or a failed build (the compiler's messages, shortened).
+        A missing file or a failed build (the compiler's messages, shortened);
+        :class:`LinkError` when only the link failed, :class:`Refused` for a student object the
+        task does not allow.
     """
     if flavour not in COMPILERS:
         raise one_of("flavour", flavour, COMPILERS)
@@ -92,7 +129,9 @@ def build(
     for f in sources:
         if not os.path.isfile(f):
             raise BuildError(f"{os.path.basename(f)} not found: keep the skeleton file next to the notebook")
-    shipped = [ABORT_REPORTER, SEALED_HEADER] + (list(SMPI_NODES) if smpi_nodes and flavour == "smpi" else [])
+    shipped = [ABORT_REPORTER, HARNESS_HEADER] + (
+        list(SMPI_NODES) if smpi_nodes and flavour == "smpi" else []
+    )
     if work is None:
         work = sandbox.scratch_dir(sources)
     else:
@@ -101,6 +140,9 @@ def build(
     for name in shipped:
         with importlib.resources.as_file(data_file("lab3" if name in SMPI_NODES else "grading", name)) as f:
             shutil.copy(f, work)
+    provenance = kit_file("include", PROVENANCE_HEADER)
+    if provenance.exists():
+        shutil.copy(provenance, work)
     # the scratch directory's name stays out of the program (smpicc hands the compiler absolute
     # paths, and __FILE__ lands in the binary): the same sources build the same bytes, so the
     # student release (its compiled references) and the image built from it are reproducible
@@ -110,29 +152,43 @@ def build(
     names = [os.path.basename(f) for f in sources]
     if keep is not None:
         names = names[:1] + [
-            seal_object(work, cc + [f"-D{d}" for d in defines], name, keep, flavour, timeout)
+            seal_object(
+                work, cc + [f"-D{d}" for d in defines], name, keep, flavour, timeout, task, point_to_point
+            )
             for name in names[1:]
         ]
     cmd = cc + ([SMPI_NODES[1]] if smpi_nodes and flavour == "smpi" else []) + names + [ABORT_REPORTER]
-    cmd += [f"-D{d}" for d in defines] + list(extra) + ["-o", program]
+    cmd += [f"-D{d}" for d in defines] + list(extra) + ["-o", program, "-lm"]
     res = sandbox.run(cmd, cwd=work, timeout=timeout)
     if not res.ok:
-        raise _not_compiled(student, flavour, res)
+        raise _not_compiled(student, flavour, res, linking=keep is not None)
     return work
 
 
-def _not_compiled(name, flavour, res):
-    """The BuildError of a failed compiler run: the compiler's last words."""
-    return BuildError(f"{name} does not compile for {flavour}:\n{(res.stderr or res.stdout)[-2000:]}")
+#: The linker's words for what it could not do (GNU ld, through the compiler driver).
+_LINKER = re.compile(r"undefined reference to|multiple definition of|ld returned \d+ exit status")
+
+
+def _not_compiled(name, flavour, res, linking=False):
+    """The BuildError of a failed compiler run: the compiler's last words; a LinkError when the
+    files compiled (``linking``: the student's file on its own) and the linker failed."""
+    said = (res.stderr or res.stdout)[-2000:]
+    if linking and _LINKER.search(said):
+        lines = [ln for ln in said.splitlines() if _LINKER.search(ln) or "in function" in ln]
+        return LinkError(
+            f"{name} compiles but does not link for {flavour} (a link error):\n" + "\n".join(lines[-12:])
+        )
+    return BuildError(f"{name} does not compile for {flavour}:\n{said}")
 
 
 #: Sections whose code runs before ``main``: constructors.
 _BEFORE_MAIN = re.compile(r"^\s*\[\s*\d+\]\s+(\.init_array|\.ctors|\.preinit_array|\.init)\b", re.M)
 
 
-def seal_object(work, cc, name, keep, flavour, timeout):
+def seal_object(work, cc, name, keep, flavour, timeout, task=None, point_to_point=True):
     """Compile the student's ``name`` alone into an object that keeps only the global symbols
-    ``keep``; returns the object's name. BuildError if it does not compile or has a constructor."""
+    ``keep``; returns the object's name. BuildError if it does not compile or has a constructor;
+    with ``task``, Refused if it calls what the task does not allow (:mod:`mpilab.grade.symbols`)."""
     obj = f"{os.path.splitext(name)[0]}.student.o"
     res = sandbox.run(cc + ["-c", name, "-o", obj], cwd=work, timeout=timeout)
     if not res.ok:
@@ -145,6 +201,11 @@ def seal_object(work, cc, name, keep, flavour, timeout):
             "section, e.g. __attribute__((constructor))): the grader does not run such a file; "
             "keep to the function the skeleton asks for"
         )
+    if task is not None:
+        try:
+            symbols.check_object(work, obj, name, task, point_to_point, timeout)
+        except symbols.Refused as exc:
+            raise Refused(str(exc)) from None
     res = sandbox.run(
         ["objcopy", *[f"--keep-global-symbol={k}" for k in keep], obj], cwd=work, timeout=timeout
     )
@@ -153,38 +214,47 @@ def seal_object(work, cc, name, keep, flavour, timeout):
     return obj
 
 
+def task(collective, name):
+    """What a lab asks of a skeleton, in the words of a refusal: "lab 2 asks you to build the
+    allgather from point-to-point calls (MPI_Send, MPI_Recv, MPI_Sendrecv, ...)"."""
+    a = algorithms.entry(collective, name)
+    what = collective.replace("_block", "").replace("_", "-")
+    lab = (a.lab or "the lab").replace("lab", "lab ")
+    if a.point_to_point:
+        calls = "MPI_Send, MPI_Recv, MPI_Sendrecv, ..."
+        return f"{lab} asks you to build the {what} from point-to-point calls ({calls})"
+    return f"{lab} asks for the {name.replace('_', '-')} {what}"
+
+
 #: The allgather harness and the function each lab-2 skeleton defines.
 ALLGATHER_HARNESS = "check_student.c"
 STUDENT_FUNCTIONS = {name: a.skeleton for name, a in algorithms.skeletons("allgather").items()}
-
-
-#: The objects of the kit's reference allgathers that ``--time-reference`` links.
-REFERENCE_OBJECTS = ("gather_bcast", "pairwise", "common")
+#: The kit's reference allgathers ``--time-reference`` times, compiled from the kit's own sources
+#: (the student's side of ``c_reference``; never the answer key's build).
+REFERENCE_SOURCES = ("allgather/gather_bcast.c", "allgather/pairwise.c", "allgather/common.c")
+REFERENCE_HEADERS = ("include/labcoll.h", "include/labcoll_impl.h")
 
 
 def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
     """Build the allgather harness with a student's file (``check_student`` or ``check_student_smpi``).
 
-    With ``reference`` the kit's reference algorithms (their objects in
-    ``c_reference/build/<flavour>/obj/allgather/``) are linked in too, for ``--time-reference``.
+    With ``reference`` the kit's reference algorithms (gather_bcast and pairwise, from the kit's
+    sources, copied in) are built in too, for ``--time-reference``.
     """
     if algorithm not in STUDENT_FUNCTIONS:
         raise one_of("skeleton algorithm", algorithm, STUDENT_FUNCTIONS)
     extra, defines = [], [f"STUDENT_FN={STUDENT_FUNCTIONS[algorithm]}"]
     if reference:
-        objs = [paths.build_dir(flavour) / "obj" / "allgather" / f"{n}.o" for n in REFERENCE_OBJECTS]
-        missing = [o for o in objs if not o.exists()]
+        missing = [f for f in REFERENCE_SOURCES + REFERENCE_HEADERS if not kit_file(f).exists()]
         if missing:
             raise BuildError(
-                f"{missing[0]} is missing: build the reference with make -C c_reference FLAVOUR={flavour}"
+                f"the kit's reference allgathers are missing ({', '.join(missing)} in c_reference)"
             )
-        defines.append("WITH_REFERENCE")
-        # a confined build sees its scratch directory only: the reference's objects (not the
-        # library, which holds the answer key's on the instructor's side) and header go there
         work = work or sandbox.scratch_dir([])
-        for f in [*objs, paths.c_reference_dir() / "include" / "labcoll.h"]:
-            shutil.copy(f, work)
-        extra = [o.name for o in objs]
+        for f in REFERENCE_SOURCES + REFERENCE_HEADERS:
+            shutil.copy(kit_file(f), work)
+        defines.append("WITH_REFERENCE")
+        extra = ["-I.", *[os.path.basename(f) for f in REFERENCE_SOURCES]]
     program = "check_student" + ("_smpi" if flavour == "smpi" else "")
     with importlib.resources.as_file(data_file("grading", ALLGATHER_HARNESS)) as harness:
         return build(
@@ -196,6 +266,7 @@ def build_allgather(c_file, algorithm, flavour, work=None, reference=False):
             student=c_file,
             extra=extra,
             keep=[STUDENT_FUNCTIONS[algorithm]],
+            task=task("allgather", algorithm),
         )
 
 
@@ -240,6 +311,7 @@ def build_bcast(c_files, flavour, work=None, require=()):
                 student=files[-1] if files else None,
                 extra=extra,
                 keep=list(BCAST_FUNCTIONS.values()),
+                task=task("bcast", require[0] if len(require) == 1 else "linear"),
             )
         except BuildError as exc:
             missing = [n for n in require if f"`{BCAST_FUNCTIONS[n]}'" in str(exc)]

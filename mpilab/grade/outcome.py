@@ -249,3 +249,96 @@ def signal_name(sig):
 def timeout_message(seconds):
     """The message of a run killed at its time limit (the wording students see)."""
     return f"timed out after {seconds:g} s — {DEADLOCK_HINT}"
+
+
+# --- where a hung run's ranks were ---------------------------------------------------------------
+
+#: Blocking sends: a rank in one of them waits for its message to be received.
+_SENDS = ("Send", "Ssend", "Rsend")
+
+
+def _peers(peers):
+    """'receive from rank 3, send to rank 1' from a state's [(dir, world rank)]."""
+    out = []
+    for d, p in peers:
+        who = "any rank" if p < 0 else f"rank {p}"
+        out.append(f"{'receive from' if d == 'recv' else 'send to'} {who}")
+    return ", ".join(out)
+
+
+def _waits_for(state):
+    return [p for _, p in state[2] if p >= 0]
+
+
+def blocked_sentences(states, groups, seq, nbytes):
+    """What the ranks of a hung case were doing, in words, worded by the calls they were in.
+
+    Parameters
+    ----------
+    states : dict
+        ``{world rank: (seq, call, [(dir, world rank of the peer)])}``
+        (:func:`mpilab.grade.casedata.read_states`).
+    groups : list of list of int
+        The case's communicators as world ranks in rank order.
+    seq : int
+        The case.
+    nbytes : int
+        Bytes of one rank's data in the case (the size of the messages that did not go).
+
+    Returns
+    -------
+    str
+        "" when no rank said where it was.
+    """
+    out = []
+    for group in groups:
+        mine = {w: states[w] for w in group if w in states and states[w][0] == seq}
+        blocked = {w: st for w, st in mine.items() if st[1] not in ("-", "returned")}
+        if not blocked:
+            continue
+        calls = {st[1] for st in blocked.values()}
+        whole = len(blocked) == len(group) and len(group) > 1
+        if whole and calls <= set(_SENDS):
+            call = "MPI_Ssend" if calls == {"Ssend"} else "MPI_Send"
+            out.append(
+                f"every rank is in {call}: each sends before it receives, and MPI does not buffer a "
+                f"message of {nbytes:,} bytes, so no send can finish until its receive is posted; "
+                "let every other rank receive first, or use MPI_Sendrecv"
+            )
+            continue
+        if whole and calls == {"Recv"}:
+            out.append(
+                "every rank is in MPI_Recv: each waits for a message before it sends its own, so "
+                "nobody sends; at least one rank must send first (MPI_Sendrecv does both at once)"
+            )
+            continue
+        listed = [
+            f"rank {w} in MPI_{st[1]} ({_peers(st[2]) or 'no peer'})" for w, st in sorted(blocked.items())
+        ]
+        more = f" and {len(listed) - 6} more" if len(listed) > 6 else ""
+        text = "; ".join(listed[:6]) + more
+        cycle = cycle_of({w: _waits_for(st) for w, st in blocked.items()})
+        if cycle:
+            text += "; they wait in a cycle: " + " → ".join(f"rank {w}" for w in cycle + cycle[:1])
+        done = sorted(w for w, st in mine.items() if st[1] == "returned")
+        if done:
+            text += (
+                f"; rank{'s' if len(done) > 1 else ''} {', '.join(map(str, done[:8]))}"
+                f"{' ...' if len(done) > 8 else ''} had returned from your function (a message "
+                "was sent that nobody receives, or expected that nobody sends)"
+            )
+        out.append(text)
+    return "; ".join(out)
+
+
+def cycle_of(edges):
+    """A cycle of the wait-for graph ``{rank: [ranks it waits for]}``, or None."""
+    for start in sorted(edges):
+        path, seen, r = [], {}, start
+        while r in edges and r not in seen and edges[r]:
+            seen[r] = len(path)
+            path.append(r)
+            r = next((p for p in edges[r] if p in edges), edges[r][0])
+        if r in seen:
+            return path[seen[r] :]
+    return None

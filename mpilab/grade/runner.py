@@ -1,31 +1,30 @@
-"""Building and running a student's C code under the grader's limits.
+"""Running a student's C code under the grader's limits: the case protocol.
 
 Everything the labs and the grader run of a student's C goes through here, in a fresh scratch
 directory holding only the files it needs and under :mod:`mpilab.grade.sandbox`'s limits:
 
 * :mod:`mpilab.grade.harness` compiles the student's file with a checking harness (or alone);
-* :func:`run_cases` runs a harness that prints one ``CASE`` line per case (the protocol of
-  ``mpilab/data/grading/check_student.c``) over several process counts and simulated clusters,
-  and turns what it printed, a crash or a hang into :class:`mpilab.grade.cases.Case` results;
-* :func:`run_c` compiles and runs one program and returns its output (lab 0's hello cells);
-* :func:`benchmark_c` times students' allgathers next to ``MPI_Allgather`` (lab 2);
-* :func:`benchmark_bcast` does the same for lab 6's broadcasts.
+* :func:`run_cases` runs a case harness (``mpilab/data/grading/harness.h``) over several
+  process counts and simulated clusters: the grader chooses the cases and the data
+  (:mod:`mpilab.grade.casedata`), judges what the ranks hand back, and turns that, a crash or a
+  hang into :class:`mpilab.grade.cases.Case` results;
+* :func:`run_c` compiles and runs one program and returns its output (lab 0's hello cells).
+
+Timing a student's collective takes the kit's one road instead (:mod:`mpilab.grade.bench`:
+:class:`mpilab.grade.launcher.SandboxLauncher`, :mod:`mpilab.measure.driver`,
+:mod:`mpilab.core.results`); :func:`benchmark_c` and :func:`benchmark_bcast` are its names in
+the notebooks.
 """
 
-import datetime as dt
-import io
 import os
 import re
 import shutil
 import time
-import warnings
 from dataclasses import dataclass
-
-import pandas as pd
 
 from mpilab.core.errors import LaunchError, ToolMissing, one_of
 from mpilab.core.vocabulary import COMPILERS, MPIRUN
-from mpilab.grade import harness, outcome, references, sandbox, sealed
+from mpilab.grade import casedata, harness, outcome, sandbox
 from mpilab.grade.cases import Case
 from mpilab.measure import launch
 from mpilab.simulate import platform_xml, platforms
@@ -94,13 +93,15 @@ def argv(work, program, args, run, cfg=()):
 
 
 def execute(work, command, run, timeout=RUN_TIMEOUT):
-    """Run a command of :func:`argv` in the sandbox with the flavour's memory cap."""
+    """Run a command of :func:`argv` in the sandbox with the flavour's memory cap; the files it
+    wrote come back even when it failed (the records of the cases it finished)."""
     return sandbox.run(
         command,
         cwd=work,
         timeout=timeout,
         env=RUN_ENV,
         memory_mb=SMPI_MEMORY_MB if run.flavour == "smpi" else REAL_MEMORY_MB,
+        copy_back="always",
     )
 
 
@@ -128,9 +129,6 @@ def with_runtime_message(why, res):
     if why and said and said not in why:
         return f"{why} — the C library said: {said}"
     return why
-
-
-_CASE = re.compile(r"^CASE (\S+)(?: (.*?))?\t(PASS|FAIL|TIMEOUT)(?:\t(.*))?$")
 
 
 def failure(res, run):
@@ -168,26 +166,73 @@ def _failure(res, run):
     return f"exit status {res.returncode}: " + " | ".join(last)
 
 
-def parse_cases(stdout):
-    """``CASE`` lines of a harness: a list of ``(kind, detail, status, message)``."""
-    out = []
-    for line in stdout.splitlines():
-        m = _CASE.match(line)
-        if m:
-            out.append((m.group(1), m.group(2) or "", m.group(3), m.group(4) or ""))
-    return out
+#: Open MPI's and MPICH's words for an MPI error: "*** MPI_ERR_TRUNCATE: message truncated",
+#: "Fatal error in MPI_Recv: Message truncated, error stack:" (the first lines of each), and
+#: Open MPI's "*** An error occurred in MPI_Sendrecv" before it.
+_MPI_ERROR = re.compile(r"(MPI_ERR_[A-Z_]+\b.*|Fatal error in (?:P?MPI_\w+|internal_\w+): .*)$", re.M)
+_MPI_CALL = re.compile(r"An error occurred in (\w+)")
 
 
-def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None, args=(), progress=None):
-    """Run a case harness for every run and return one :class:`Case` per (run, kind).
+def mpi_error(res):
+    """The MPI library's own words about an error, "in MPI_Sendrecv: MPI_ERR_TRUNCATE: message
+    truncated" (the call when it says), or None."""
+    text = res.stderr + "\n" + res.stdout
+    m = _MPI_ERROR.search(text)
+    if not m:
+        return None
+    call = _MPI_CALL.search(text)
+    return (f"in {call.group(1)}: " if call else "") + m.group(1).strip(" *\t,")
 
-    A kind passes when every case the harness ran of it passed (every count); its message is
-    the first failure and how many of its cases failed. A kind the run never reported (the
-    program crashed or hung before it) fails with the run's failure; the kinds after it get one
-    more run. On a real MPI a case that hangs past ``case_timeout`` seconds is reported by the
-    harness itself; when the first kind hangs, the other kinds of that run are not tried (they
-    share its schedule), and after two such runs the rest of the real runs are skipped, to bound
-    the time a deadlocked submission costs.
+
+#: Launches of one run at most: the first, then one after each case that hangs or crashes.
+MAX_LAUNCHES = 10
+_TIMEOUT_LINE = re.compile(r"^TIMEOUT (\d+)$", re.M)
+
+
+@dataclass
+class CaseResult:
+    """One case of a run, judged: passed, or why not; ``records`` are what its ranks handed back
+    (``{world rank: Record}``, empty when the case did not finish)."""
+
+    spec: casedata.Spec
+    passed: bool
+    message: str = ""
+    records: dict = None
+
+
+def run_cases(
+    work,
+    program,
+    runs,
+    caseset,
+    timeout=RUN_TIMEOUT,
+    case_timeout=None,
+    args=(),
+    progress=None,
+    observe=None,
+):
+    """Run a case harness for every run and return its :class:`mpilab.grade.cases.Case`\\ s.
+
+    For each run the grader chooses the cases (``caseset.specs``) and every rank's data
+    (``caseset.inputs``), launches the harness once, and judges every case it finished from what
+    the ranks handed back (``caseset.judge``, :mod:`mpilab.grade.casedata`). A case that hangs or
+    crashes fails with what stopped it (for a hang, where each rank was blocked: "every rank is
+    in MPI_Send ..."); the harness is then launched again with the cases after it, so one bad
+    case costs only itself. What a hang says about the cases not yet run:
+
+    * every rank was in a blocking send (MPI stopped buffering at that size): the cases with as
+      much data or more are not tried, in this run or a later one of the same flavour;
+    * otherwise the larger cases of the same kind are not tried, and when the first case of two
+      kinds hangs, no other kind of the run; after two such runs the other runs of the flavour
+      are skipped;
+    * a case that crashes (or aborts) costs itself; after two of one kind, the rest of that kind
+      is not tried, and after the first case of two kinds, no other kind of the run.
+
+    Each (run, kind) weighs one case of the verdict: the share of its cases that passed is a
+    passed :class:`Case`; the failed ones are grouped by what went wrong (the same sentence up
+    to its numbers), each group one failed :class:`Case` naming its cases and saying the first
+    one's sentence ("Open MPI, P = 5, int (count=1024), double (count=512): no result after 3 s
+    — ...").
 
     Parameters
     ----------
@@ -195,9 +240,9 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
         The scratch directory with the built programs (``program`` for real flavours,
         ``program + "_smpi"`` for SMPI).
     runs : sequence of Run
-        A run's own ``kinds`` (when set) replace ``kinds``.
-    kinds : sequence of str
-        The harness's kinds, in the order it runs them.
+        A run's ``kinds`` (when set) restrict the kinds it checks.
+    caseset : mpilab.grade.checks.collectives.CaseSet
+        The harness's cases, data and verdicts.
     timeout : float
         Wall-time limit of one launch.
     case_timeout : float, optional
@@ -205,8 +250,10 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
     args : sequence of str
         Extra harness arguments.
     progress : callable, optional
-        Called with a line before and after each launch (the notebook's checks print them, so a
-        long wait shows which run it is and how long it has taken).
+        Called with a line before and after each launch.
+    observe : callable, optional
+        Called as ``observe(run, result)`` with every :class:`CaseResult` (the schedule checks
+        read the messages of the cases that passed).
 
     Returns
     -------
@@ -214,83 +261,192 @@ def run_cases(work, program, runs, kinds, timeout=RUN_TIMEOUT, case_timeout=None
     """
     case_timeout = case_timeout or max(3.0, timeout / 3)
     say = progress or (lambda line: None)
-    out, hung_first = [], []
+    out, memory = [], {}
     for run in runs:
-        run_kinds = list(run.kinds or kinds)
-        exe = program + ("_smpi" if run.flavour == "smpi" else "")
-        if run.flavour != "smpi" and len(hung_first) >= 2:
-            out += [
-                Case(
-                    f"{run.label}, {k}",
-                    False,
-                    f"not run: the first case hung at P = {hung_first[0]} and P = {hung_first[1]}",
-                    hidden=run.hidden,
-                )
-                for k in run_kinds
-            ]
-            continue
-        left, tries = list(run_kinds), 0
-        while left and tries < 2:
-            tries += 1
-            extra = ["--kinds", ",".join(left)]
-            if run.flavour != "smpi":
-                extra += ["--case-timeout", f"{case_timeout:.0f}"]
-            say(f"running {run.label} ({', '.join(left)}) ...")
-            started = time.monotonic()
-            key = sealed.prepare(work, run.nprocs)
-            try:
-                res = execute(work, argv(work, exe, [*args, *extra], run), run, timeout=timeout)
-            finally:
-                sealed.clear(work)
-            say(f"  {run.label}: {time.monotonic() - started:.1f} s")
-            lines, forged = sealed.unseal(res.stdout, key)
-            by_kind = {}
-            for kind, detail, status, msg in parse_cases("\n".join(lines)):
-                by_kind.setdefault(kind, []).append((detail, status, msg))
-            hung = None
-            for kind in [k for k in left if k in by_kind]:
-                group = by_kind[kind]
-                bad = [(d, s, m) for d, s, m in group if s != "PASS"]
-                if any(s == "TIMEOUT" for _, s, _ in bad):
-                    hung = kind
-                message = ""
-                if bad:
-                    d, s, m = bad[0]
-                    m = (
-                        f"no result after {case_timeout:.0f} s — {outcome.DEADLOCK_HINT}"
-                        if s == "TIMEOUT"
-                        else m
-                    )
-                    message = f"{d}: {m}" if d else m
-                    if len(group) > 1:
-                        message += f" ({len(bad)} of the {len(group)} cases of this kind failed)"
-                out.append(Case(f"{run.label}, {kind}", not bad, message, hidden=run.hidden))
-                left.remove(kind)
-            if hung is not None:
-                if hung == run_kinds[0]:
-                    hung_first.append(run.nprocs)
-                    out += [
-                        Case(f"{run.label}, {k}", False, f"not run: the {hung} case hung", hidden=run.hidden)
-                        for k in left
-                    ]
-                    left = []
-                continue
-            if not left:
-                break
-            why = failure(res, run) or (
-                "the program printed no result" if not by_kind else "the program ended before this case"
-            )
-            if forged:
-                why += (
-                    f" ({forged} CASE line{'s' if forged > 1 else ''} without the harness's seal "
-                    "counted for nothing: only the harness reports results)"
-                )
-            out.append(Case(f"{run.label}, {left.pop(0)}", False, why, hidden=run.hidden))
-        out += [
-            Case(f"{run.label}, {k}", False, "not run: the program kept failing", hidden=run.hidden)
-            for k in left
-        ]
+        kinds = list(run.kinds or caseset.kinds)
+        specs = caseset.specs(run.nprocs, kinds)
+        results = _run_one(work, program, run, caseset, specs, timeout, case_timeout, args, say, memory)
+        for r in results:
+            if observe is not None:
+                observe(run, r)
+        out += kind_cases(run, kinds, results)
     return out
+
+
+class _Skips:
+    """What the hangs of a run (and of earlier runs of its flavour) say not to try again."""
+
+    def __init__(self, run, caseset, memory):
+        self.run, self.caseset = run, caseset
+        self.flavour = memory.setdefault(run.flavour, {"size": None, "hung_runs": []})
+        self.first_stops, self.stops = [], {}
+
+    def before(self, specs):
+        """{seq: reason} of the cases not to try at all."""
+        f, out = self.flavour, {}
+        if len(f["hung_runs"]) >= 2:
+            first, second = f["hung_runs"][:2]
+            why = f"not run: every kind hung at its first case at P = {first} and P = {second}"
+            return {s.seq: why for s in specs}
+        if f["size"] is not None:
+            for s in specs:
+                if self.caseset.message_bytes(s) >= f["size"][0]:
+                    out[s.seq] = f"not run: {f['size'][1]}"
+        return out
+
+    def after_stop(self, culprit, specs, rest, hung, buffering):
+        """{seq: reason} of the cases of ``rest`` not to try after ``culprit`` hung or crashed."""
+        size = self.caseset.message_bytes(culprit)
+        what = "hung" if hung else "ended the program"
+        where = f"{culprit.name} {what} at P = {self.run.nprocs}"
+        if hung and buffering:
+            why = (
+                f"{where} (MPI no longer buffers sends of that size); cases with as much data or "
+                "more were not tried"
+            )
+            if self.flavour["size"] is None or size < self.flavour["size"][0]:
+                self.flavour["size"] = (size, why)
+            return {s.seq: f"not run: {why}" for s in rest if self.caseset.message_bytes(s) >= size}
+        self.stops[culprit.kind] = self.stops.get(culprit.kind, 0) + 1
+        if culprit == next(s for s in specs if s.kind == culprit.kind):
+            self.first_stops.append(culprit.kind)
+        if len(self.first_stops) >= 2:
+            if len(self.first_stops) == 2 and hung:
+                self.flavour["hung_runs"].append(self.run.nprocs)
+            first, second = self.first_stops[:2]
+            why = f"the first case of {first} and of {second} {what}; no other kind was tried"
+            return {s.seq: f"not run: {why}" for s in rest}
+        if hung:
+            why = f"not run: {where}; the larger cases of its kind were not tried"
+            return {
+                s.seq: why for s in rest if s.kind == culprit.kind and self.caseset.message_bytes(s) >= size
+            }
+        if self.stops[culprit.kind] >= 2:
+            why = (
+                f"not run: two cases of {culprit.kind} ended the program at P = {self.run.nprocs}; "
+                "the others were not tried"
+            )
+            return {s.seq: why for s in rest if s.kind == culprit.kind}
+        return {}
+
+
+def _run_one(work, program, run, caseset, specs, timeout, case_timeout, args, say, memory):
+    """The :class:`CaseResult` of every spec of one run (launching as often as it takes)."""
+    exe = program + ("_smpi" if run.flavour == "smpi" else "")
+    skips = _Skips(run, caseset, memory)
+    done = {seq: CaseResult(s, False, why) for s in specs for seq, why in skips.before([s]).items()}
+    pending = [s for s in specs if s.seq not in done]
+    for _ in range(MAX_LAUNCHES):
+        if not pending:
+            break
+        gen = casedata.rng()
+        inputs = {s.seq: caseset.inputs(s, run.nprocs, gen) for s in pending}
+        casedata.prepare(work, pending, run.nprocs, inputs)
+        extra = [] if run.flavour == "smpi" else ["--case-timeout", f"{case_timeout:.0f}"]
+        kinds = ", ".join(dict.fromkeys(s.kind for s in pending))
+        say(f"running {run.label} ({len(pending)} cases: {kinds}) ...")
+        started = time.monotonic()
+        try:
+            res = execute(work, argv(work, exe, [*args, *extra], run), run, timeout=timeout)
+            records, unreadable = casedata.read_records(work, run.nprocs)
+            states = casedata.read_states(work, run.nprocs)
+        finally:
+            casedata.clear(work)
+        say(f"  {run.label}: {time.monotonic() - started:.1f} s")
+        left = []
+        for s in pending:
+            if all(s.seq in records[r] for r in range(run.nprocs)):
+                mine = {r: records[r][s.seq] for r in range(run.nprocs)}
+                why = caseset.judge(s, run.nprocs, inputs[s.seq], mine)
+                done[s.seq] = CaseResult(s, not why, why, mine)
+            else:
+                left.append(s)
+        if not left:
+            pending = []
+            break
+        culprit, rest = left[0], left[1:]
+        why, hung, buffering = _stopped(res, run, culprit, states, unreadable, caseset, case_timeout)
+        done[culprit.seq] = CaseResult(culprit, False, why)
+        if unreadable:  # a result file the harness did not write: nothing more of this run is believed
+            for s in rest:
+                done[s.seq] = CaseResult(s, False, f"not run: {why}")
+        for seq, skip in skips.after_stop(culprit, specs, rest, hung, buffering).items():
+            done[seq] = CaseResult(next(s for s in rest if s.seq == seq), False, skip)
+        pending = [s for s in rest if s.seq not in done]
+    for s in pending:
+        done[s.seq] = CaseResult(s, False, "not run: the program kept failing")
+    return [done[s.seq] for s in specs]
+
+
+def _stopped(res, run, spec, states, unreadable, caseset, case_timeout):
+    """Why the first unfinished case did not finish: (message, hung, hung in blocking sends)."""
+    bad = [
+        f"rank {r}'s results are not what the harness writes ({why})" for r, why in sorted(unreadable.items())
+    ]
+    if bad:
+        return "; ".join(bad[:2]), False, False
+    groups = casedata.groups(spec.comm, run.nprocs)
+    timed = _TIMEOUT_LINE.search(res.stdout)
+    hang = res.abort() is None and (
+        (timed and int(timed.group(1)) == spec.seq)
+        or res.timed_out
+        or (run.flavour == "smpi" and "Deadlock detected" in res.stderr)
+    )
+    where = outcome.blocked_sentences(states, groups, spec.seq, caseset.message_bytes(spec))
+    if hang:
+        if run.flavour == "smpi":
+            lead = "the simulator found every rank blocked, for good (a deadlock)"
+        elif timed:
+            lead = f"no result after {case_timeout:.0f} s"
+        else:
+            lead = outcome.timeout_message(res.timeout).split(" — ")[0]
+        return f"{lead} — {where or outcome.DEADLOCK_HINT}", True, where.startswith("every rank is in MPI_S")
+    said = mpi_error(res)
+    if said:
+        return f"MPI reported an error {said} (its default error handler then ends the program)", False, False
+    return failure(res, run) or "the program ended before this case", False, False
+
+
+#: A failure's sentence up to its numbers: the failures of a run that differ only there are one.
+_NUMBERS = re.compile(r"-?\d[\d,.]*(?:e[+-]?\d+)?")
+
+
+def kind_cases(run, kinds, results):
+    """The verdict's cases of one run: per kind, the share of its cases that passed; then the
+    failed cases grouped by what went wrong (their sentences up to the numbers), each group one
+    failed case naming its cases and saying the first one's sentence."""
+    out, groups = [], {}
+    for kind in kinds:
+        mine = [r for r in results if r.spec.kind == kind]
+        passed = [r for r in mine if r.passed]
+        if passed:
+            out.append(Case(f"{run.label}, {kind}", True, weight=len(passed) / len(mine), hidden=run.hidden))
+        for r in mine:
+            if not r.passed:
+                groups.setdefault(_NUMBERS.sub("#", r.message), []).append((r, 1.0 / len(mine)))
+    for members in groups.values():
+        first = members[0][0]
+        named = []
+        for kind in dict.fromkeys(r.spec.kind for r, _ in members):
+            of_kind = [r for r, _ in members if r.spec.kind == kind]
+            total = sum(1 for r in results if r.spec.kind == kind)
+            details = [r.spec.detail or r.spec.name for r in of_kind]
+            named.append(kind if len(of_kind) == total else f"{kind} ({_joined(details)})")
+        message = first.message
+        out.append(
+            Case(
+                f"{run.label}, {', '.join(named)}",
+                False,
+                message,
+                weight=sum(w for _, w in members),
+                hidden=run.hidden,
+            )
+        )
+    return out
+
+
+def _joined(items):
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def run_c(c_file, flavour="openmpi", nprocs=4, mapping="core", platform="orfeo-thin", timeout=RUN_TIMEOUT):
@@ -361,233 +517,3 @@ def run_c(c_file, flavour="openmpi", nprocs=4, mapping="core", platform="orfeo-t
         return res.stdout
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-#: Timed iterations and warm-up ones of :func:`benchmark_c` per flavour (SMPI's time repeats exactly).
-BENCH_ITERS = {"openmpi": (20, 5), "smpi": (2, 1)}
-#: SMPI's MPI_Allgather (``native``) in a timing run picks its algorithm as Open MPI 4.1's tuned
-#: component does (SimGrid's ``ompi`` selector), as ORFEO's Open MPI would. SimGrid's default
-#: allgather posts all P - 1 sends and receives at once: P = 48 took 25 s to simulate, 0.8 s this way.
-BENCH_SMPI_CFG = ("smpi/coll-selector:ompi",)
-#: The allgather harness's kinds of case, in the order it runs them.
-ALLGATHER_KINDS = ("int", "char", "double", "in-place", "sub-communicator")
-
-
-def benchmark_bcast(
-    c_files,
-    nprocs=(2, 4),
-    sizes=(8, 1024, 65536),
-    segsizes=(8192,),
-    flavour="openmpi",
-    platform="orfeo-thin",
-    mapping="core",
-    native=True,
-    iters=None,
-    warmup=None,
-    timeout=RUN_TIMEOUT,
-):
-    """Time students' broadcasts (and MPI_Bcast, ``native``), for real or simulated.
-
-    All the files are built into one program, which checks every byte of one broadcast of an
-    algorithm before it times it at each size (a wrong result leaves that algorithm out from
-    there, with a warning). A file that does not compile is left out with a warning; when a run
-    crashes or hangs, each algorithm is timed on its own so that one bad file costs only itself.
-
-    Parameters
-    ----------
-    c_files : dict
-        Algorithm name (:data:`BCAST_FUNCTIONS`) to C file, or to the kit's compiled reference
-        of that algorithm (:func:`mpilab.grade.references.reference`; SMPI, timed on its own).
-    nprocs : sequence of int
-    sizes : sequence of int
-        Bytes broadcast (MPI_BYTE) from rank 0.
-    segsizes : sequence of int
-        The pipeline's segment sizes in bytes (each size is timed with each).
-    flavour : {"openmpi", "smpi"}
-    platform, mapping : str
-        SMPI only: the simulated cluster (a name or an XML path) and how ranks are placed.
-    native : bool
-        Also time ``MPI_Bcast`` (the library's own choice; SMPI's default selector).
-    iters, warmup : int, optional
-        Timed and warm-up calls per point (default :data:`BENCH_ITERS` of the flavour).
-    timeout : float
-        Limit of each launch in seconds.
-
-    Returns
-    -------
-    pandas.DataFrame
-        algorithm, nprocs, bytes, segsize (0 but for the pipeline), maxrank_avg_us (the slowest
-        rank's average over the timed calls; SMPI: simulated µs), date (when the launch that
-        measured the row started, UTC).
-    """
-    if flavour not in BENCH_ITERS:
-        raise one_of("flavour for benchmark_bcast", flavour, BENCH_ITERS)
-    unknown = [a for a in c_files if a not in harness.BCAST_FUNCTIONS]
-    if unknown:
-        raise one_of("broadcast algorithm", unknown[0], harness.BCAST_FUNCTIONS)
-    it, wu = BENCH_ITERS[flavour]
-    iters, warmup = it if iters is None else int(iters), wu if warmup is None else int(warmup)
-    # a compiled reference (mpilab.grade.references) is a program ready to run: timed on its own
-    files = {a: f if isinstance(f, references.Compiled) else os.fspath(f) for a, f in c_files.items()}
-    args = [
-        "--sizes",
-        ",".join(str(int(b)) for b in sizes),
-        "--segsizes",
-        ",".join(str(int(s)) for s in segsizes),
-        "--iters",
-        str(iters),
-        "--warmup",
-        str(warmup),
-    ]
-    exe = "check_bcast" + ("_smpi" if flavour == "smpi" else "")
-    frames = []
-
-    def time_group(algorithms, with_native, strict):
-        """Build ``algorithms`` together and time them (and native) at every P; False when the
-        build or a launch fails and ``strict`` (the caller then times one at a time)."""
-        compiled = [files[a] for a in algorithms if isinstance(files[a], references.Compiled)]
-        if compiled and (len(algorithms) > 1 or flavour != references.FLAVOUR):
-            if strict:
-                return False
-            warnings.warn(f"{algorithms[0]} left out: {compiled[0]} runs on {references.FLAVOUR} only, alone")
-            return True
-        try:
-            work = (
-                compiled[0].scratch()
-                if compiled
-                else harness.build_bcast([files[a] for a in algorithms], flavour, require=algorithms)
-            )
-        except harness.BuildError as exc:
-            if strict:
-                return False
-            warnings.warn(f"{algorithms[0]} left out: {exc}")
-            return True
-        names = list(algorithms) + (["native"] if with_native else [])
-        got = []
-        try:
-            for p in nprocs:
-                run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
-                when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-                res = execute(work, argv(work, exe, ["--time", ",".join(names), *args], run), run, timeout)
-                if not res.ok:
-                    if strict:
-                        return False
-                    warnings.warn(
-                        f"{', '.join(names)} left out at P = {p}: {failure(res, run) or 'it failed'}"
-                    )
-                    continue
-                for line in res.stdout.splitlines():
-                    if line.startswith("# SKIP"):
-                        warnings.warn(f"P = {p}: {line[2:]}")
-                got.append(pd.read_csv(io.StringIO(res.stdout), comment="#").assign(date=when))
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        frames.extend(got)
-        return True
-
-    if not time_group(list(files), native, strict=len(files) > 1):
-        for algorithm in files:  # one bad file costs only itself
-            time_group([algorithm], False, strict=False)
-        if native:
-            time_group([], True, strict=False)
-    if not frames:
-        raise AssertionError("no broadcast could be timed; fix the correctness checks first")
-    return pd.concat(frames, ignore_index=True)
-
-
-def benchmark_c(
-    c_files,
-    nprocs=(2, 4),
-    flavour="openmpi",
-    platform="orfeo-thin",
-    mapping="core",
-    reference=False,
-    timeout=RUN_TIMEOUT,
-):
-    """Time students' allgathers and MPI_Allgather (``native``), for real or simulated.
-
-    Parameters
-    ----------
-    c_files : dict
-        Algorithm name ("ring", "bruck") to C file.
-    nprocs : sequence of int
-        Process counts.
-    flavour : {"openmpi", "smpi"}
-        Real Open MPI on this machine, or SimGrid SMPI on ``platform``.
-    platform, mapping : str
-        SMPI only: the simulated cluster and how ranks are placed on it.
-    reference : bool
-        Also time the kit's ``gather_bcast`` and ``pairwise`` (from ``c_reference``).
-    timeout : float
-        Limit of each run in seconds.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns algorithm, nprocs, bytes (per rank), maxrank_avg_us (the slowest rank's average
-        over the timed calls, as the results table's column of that name); SMPI's times are
-        simulated; ``date``, when the launch that measured the row started (UTC). An algorithm
-        that fails to build, fails its correctness check or fails to run is left out with a
-        warning saying why.
-    """
-    if flavour not in BENCH_ITERS:
-        raise one_of("flavour for benchmark_c", flavour, BENCH_ITERS)
-    iters = [str(i) for i in BENCH_ITERS[flavour]]
-    exe = "check_student" + ("_smpi" if flavour == "smpi" else "")
-    frames = []
-    # Real times are noisy: MPI_Allgather is timed in the same launch as each algorithm, side by
-    # side. Simulated times repeat exactly: its curve, and the references', are simulated once.
-    native_timed = reference_timed = False
-    for algorithm, c_file in c_files.items():
-        once = flavour == "smpi" and native_timed
-        modes = [["--time-alone" if once else "--time", algorithm] + iters]
-        if reference and not reference_timed:
-            modes.append(["--time-reference"] + iters)
-        try:
-            work = harness.build_allgather(os.fspath(c_file), algorithm, flavour, reference=reference)
-        except harness.BuildError as exc:
-            warnings.warn(f"{algorithm} left out: {exc}")
-            continue
-        try:
-            # a wrong algorithm's time means nothing: check it first (every kind, at the
-            # smallest P above 1 that is timed)
-            run = Run(
-                flavour,
-                min([q for q in nprocs if q > 1] or nprocs),
-                platform if flavour == "smpi" else None,
-                mapping,
-            )
-            wrong = [
-                c for c in run_cases(work, "check_student", [run], ALLGATHER_KINDS, timeout) if not c.passed
-            ]
-            if wrong:
-                warnings.warn(
-                    f"{algorithm} left out: it is not right yet, so its time would mean nothing "
-                    f"({wrong[0].name}: {wrong[0].message})"
-                )
-                continue
-            for p in nprocs:
-                run = Run(flavour, p, platform if flavour == "smpi" else None, mapping)
-                for args in modes:
-                    when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-                    res = execute(work, argv(work, exe, args, run, cfg=BENCH_SMPI_CFG), run, timeout)
-                    if not res.ok:
-                        warnings.warn(f"{algorithm} left out: timing it with P = {p}: {res.failure()}")
-                        break
-                    frames.append(pd.read_csv(io.StringIO(res.stdout)).assign(date=when))
-                else:
-                    continue
-                break
-            else:
-                native_timed = True
-                reference_timed = reference_timed or reference
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    if not frames:
-        raise AssertionError("no algorithm could be timed; fix the correctness checks first")
-    df = pd.concat(frames, ignore_index=True)
-    keep = list(c_files) + ["native"] + (["gather_bcast", "pairwise"] if reference else [])
-    df = df[df["algorithm"].isin(keep)]
-    return df.groupby(["algorithm", "nprocs", "bytes"], as_index=False).agg(
-        maxrank_avg_us=("maxrank_avg_us", "mean"), date=("date", "min")
-    )

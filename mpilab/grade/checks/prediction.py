@@ -54,7 +54,7 @@ def prediction_cases(table, made_at, measured, algorithms, nprocs, sizes):
             Case(
                 "the prediction came before the measurement",
                 False,
-                "the measurement has no date column: hand in the table runner.benchmark_c returned",
+                "the measurement has no date column: hand in the table bench.benchmark_c returned",
             )
         )
     else:

@@ -1,12 +1,16 @@
 """Checks of lab 3's reductions in C: built with a harness, run case by case.
 
 The harness (``mpilab/data/grading/check_reduce.c``) calls the student's function in several
-kinds of case (datatypes, a prime count, ``MPI_IN_PLACE``, a sub-communicator), compares every
-element of every rank's result with the exact sum, checks that the send buffer comes back
-unchanged, and prints one line per case (:func:`mpilab.grade.runner.run_cases`). Each (run,
+kinds of case (datatypes, a prime count, ``MPI_IN_PLACE``, a sub-communicator) on data the
+grader chose, and hands back every rank's buffers; the grader compares every element of every
+rank's result with the exact sum and checks that the send buffer came back unchanged
+(:mod:`mpilab.grade.checks.collectives`, :func:`mpilab.grade.runner.run_cases`). Each (run,
 kind) is one case of the verdict: a reduce-scatter that fails only ``MPI_IN_PLACE`` keeps the
-points of the other kinds, and the feedback names each failed case ("Open MPI, P = 5, in-place:
-count=5: rank 3: recvbuf[2] is 4, expected 7 ...").
+points of the other kinds, and the feedback names each failed case ("Open MPI, P = 5, in-place
+(count=5): rank 3: recvbuf[2] is 4, expected 7 ..."). The reduce-scatter and Rabenseifner's
+allreduce are built from point-to-point messages (a library collective scores nothing, and the
+messages are checked against the algorithm's), the two-level allreduce from the library's
+collectives on the node and leader communicators.
 
 Under SMPI the code is built with the node shim (``data/lab3/smpi_nodes.h``), so that
 ``MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`` groups the ranks of one simulated node.
@@ -18,14 +22,15 @@ import shutil
 
 from mpilab.core.errors import one_of
 from mpilab.grade import harness, runner
-from mpilab.grade.cases import Case
-from mpilab.grade.checks import Verdict
+from mpilab.grade.checks import algorithm as algorithm_checks
+from mpilab.grade.checks.ccode import CFileVerdict, build_failure
+from mpilab.grade.checks.collectives import ReductionCases
 from mpilab.model import algorithms
 
 #: The harness's kinds of case for a reduce-scatter or an allreduce, in the order it runs them.
-KINDS = ("int", "double", "prime-count", "in-place", "sub-communicator")
+KINDS = ReductionCases(2).kinds
 #: A reduce (MPI_Reduce's signature) adds other roots than 0.
-REDUCE_KINDS = KINDS + ("root",)
+REDUCE_KINDS = ReductionCases(3).kinds
 #: Kinds that are trivially right with one process and no code at all (with MPI_IN_PLACE the
 #: input already is the result): runs at P = 1 leave them out, so an empty skeleton scores nothing.
 TRIVIAL_AT_ONE = ("in-place",)
@@ -48,7 +53,7 @@ def kinds_of(harness_kind):
     return REDUCE_KINDS if harness_kind == 3 else KINDS
 
 
-def build(c_file, function, harness_kind, flavours, work=None, own_messages=False):
+def build(c_file, function, harness_kind, flavours, work=None, task=None, point_to_point=True):
     """Build ``check_reduce`` (real flavours) and ``check_reduce_smpi`` with a C file.
 
     Parameters
@@ -63,8 +68,11 @@ def build(c_file, function, harness_kind, flavours, work=None, own_messages=Fals
         The flavours to build for (``openmpi``, ``smpi`` ...).
     work : str, optional
         A scratch directory to build in (default: a new one).
-    own_messages : bool
-        Fail a case in which the function calls one of the library's collectives.
+    task : str, optional
+        What the lab asks: the student's object may then call only what the task allows
+        (:mod:`mpilab.grade.symbols`).
+    point_to_point : bool
+        The task allows no library collective.
 
     Returns
     -------
@@ -78,7 +86,7 @@ def build(c_file, function, harness_kind, flavours, work=None, own_messages=Fals
     """
     if harness_kind not in (1, 2, 3):
         raise one_of("harness kind", harness_kind, (1, 2, 3))
-    defines = [f"STUDENT_FN={function}", f"KIND={harness_kind}"] + (["OWN_MESSAGES"] if own_messages else [])
+    defines = [f"STUDENT_FN={function}", f"KIND={harness_kind}"]
     with importlib.resources.as_file(harness.data_file("grading", HARNESS)) as source:
         for flavour in sorted(set(flavours), key=lambda f: f == "smpi"):
             program = "check_reduce" + ("_smpi" if flavour == "smpi" else "")
@@ -91,11 +99,13 @@ def build(c_file, function, harness_kind, flavours, work=None, own_messages=Fals
                 smpi_nodes=True,
                 student=c_file,
                 keep=[function],
+                task=task,
+                point_to_point=point_to_point,
             )
     return work
 
 
-def reduction_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progress=None):
+def reduction_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progress=None, observe=None):
     """Build a student's lab-3 file with the harness and run every kind of case for each run.
 
     Parameters
@@ -108,34 +118,77 @@ def reduction_cases(c_file, algorithm, runs, timeout=runner.RUN_TIMEOUT, progres
     runs : sequence of mpilab.grade.runner.Run
     timeout : float
         Limit of one launch, seconds.
-    progress : callable, optional
-        Called with a line before and after each launch (see :func:`mpilab.grade.runner.run_cases`).
+    progress, observe : callable, optional
+        See :func:`mpilab.grade.runner.run_cases`.
 
     Returns
     -------
     list of Case
-        One failed case, weighing all of them, when the file does not compile.
+        One failed case, weighing all of them, when the file does not build or is refused.
     """
     if algorithm not in FUNCTIONS:
         raise one_of("lab 3 algorithm", algorithm, FUNCTIONS)
     function, kind, own = FUNCTIONS[algorithm]
-    return harness_cases(c_file, function, kind, runs, timeout=timeout, own_messages=own, progress=progress)
+    a = next(x for x in algorithms.skeletons(*HARNESS_KINDS).values() if x.name == algorithm)
+    return harness_cases(
+        c_file,
+        function,
+        kind,
+        runs,
+        timeout=timeout,
+        task=harness.task(a.collective, algorithm),
+        point_to_point=own,
+        progress=progress,
+        observe=observe,
+    )
 
 
 def harness_cases(
-    c_file, function, harness_kind, runs, timeout=runner.RUN_TIMEOUT, own_messages=False, progress=None
+    c_file,
+    function,
+    harness_kind,
+    runs,
+    timeout=runner.RUN_TIMEOUT,
+    task=None,
+    point_to_point=True,
+    progress=None,
+    observe=None,
 ):
     """:func:`reduction_cases` for any function of one of the harness's signatures."""
     name = os.path.basename(os.fspath(c_file))
     kinds = kinds_of(harness_kind)
     try:
-        work = build(c_file, function, harness_kind, {r.flavour for r in runs}, own_messages=own_messages)
+        work = build(
+            c_file,
+            function,
+            harness_kind,
+            {r.flavour for r in runs},
+            task=task,
+            point_to_point=point_to_point,
+        )
     except harness.BuildError as exc:
-        return [Case(f"{name} compiles", False, str(exc), weight=weight(runs, kinds))]
+        return [build_failure(name, exc, weight(runs, kinds))]
     try:
-        return runner.run_cases(work, "check_reduce", runs, kinds, timeout=timeout, progress=progress)
+        return runner.run_cases(
+            work,
+            "check_reduce",
+            runs,
+            ReductionCases(harness_kind),
+            timeout=timeout,
+            progress=progress,
+            observe=observe,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def visible_reduction(c_file, name, runs):
+    """The notebook's check of a lab-3 file: its cases, and the grader's hints (printed)."""
+    seen = algorithm_checks.Observed()
+    cases = reduction_cases(c_file, name, runs, progress=print, observe=seen)
+    for line in algorithm_checks.hints(seen):
+        print(f"hint: {line}")
+    return cases
 
 
 def weight(runs, kinds=KINDS):
@@ -149,24 +202,32 @@ def runs_at(flavour, counts, hidden=False, kinds=KINDS):
     return tuple(runner.Run(flavour, p, hidden=hidden, kinds=one if p == 1 else None) for p in counts)
 
 
-class ReductionVerdict(Verdict):
-    """The grader's verdict on a submitted lab-3 file: every case of every run."""
+class ReductionVerdict(CFileVerdict):
+    """The grader's verdict on a submitted lab-3 file: every case of every run, the algorithm
+    (see the module's docstring) and the hints."""
 
-    def __init__(self, c_file, algorithm, runs):
+    #: Recursive halving and doubling: how many messages go to which partner (their sizes follow
+    #: the count's split into blocks, which is the student's to choose for uneven counts).
+    exact = False
+
+    def __init__(self, c_file, algorithm, runs, schedules=None):
         if algorithm not in FUNCTIONS:
             raise one_of("lab 3 algorithm", algorithm, FUNCTIONS)
-        self.c_file, self.algorithm, self.runs = c_file, algorithm, list(runs)
+        super().__init__(c_file, algorithm, runs, schedules)
+        a = next(x for x in algorithms.skeletons(*HARNESS_KINDS).values() if x.name == algorithm)
+        self.collective, self.harness_kind = a.collective, HARNESS_KINDS[a.collective]
+        self.point_to_point = a.point_to_point
 
-    def cases(self, answers, ctx):
-        path = ctx.submitted_file(self.c_file)
-        if path is None:
-            return [
-                Case(
-                    f"{self.c_file} was handed in",
-                    False,
-                    f"{self.c_file} is not in the submission: "
-                    f"hand in your {self.c_file} next to the notebook",
-                    weight=weight(self.runs),
-                )
-            ]
-        return reduction_cases(path, self.algorithm, self.runs)
+    def weight(self):
+        return weight(self.runs, kinds_of(self.harness_kind))
+
+    def file_cases(self, path, observe):
+        return reduction_cases(path, self.algorithm, self.runs, observe=observe)
+
+    def nbytes(self, spec):
+        return spec.count * spec.size
+
+    def inbound(self, spec, q, rank):
+        if not FUNCTIONS[self.algorithm][2]:
+            return 0
+        return spec.count * spec.size if self.harness_kind != 3 or rank == spec.root else 0

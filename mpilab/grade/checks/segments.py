@@ -12,12 +12,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from mpilab.grade import harness, references, runner
+from mpilab.grade import bench, harness, references
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import costs as cost_checks
 from mpilab.model import costs
 
-#: The columns of a sweep (runner.benchmark_bcast) and of the table of best segment sizes.
+#: The columns of a sweep (bench.benchmark_bcast) and of the table of best segment sizes.
 SWEEP_COLUMNS = ("platform", "nprocs", "segsize", "maxrank_avg_us")
 BEST_COLUMNS = ("platform", "nprocs", "segsize")
 #: A best segment size is accepted when its time is within this share of the sweep's minimum
@@ -162,7 +162,7 @@ def _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes):
     """Why the sweep's rows at (``platform``, ``nprocs``) are not what ``c_file`` (a file or a
     compiled reference) gives there, or None when they are."""
     try:
-        got = runner.benchmark_bcast(
+        got = bench.benchmark_bcast(
             {"pipeline": c_file},
             nprocs=(nprocs,),
             sizes=(nbytes,),

@@ -26,7 +26,7 @@ def _cost(name):
 
 
 def _c(c_file, algorithm):
-    return c_file_cell(c_file, lambda: ccode.allgather_cases(c_file, algorithm, VISIBLE_RUNS, progress=print))
+    return c_file_cell(c_file, lambda: ccode.visible_allgather(c_file, algorithm, VISIBLE_RUNS))
 
 
 CELLS = {

@@ -14,7 +14,7 @@ VISIBLE_RUNS = reductions.runs_at("openmpi", (1, 2, 3, 5, 8)) + (Run("smpi", 5, 
 
 
 def _c(c_file, algorithm):
-    return c_file_cell(c_file, lambda: reductions.reduction_cases(c_file, algorithm, VISIBLE_RUNS, progress=print))
+    return c_file_cell(c_file, lambda: reductions.visible_reduction(c_file, algorithm, VISIBLE_RUNS))
 
 
 CELLS = {

@@ -39,7 +39,7 @@ def _cost(name):
 
 
 def _c(algorithm):
-    return c_file_cell(C_FILES[algorithm], lambda: ccode.bcast_cases(C_FILES[algorithm], algorithm, VISIBLE_RUNS))
+    return c_file_cell(C_FILES[algorithm], lambda: ccode.visible_bcast(C_FILES[algorithm], algorithm, VISIBLE_RUNS))
 
 
 def k_simulated(k_opt, sweep):

@@ -14,6 +14,7 @@ from mpilab.grade.labs.lab3 import VISIBLE_RUNS
 from mpilab.grade.runner import SMALL_CLUSTER, Run
 from mpilab.model import algorithms, costs
 from mpilab.studies import repro
+from mpilab_key import schedules
 
 #: Runs the notebook's check does not do: the other process counts up to 8 on Open MPI, and
 #: simulated nodes the visible run does not have: 7 ranks dealt round-robin over the 3 x 3
@@ -92,8 +93,12 @@ class StudyPlotVerdict(plots.LatencyPlotVerdict):
 _RABENSEIFNER = algorithms.entry("allreduce", "rabenseifner").cost
 
 RUBRIC = {
-    "reduce_scatter_correct": reductions.ReductionVerdict("reduce_scatter.c", "reduce_scatter", RUNS),
-    "rabenseifner_correct": reductions.ReductionVerdict("allreduce_rabenseifner.c", "rabenseifner", RUNS),
+    "reduce_scatter_correct": reductions.ReductionVerdict(
+        "reduce_scatter.c", "reduce_scatter", RUNS, schedules=schedules.REDUCTIONS
+    ),
+    "rabenseifner_correct": reductions.ReductionVerdict(
+        "allreduce_rabenseifner.c", "rabenseifner", RUNS, schedules=schedules.REDUCTIONS
+    ),
     "cost_rabenseifner": CostVerdict("cost_rabenseifner", _RABENSEIFNER.expr, _RABENSEIFNER.domain),
     "two_level_correct": reductions.ReductionVerdict("allreduce_two_level.c", "two_level", RUNS),
     "study_plot_check": StudyPlotVerdict("fig", "s8", "allreduce_two_level.c", x="nprocs", y="median_us"),

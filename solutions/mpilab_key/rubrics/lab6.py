@@ -20,6 +20,7 @@ from mpilab.grade.labs.lab6 import (
 from mpilab.grade.runner import Run
 from mpilab.model import algorithms, costs
 from mpilab.model.costs import alpha, beta, n, p
+from mpilab_key import schedules
 
 #: Runs the notebook's check does not do: P = 4 and 7 on Open MPI, and 29 ranks of THIN dealt
 #: by socket over both nodes.
@@ -75,7 +76,9 @@ def _best(answers, ctx):
 RUBRIC = {
     **{f"cost_{a}": CostVerdict(f"cost_{a}", e.expr, e.domain) for a, e in EXPECTED.items()},
     "cost_pipeline": Function(_pipeline_cost, ("cost_pipeline",)),
-    **{f"{a}_correct": ccode.BcastVerdict(f, a, RUNS) for a, f in C_FILES.items()},
+    **{
+        f"{a}_correct": ccode.BcastVerdict(f, a, RUNS, schedules=schedules.BCASTS) for a, f in C_FILES.items()
+    },
     "best_seg_check": Function(_best, ("best_seg", "sweep")),
     "k_opt_check": Function(_k_opt, ("k_opt", "sweep")),
     "prediction_check": PredictionVerdict(
