@@ -1,6 +1,9 @@
-"""End to end: release lab 2, make six submissions, run scripts/grade.sh, check every score.
+"""End to end: release lab 2, make nine submissions, run scripts/grade.sh, check every score.
 
 Real nbgrader, real Open MPI. Per-run limit 10 s and per-cell limit 60 s keep the batch short.
+Three submissions hand in C written the way real students write it (tests/data/grading, each
+adapted from allgathers of public course repositories, bugs kept): the grade and the first
+line of feedback each gets are part of the test.
 """
 
 import shutil
@@ -77,6 +80,20 @@ def _edit_answers(gid, src):
     )
 
 
+#: Real-world-style C (tests/data/grading): the ring and the Bruck each submission hands in, the
+#: points of each C cell (3 each) and the first failed case of each cell's feedback.
+REAL = {
+    # a ring right only for MPI_INT (the datatype argument ignored), a Bruck that calls log2()
+    "real_mpi_int_log2": ("ring_mpi_int.c", "bruck_log2.c"),
+    # a ring that sends before it receives (a deadlock once MPI stops buffering), a Bruck that
+    # writes past the end of recvbuf
+    "real_send_first_overrun": ("ring_send_first.c", "bruck_overrun.c"),
+    # right results by other algorithms: a gather + broadcast as the ring (the kit's own
+    # algorithm: nothing), every rank sending straight to every other as Bruck (a third)
+    "real_wrong_algorithms": ("ring_gather_bcast.c", "ring_spread.c"),
+}
+
+
 def _edit_loop(gid, src):
     return "while True:\n    pass\n" + src if gid == "costs" else src
 
@@ -89,7 +106,7 @@ def _edit_ignore_sigint(gid, src):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mpicc.openmpi") is None, reason="Open MPI not installed")
-def test_grade_six_submissions(tmp_path):
+def test_grade_nine_submissions(tmp_path):
     course = Course(tmp_path)
     c_ring, c_bruck = SOL / "c_solutions" / "ring.c", SOL / "c_solutions" / "bruck.c"
 
@@ -102,7 +119,13 @@ def test_grade_six_submissions(tmp_path):
     submit("broken_c", solved_notebook("lab2"), DATA / "ring_deadlock.c", DATA / "bruck_segfault.c")
     submit("loops_forever", solved_notebook("lab2", _edit_loop), c_ring, c_bruck)
     submit("ignores_sigint", solved_notebook("lab2", _edit_ignore_sigint), c_ring, c_bruck)
+    for student, (ring, bruck) in REAL.items():
+        submit(student, solved_notebook("lab2"), DATA / ring, DATA / bruck)
     table, elapsed = course.grade("lab2")
+    for student in REAL:
+        print(student, {k: float(table.loc[student, k]) for k in FULL})
+        for gid in ("ring_correct", "bruck_correct"):
+            print("  ", gid, course.verdict(student, "lab2", gid).splitlines()[:3])
     assert_scores(table, EXPECTED, course, "lab2")
     assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert (course.root / "grades-lab2.csv").exists()
