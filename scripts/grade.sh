@@ -65,6 +65,11 @@ if confined:
           + (f" ({note})" if note else ""))
 else:
     print(f"grade.sh: student code and grading kernels are NOT confined: {note}")
+# a later section runs on the kit's compiled reference while a student's C task fails: the
+# kernels cannot read the answer key to build it, so it is built for them here
+from mpilab.grade import references
+for d in references.prepare_for_kernels():
+    print(f"grade.sh: compiled references for the later sections: {d}")
 PY
 nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
 if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then

@@ -166,6 +166,31 @@ def build_all(dest):
     return [build(name, dest) for name in REFERENCES]
 
 
+def prepare_for_kernels():
+    """Build every reference, from the answer key, where a grading kernel finds it; the grader
+    calls this before any student's turn (``scripts/grade.sh``).
+
+    A grading kernel cannot read the answer key, so it cannot build a reference on first use;
+    it sees ``c_reference/build/student`` (an instructor's checkout) or ``c_reference/build`` as
+    ``c_reference/build`` (:func:`mpilab.grade.allowlist.c_paths`). Both get the programs, built
+    again every time so that they follow the key. Returns the directories written, ``[]`` on the
+    student's side (no key; the programs are shipped there).
+    """
+    if any(key_source(name) is None for name in REFERENCES):
+        return []
+    dest = paths.build_dir(FLAVOUR) / "references"
+    programs = build_all(dest)
+    out = [dest]
+    student = paths.c_reference_dir() / "build" / "student" / FLAVOUR
+    if student.is_dir():
+        for prog in programs:
+            target = student / "references" / prog.parent.name
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(prog, target / prog.name)
+        out.append(student / "references")
+    return out
+
+
 def program_dir(name):
     """The directory holding the built reference of task ``name``: the shipped one, else one built
     from the answer key on first use.
@@ -221,7 +246,9 @@ def or_reference(name, c_file, run):
     )
     _warn_again(ref_caught)
     if ref_out is None:
-        raise AssertionError(f"{ref} did not run either: {ref_why}")
+        raise AssertionError(
+            f"{os.path.basename(os.fspath(c_file))}: {why}; and {ref} did not run either: {ref_why}"
+        )
     return ref_out
 
 
@@ -232,7 +259,7 @@ def _attempt(run, what):
         warnings.simplefilter("always")
         try:
             out = run(what)
-        except (AssertionError, harness.BuildError, LaunchError) as exc:
+        except (AssertionError, harness.BuildError, LaunchError, ToolMissing) as exc:
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     bad = [str(w.message) for w in caught if "left out" in str(w.message) or "SKIP" in str(w.message)]
     if why is None and bad:
