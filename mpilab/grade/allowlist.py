@@ -160,12 +160,15 @@ def key_paths():
 
 def c_paths(key=False):
     """The kit's C a process of the kit may need (``collbench``, ``pingpong``, ``timeline``, the
-    reference objects, ``c_reference/include``), as the student's side has it: where
-    ``c_reference/build`` holds the key's objects (an instructor's checkout), its
-    ``build/student`` (built without the key by ``make build``) is seen as ``c_reference/build``,
-    and nothing when that was not built; ``key``: the whole ``c_reference/build``."""
+    reference objects, ``c_reference/include``, the sources ``allgather/`` and ``trace/``), as
+    the student's side has it: where ``c_reference/build`` holds the key's objects (an
+    instructor's checkout), its ``build/student`` (built without the key by ``make build``) is
+    seen as ``c_reference/build``, and nothing when that was not built; ``key``: the whole
+    ``c_reference/build``."""
     ref = paths.c_reference_dir()
-    out = [str(ref / "include")] if (ref / "include").is_dir() else []
+    # the headers, and the kit's own sources a grading build copies in (the reference allgathers
+    # timed next to a student's, the tracer): the student's side of the kit, shipped as they are
+    out = [str(ref / d) for d in ("include", "allgather", "trace") if (ref / d).is_dir()]
     build, student = ref / "build", ref / "build" / "student"
     if key or not any((build / f / "obj" / "key").exists() for f in FLAVOURS):
         out += [str(build)] if build.is_dir() else []
