@@ -675,6 +675,23 @@ def test_the_kit_is_readable_only_when_named_and_the_key_only_for_the_judge(
     assert (out[True]["objects"], out[True]["ring"]) == ("True", "True")
 
 
+def test_a_grading_kernel_builds_lab_2s_harness_with_the_kits_reference_allgathers(
+    confined, course, tmp_path, built_flavour
+):
+    """Lab 2's benchmark (``bench.benchmark_c(..., reference=True)``) compiles the kit's own
+    allgathers next to the student's: a kernel's view (``read=kit_paths()``) has their sources."""
+    built_flavour("openmpi")
+    shutil.copy(paths.repo_root() / "solutions" / "lab2" / "c_solutions" / "ring.c", tmp_path / "ring.c")
+    code = (
+        "import os, shutil\nfrom mpilab.grade import harness\n"
+        "work = harness.build_allgather('ring.c', 'ring', 'openmpi', reference=True)\n"
+        "print(sorted(f for f in os.listdir(work) if f.endswith('.c')))\nshutil.rmtree(work)\n"
+    )
+    res = sandbox.run([sys.executable, "-c", code], cwd=tmp_path, timeout=300, read=sandbox.kit_paths())
+    assert res.ok, res.failure()
+    assert "'gather_bcast.c', 'pairwise.c'" in res.stdout
+
+
 def test_a_path_that_holds_the_kit_or_the_course_cannot_be_named(confined, course, tmp_path):
     for bad in (paths.repo_root(), paths.repo_root().parent, course, "/"):
         with pytest.raises(UsageError, match=f"a confined run may not read {re.escape(str(bad))}: it holds"):
