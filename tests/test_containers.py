@@ -134,13 +134,24 @@ def image():
     """``image(flavour, variant) -> Path``: builds (or reuses) that image the first time a test
     of this session asks for it, and rewrites the summary of what was built."""
     require_apptainer()
-    started, built, layers = time.strftime("%Y-%m-%d %H:%M"), {}, {}
+    started, built, layers, failed = time.strftime("%Y-%m-%d %H:%M"), {}, {}, {}
     version = run(["apptainer", "--version"]).stdout.strip()
 
     def get(flavour, variant):
+        if (flavour, variant) in failed:
+            # one build a session: a failed one is not tried again by every test that needs it
+            pytest.fail(
+                f"the {flavour} {variant} image did not build earlier in this session: "
+                f"{failed[(flavour, variant)]}",
+                pytrace=False,
+            )
         if (flavour, variant) not in built:
             t0 = time.monotonic()
-            built[(flavour, variant)], new = build_image(flavour, variant)
+            try:
+                built[(flavour, variant)], new = build_image(flavour, variant)
+            except (pytest.fail.Exception, subprocess.TimeoutExpired, AssertionError) as exc:
+                failed[(flavour, variant)] = str(exc)
+                raise
             layers.update({k: v for k, v in new.items() if k not in layers or v[0] is not None})
             lines = [
                 f"Apptainer images, {started}, {version}; {flavour} {variant} (with the layers "
