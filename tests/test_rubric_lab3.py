@@ -274,6 +274,26 @@ def test_the_harness_is_shipped():
         assert "hx_emit(c, comm, rc, regions, nr)" in Path(f).read_text()
 
 
+@pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
+@needs_openmpi
+@pytest.mark.parametrize(
+    "algorithm, c_file",
+    [("reduce_scatter", "reduce_scatter.c"), ("rabenseifner", "allreduce_rabenseifner.c")],
+)
+def test_the_keys_algorithms_are_the_algorithms_asked_for(algorithm, c_file):
+    """The schedule check reads a reduce-scatter's count as one block of p (its n is the whole
+    vector) and does not compare a case whose schedule would split an element (1 int over 2
+    ranks): the answer key's files pass every case, the schedule check included."""
+    key = SOL / c_file
+    runs = [Run("openmpi", 2), Run("openmpi", 8)]
+    from mpilab_key.rubrics import lab3
+
+    graded = next(v for v in lab3.RUBRIC.values() if getattr(v, "c_file", None) == c_file)
+    verdict = reductions.ReductionVerdict(c_file, algorithm, runs, graded.schedules)
+    cases = verdict.cases({}, _Ctx(key))
+    assert cases and all(c.passed for c in cases), [c.line() for c in cases if not c.passed]
+
+
 class _Ctx:
     def __init__(self, path):
         self.path = path

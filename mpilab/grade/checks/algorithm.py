@@ -148,7 +148,8 @@ def algorithm_cases(
     task : str
         What the lab asks, for the sentence about a library collective.
     nbytes : callable
-        ``nbytes(spec)``: the schedule's n of a case (bytes per block, of the message ...).
+        ``nbytes(spec, q)``: the schedule's n of a case on ``q`` ranks (bytes per block, of the
+        whole vector ...).
     options : callable
         ``options(spec)``: more keyword arguments of the schedule (the pipeline's segment size).
     inbound : callable, optional
@@ -225,12 +226,17 @@ def algorithm_cases(
 
     def expected(name, seen, q):
         spec = seen.spec
-        key = (name, q, nbytes(spec), root(spec, q), tuple(sorted(options(spec).items())))
+        n = nbytes(spec, q)
+        key = (name, q, n, root(spec, q), tuple(sorted(options(spec).items())))
         if key not in cache:
             try:
                 sched = schedules[name]
-                cache[key] = shapes.expected_sends(sched, q, nbytes(spec), root(spec, q), **options(spec))
+                cache[key] = shapes.expected_sends(sched, q, n, root(spec, q), **options(spec))
             except Exception:  # a schedule defined only for some P (powers of two): nothing to compare
+                cache[key] = None
+            if cache[key] and not _whole_elements(cache[key], getattr(spec, "size", 1)):
+                # the schedule would split an element (1 int over 2 ranks): real code cannot, so
+                # such a case says nothing about the algorithm
                 cache[key] = None
         return cache[key]
 
@@ -284,6 +290,16 @@ def algorithm_cases(
             weight=2 * weight,
         )
     ]
+
+
+def _whole_elements(sends, size):
+    """Whether every message size in ``sends`` (``{rank: [(peer, bytes)]}``, as
+    :func:`mpilab.grade.checks.shapes.expected_sends` gives) is a whole number of elements."""
+    size = size or 1
+    try:
+        return all(b % size == 0 for msgs in sends.values() for _, b in msgs)
+    except (AttributeError, TypeError, ValueError):
+        return True
 
 
 def _pow2(p):

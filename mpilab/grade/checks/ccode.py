@@ -156,7 +156,7 @@ class CFileVerdict(Verdict):
     def file_cases(self, path, observe):
         raise NotImplementedError
 
-    def nbytes(self, spec):
+    def nbytes(self, spec, q):
         return block_bytes(spec)
 
     def options(self, spec):

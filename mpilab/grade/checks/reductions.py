@@ -224,8 +224,10 @@ class ReductionVerdict(CFileVerdict):
     def file_cases(self, path, observe):
         return reduction_cases(path, self.algorithm, self.runs, observe=observe)
 
-    def nbytes(self, spec):
-        return spec.count * spec.size
+    def nbytes(self, spec, q):
+        # the schedules' n is the whole vector: a reduce-scatter's count is one block of q
+        whole = spec.count * spec.size
+        return whole * q if self.collective == "reduce_scatter" else whole
 
     def inbound(self, spec, q, rank):
         if not FUNCTIONS[self.algorithm][2]:
