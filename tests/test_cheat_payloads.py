@@ -57,8 +57,12 @@ def _verdicts(lab, payload):
     return out
 
 
+#: make test runs labs 0 and 2 (the %%px road, the C harness); the others run in make test-all.
+PARAMS = [pytest.param(lab, marks=() if lab in ("lab0", "lab2") else pytest.mark.extended) for lab in LABS]
+
+
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
-@pytest.mark.parametrize("lab", LABS)
+@pytest.mark.parametrize("lab", PARAMS)
 def test_dummies_score_nothing(lab):
     got = _verdicts(lab, lambda cell: {n: answers.encode(_dummy(n)) for n in cell.names})
     plt.close("all")
@@ -66,7 +70,7 @@ def test_dummies_score_nothing(lab):
 
 
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
-@pytest.mark.parametrize("lab", LABS)
+@pytest.mark.parametrize("lab", PARAMS)
 def test_forged_passes_score_nothing(lab):
     forged = {"kind": "text", "value": "PASS", "verdict": {"score": 99, "passed": True}}
     got = _verdicts(lab, lambda cell: {n: dict(forged) for n in cell.names})
