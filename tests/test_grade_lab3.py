@@ -78,12 +78,17 @@ def test_grade_four_submissions(tmp_path, monkeypatch):
     assert sorted(p.name for p in collected.iterdir()) == sorted(["lab3.ipynb", "timestamp.txt", *FILES])
     assert table.loc["solution", "max"] == 13 + 8  # 13 autograded, 8 by hand
     wrong = html.unescape(course.feedback("wrong_reduce_scatter", "lab3"))
-    assert "Open MPI, P = 3, int: count=1: rank 1: recvbuf[0] is" in wrong
+    assert (
+        "Open MPI, P = 3, int (count=1), double (count=1), in-place (count=1): rank 1: recvbuf[0] is" in wrong
+    )
     # halves of 3 and 2 ranks: the sub-communicator fails too; 39 failed cases: past 12 lines, a count
-    assert "Open MPI, P = 5, sub-communicator: count=1: rank" in wrong
+    assert "Open MPI, P = 5, sub-communicator (count=1): rank 1 of its half (world rank 2)" in wrong
     assert "more lines of failed cases" in wrong
     dead = html.unescape(course.feedback("two_level_deadlock", "lab3"))
-    assert "Open MPI, P = 2, int: count=1: no result after 7 s — a deadlock?" in dead
+    assert (
+        "Open MPI, P = 2, int (count=1), double (count=1): no result after 7 s — every rank is in MPI_Recv"
+        in dead
+    )
     assert "the simulator found every rank waiting for a message nobody sends" in dead
     assert "the study's correctness check failed at P = 20" in dead
     assert "it runs on the kit's compiled allreduce_two_level (lab3, no source) instead" in dead
