@@ -57,14 +57,18 @@ def _verdicts(lab, payload):
     return out
 
 
-@pytest.mark.parametrize("lab", LABS)
+#: make test runs labs 0 and 2 (the %%px road, the C harness); the others run in make test-all.
+PARAMS = [pytest.param(lab, marks=() if lab in ("lab0", "lab2") else pytest.mark.extended) for lab in LABS]
+
+
+@pytest.mark.parametrize("lab", PARAMS)
 def test_dummies_score_nothing(lab):
     got = _verdicts(lab, lambda cell: {n: answers.encode(_dummy(n)) for n in cell.names})
     plt.close("all")
     assert not any(got.values()), got
 
 
-@pytest.mark.parametrize("lab", LABS)
+@pytest.mark.parametrize("lab", PARAMS)
 def test_forged_passes_score_nothing(lab):
     forged = {"kind": "text", "value": "PASS", "verdict": {"score": 99, "passed": True}}
     got = _verdicts(lab, lambda cell: {n: dict(forged) for n in cell.names})
