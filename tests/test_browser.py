@@ -279,10 +279,17 @@ def test_a_check_warns_when_the_c_file_has_unsaved_edits(jupyter_lab, tmp_path):
         cells = page.locator(".jp-Notebook .jp-Cell")
         run_cell(sync_api, page, cells.filter(has_text="labs.checker").first)
         check = cells.filter(has_text='check("ring_correct")').first
+        # each cell run replaces the warning: this cell's is the one whose id was not on screen
+        # before it ran (the one it replaces can linger a moment before its exit class comes)
+        warnings = page.locator(".Toastify__toast:not([class*='exit'])", has_text="ring.c has unsaved edits")
+        sync_api.expect(warnings).to_have_count(1, timeout=30_000)  # the first cell's warning
+        before = page.eval_on_selector_all(".Toastify__toast", "ts => ts.map(t => t.id)")
         run_cell(sync_api, page, check)
-        # each cell run replaces the warning: the one not sliding out is this cell's
-        toast = page.locator(".Toastify__toast:not([class*='exit'])", has_text="ring.c has unsaved edits")
+        toast = warnings
+        for old in before:
+            toast = toast.and_(page.locator(f":not([id='{old}'])"))
         sync_api.expect(toast).to_be_visible(timeout=30_000)
+        sync_api.expect(warnings).to_have_count(1, timeout=30_000)  # the earlier one went away
         warning = toast.inner_text()
         page.wait_for_timeout(1000)  # the toast slides in
         page.screenshot(path=str(ROOT / "test-output" / "browser" / "unsaved-warning.png"))
