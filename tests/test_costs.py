@@ -10,12 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import sympy
-from sympy.parsing.sympy_parser import (
-    convert_xor,
-    implicit_multiplication_application,
-    parse_expr,
-    standard_transformations,
-)
 
 from mpilab.core import paths
 from mpilab.core.errors import UsageError
@@ -268,28 +262,151 @@ def test_check_rejects_unknown_symbols_and_code():
     assert not r.equal
 
 
+# --- the allow-list parser: what students write is read, nothing else is --------------------------
+
+k = sympy.Symbol("k", positive=True)
+RING = (p - 1) * (a + n * b)
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("(p-1)*(a + n*b)", RING),
+        ("(p-1)(α+nβ)", RING),
+        ("(p − 1)·α + (p − 1)·n·β", RING),
+        ("(p-1)×alpha + (p-1)×n×beta", RING),
+        ("p(α + nβ) - α - nβ", RING),
+        ("2n", 2 * n),
+        ("2 n beta", 2 * n * b),
+        ("n/2β", n * b / 2),
+        ("1/2 p", p / 2),
+        ("p²α", p**2 * a),
+        ("p**2*alpha", p**2 * a),
+        ("p^2 α", p**2 * a),
+        ("-p^2", -(p**2)),
+        ("2^-1 α", a / 2),
+        ("⌈log2 p⌉·α + (p−1)·n·β", sympy.ceiling(sympy.log(p, 2)) * a + (p - 1) * n * b),
+        ("ceil(log2(p))*alpha + (p-1)*n*beta", sympy.ceiling(sympy.log(p, 2)) * a + (p - 1) * n * b),
+        ("ceiling(log(p, 2))*alpha", sympy.ceiling(sympy.log(p, 2)) * a),
+        ("ceil log2 p α", sympy.ceiling(sympy.log(p, 2)) * a),
+        ("log(p)/log(2)*alpha", sympy.log(p, 2) * a),
+        ("⌊log2 p⌋ a", sympy.floor(sympy.log(p, 2)) * a),
+        ("sqrt((p - 2)*n*beta/alpha)", sympy.sqrt((p - 2) * n * b / a)),
+        ("(p-1)*(alpha + min(n, s)*beta)", (p - 1) * (a + sympy.Min(n, costs.s) * b)),
+        ("3 × (p − 1) ÷ 2 α", sympy.Rational(3, 2) * (p - 1) * a),
+        ("1.5e3 α + .5β", 1500 * a + b / 2),
+        (str(2 * (p - 1) * a + (p - 1) * (p + 1) * n * b), 2 * (p - 1) * a + (p - 1) * (p + 1) * n * b),
+    ],
+)
+def test_the_forms_students_write_are_read(text, want):
+    assert sympy.simplify(costs.parse(text) - want) == 0, text
+
+
+def test_a_labs_own_symbol_is_read_when_the_lab_allows_it():
+    """Lab 6's segmented pipeline written with k segments: (p + k - 2)(α + nβ/k)."""
+    got = costs.parse("(p+k-2)(α+nβ/k)", {**costs.SYMBOLS, "k": k})
+    assert sympy.simplify(got - (p + k - 2) * (a + n * b / k)) == 0
+    with pytest.raises(UsageError, match="the name 'k' at character 4 is not allowed; valid: .*alpha"):
+        costs.parse("(p+k-2)(α+nβ/k)")
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("log2.__globals__['__builtins__']['exec']('import os')", "'.' at character 5"),
+        ("__import__('os').system('true')", "'_' at character 1"),
+        ("(lambda: 1)()", "the name 'lambda'"),
+        ("p[0]", "'[' at character 2"),
+        ("'p'", "a quote (')"),
+        ("p; q", "';' at character 2"),
+        ("exp(p)", "the name 'exp'"),
+        ("p2", "the name 'p2'"),
+        ("gamma*p", "the name 'gamma'"),
+        ("9^9^9", "the exponent 387420489"),
+        ("2^100000", "the exponent 100000"),
+        ("1" * 50, "a number of 50 characters"),
+        ("(" * 100 + "p" + ")" * 100, "nested deeper than"),
+        ("log(p, 2, 3)", "takes 1 or 2 argument"),
+        ("ceil", "ceil at character 1 has no argument"),
+        ("(p - 1", "a ')' is missing"),
+        ("p +", "ends where an operand should come"),
+        ("", "is empty"),
+        ("p" * 3000, "at most 2000"),
+    ],
+)
+def test_anything_else_is_refused_naming_it(text, named):
+    with pytest.raises(UsageError) as err:
+        costs.parse(text)
+    assert named in str(err.value), str(err.value)
+    assert "valid" in str(err.value) or "at most" in str(err.value)
+
+
+def test_the_parser_runs_nothing(tmp_path, monkeypatch):
+    """The escape that parse_expr ran (code in the grader, as root) is text like any other."""
+    monkeypatch.chdir(tmp_path)
+    payload = "log2.__globals__['__builtins__']['exec'](\"open('ran', 'w')\", log2.__globals__)"
+    for value in (payload, [payload], {"cost": payload}, (payload,)):
+        with pytest.raises(UsageError):
+            costs.expression(value)
+        with pytest.raises(UsageError):
+            costs.evaluate_expression(value, 4, 8, 1.0, 0.001)
+        assert not costs.check_expression(value, "allgather", "ring").equal
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (["(p-1)*alpha"], "got a list: hand in one expression"),
+        ({"ring": "(p-1)*alpha"}, "got a dict"),
+        (True, "got a bool"),
+        (None, "no answer yet"),
+        (float("inf"), "not a finite number"),
+        (sympy.Function("f")(p), "f is not allowed"),
+        (sympy.sin(p) * a, "sin is not allowed"),
+        (sympy.Symbol("gamma") * a, "unknown symbol(s) gamma"),
+    ],
+)
+def test_only_text_numbers_and_allowed_sympy_become_expressions(value, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        costs.expression(value)
+
+
+def test_numbers_and_sympy_answers_pass_through():
+    assert costs.expression(3) == 3 and costs.expression(np.float64(0.5)) == sympy.Float(0.5)
+    x = sympy.Symbol("p")  # no assumptions: replaced by the table's p
+    assert costs.expression((x - 1) * sympy.Symbol("alpha")) == (p - 1) * a
+
+
+def test_random_text_is_read_or_refused_never_crashes():
+    """Token soup from everything the parser knows and some it does not: every outcome is an
+    expression or a UsageError (no ZeroDivisionError, TypeError, RecursionError...)."""
+    import random  # only this test draws random text
+
+    tokens = ["p", "n", "α", "β", "s", "2", "0", "0.0", "1.5", "(", ")", "⌈", "⌉", "+", "-", "−", "*", "/"]
+    tokens += ["^", "**", "log", "log2", "ceil", "min", ",", "²", " ", "1e5", "nβ", "x", ".", "'", "_"]
+    rng = random.Random(27)
+    read = 0
+    for _ in range(5000):
+        text = "".join(rng.choice(tokens) for _ in range(rng.randint(1, 14)))
+        try:
+            costs.parse(text)
+            read += 1
+        except UsageError:
+            pass
+    assert read > 100  # the soup is not all refused
+
+
 # --- the C headers and the registry state the same costs ----------------------------------------
 
 N = sympy.Symbol("N", positive=True)  # the headers' n: bytes gathered on each process = p*n
-_HEADER_NAMES = {
-    "p": p,
-    "n": N,
-    "alpha": a,
-    "beta": b,
-    "log2": lambda x: sympy.log(x, 2),
-    "ceil": sympy.ceiling,
-    "floor": sympy.floor,
-    "min": sympy.Min,
-    **{k: sympy.Symbol(k) for k in ("q", "e", "L", "f")},
-}
-_TRANSFORMS = standard_transformations + (implicit_multiplication_application, convert_xor)
+_HEADER_SYMBOLS = {"p": p, "n": N, "alpha": a, "beta": b, **{x: sympy.Symbol(x) for x in "qeLf"}}
 
 
 def header_expr(text):
-    """Parse a cost as the C headers write it (·, α, β, 'log2 p', implicit products)."""
-    text = text.replace("·", "*").replace("α", " alpha ").replace("β", " beta ")
-    text = re.sub(r"log2 (\w)", r"log2(\1)", text)
-    return parse_expr(text, local_dict=dict(_HEADER_NAMES), transformations=_TRANSFORMS)
+    """Read a cost as the C headers write it (·, α, β, 'log2 p', implicit products), with the
+    same allow-list parser as students' answers."""
+    return costs.parse(text, _HEADER_SYMBOLS)
 
 
 def cost_block(path):
@@ -329,7 +446,7 @@ def test_student_reference_headers_leave_the_cost_to_the_lab(path):
     for line in block:
         try:
             expr = header_expr(re.split(r"\s{2,}", line)[0])
-        except Exception:
+        except UsageError:
             continue
         assert not costs.check_expression(expr.subs(N, p * n), "allgather", path.stem).equal, line
     assert KEY_FILES and {f.stem for f in KEY_FILES}.isdisjoint(f.stem for f in STUDENT_FILES)

@@ -20,9 +20,11 @@ import numbers
 import numpy as np
 import pandas as pd
 import sympy
+from sympy.core.assumptions import _assume_defined
 from sympy.functions.elementary.piecewise import ExprCondPair
 
 from mpilab.core.errors import UsageError
+from mpilab.model import expressions
 
 #: The MIME type of an answer output.
 MIME = "application/vnd.mpilab.answer+json"
@@ -293,6 +295,10 @@ SYMPY_CONSTANTS = {
 }
 
 
+#: The assumptions a symbol may carry (sympy's own names: positive, integer, ...).
+ASSUMPTIONS = frozenset(_assume_defined)
+
+
 def safe_sympy(text):
     """Rebuild a sympy expression from its ``srepr`` text, allowing only :data:`SYMPY_CLASSES`.
 
@@ -309,9 +315,18 @@ def safe_sympy(text):
         raise BadAnswer(f"the expression is longer than {MAX_SREPR} characters")
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise BadAnswer("the expression cannot be read back") from None
     return _build(tree.body, 0)
+
+
+def _number_or_expr(v):
+    """A rebuilt argument as a sympy object (numbers converted, nothing else)."""
+    if isinstance(v, sympy.Basic):
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise expressions.ExpressionError(f"{v!r} as a power's argument")
+    return sympy.Integer(v) if isinstance(v, int) else sympy.Float(v)
 
 
 def _build(node, depth):
@@ -340,11 +355,14 @@ def _build(node, depth):
         kwargs = {}
         for kw in node.keywords:
             value = _build(kw.value, depth + 1)
-            if name != "Symbol" or not isinstance(value, bool):
+            if name != "Symbol" or not isinstance(value, bool) or kw.arg not in ASSUMPTIONS:
                 raise BadAnswer(f"{name}({kw.arg}=...) is not allowed in a cost expression")
             kwargs[kw.arg] = value
-        if name == "Pow" and len(args) == 2 and isinstance(args[1], sympy.Number) and abs(args[1]) > 1000:
-            raise BadAnswer("an exponent in the expression is too large")
+        if name == "Pow" and len(args) == 2:
+            try:
+                return expressions.power(*map(_number_or_expr, args))
+            except expressions.ExpressionError as exc:
+                raise BadAnswer(f"{exc} is not allowed in a cost expression") from None
         if name == "Symbol" and (len(args) != 1 or not isinstance(args[0], str)):
             raise BadAnswer("a symbol must be named by one string")
         if name in ("Integer", "Rational", "Float") and not all(

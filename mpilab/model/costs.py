@@ -40,21 +40,17 @@ side, :mod:`mpilab.core.key`); a student's own go in with :func:`register`.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
 import sympy
-from sympy.parsing.sympy_parser import (
-    convert_xor,
-    implicit_multiplication_application,
-    parse_expr,
-    standard_transformations,
-)
 
 from mpilab.core import key
 from mpilab.core.errors import UsageError, one_of
+from mpilab.model import expressions
 
 p, n, alpha, beta, s = sympy.symbols("p n alpha beta s", positive=True)
 SYMBOLS = {"p": p, "n": n, "alpha": alpha, "beta": beta, "s": s}
@@ -194,9 +190,9 @@ def register(collective, name, expr, n=None, source="registered", domain="any p"
     """
     if domain not in DOMAINS:
         raise one_of("domain", domain, DOMAINS)
-    expr = parse(expr) if isinstance(expr, str) else only_allowed(expr, str(expr))
+    expr = expression(expr)
     if exact is not None:
-        exact = parse(exact) if isinstance(exact, str) else only_allowed(exact, str(exact))
+        exact = expression(exact)
     e = Cost(expr, n or (PER_RANK if collective == "allgather" else BUFFER), source, domain, exact)
     _REGISTERED[(collective, name)] = e
     table()[(collective, name)] = e
@@ -305,7 +301,7 @@ def evaluate_expression(expr, nprocs, nbytes, alpha_us, beta_us_per_byte, segmen
     -------
     numpy.ndarray or float
     """
-    expr = parse(expr) if isinstance(expr, str) else only_allowed(expr, str(expr))
+    expr = expression(expr)
     f = sympy.lambdify((p, n, alpha, beta, s), expr, modules=_NUMERIC)
     pv = np.asarray(nprocs, dtype=float)
     nv = np.asarray(nbytes, dtype=float)
@@ -384,60 +380,71 @@ class CheckResult:
         return self.equal
 
 
-_TRANSFORMS = standard_transformations + (implicit_multiplication_application, convert_xor)
-_ALLOWED_FUNCS = {
-    "log": sympy.log,
-    "ceiling": sympy.ceiling,
-    "ceil": sympy.ceiling,
-    "floor": sympy.floor,
-    "sqrt": sympy.sqrt,
-    "log2": lambda x: sympy.log(x, 2),
-    "Rational": sympy.Rational,
-    "Integer": sympy.Integer,
-    "Float": sympy.Float,
-}
+def parse(text, symbols=None):
+    """Read a cost written as text by an allow-list (:mod:`mpilab.model.expressions`): numbers,
+    the symbols p, n, alpha (α, a), beta (β, b), s, ``+ - * / ^`` and their Unicode forms,
+    parentheses, ⌈ ⌉ ⌊ ⌋ and log, log2, ln, ceil, floor, sqrt, min, max. ``2n``, ``(p-1)(α+nβ)``
+    and ``log2 p`` multiply and apply as on paper. Nothing in the text is evaluated.
 
-
-def parse(text):
-    """Parse a cost written as text, allowing only the symbols p, n, alpha, beta, s.
+    Parameters
+    ----------
+    text : str
+    symbols : dict, optional
+        ``{name: sympy.Symbol}`` allowed instead of :data:`SYMBOLS` (e.g. with a lab's ``k``).
 
     Raises
     ------
     UsageError
-        Unparseable text, or a name that is not an allowed symbol or function.
+        Text that holds anything else (the message names it and says what is allowed).
     """
-    local = dict(SYMBOLS)
-    local.update(_ALLOWED_FUNCS)
-    local.update({"a": alpha, "b": beta, "α": alpha, "β": beta})
-    try:
-        expr = parse_expr(
-            str(text),
-            local_dict=local,
-            global_dict={"__builtins__": {}, "Symbol": sympy.Symbol, "Function": sympy.Function, **local},
-            transformations=_TRANSFORMS,
-        )
-    except Exception as exc:  # sympy raises many kinds for bad text
-        raise UsageError(
-            f"cannot read {text!r} as a cost expression ({exc}); write it with "
-            f"p, n, alpha, beta (and s), e.g. 3*(p - 1)*alpha + 2*n*beta"
-        ) from None
-    return only_allowed(expr, text)
+    return expressions.parse(text, SYMBOLS if symbols is None else symbols)
 
 
-def only_allowed(expr, shown):
-    """``expr`` with its symbols replaced by the table's of the same name.
+def expression(value, symbols=None):
+    """Any answer as a cost expression in the table's symbols: text (:func:`parse`), a number, or
+    a sympy expression made of allowed parts (:func:`only_allowed`). Nothing else is converted:
+    a list, a dict or any other object is refused, never evaluated.
 
     Raises
     ------
     UsageError
-        A symbol that is not one of :data:`SYMBOLS` (``shown`` names the expression).
+        No answer, an answer of another kind, or one that is not allowed (the message says which).
     """
-    expr = sympy.sympify(expr)
-    by_name = {str(k): v for k, v in SYMBOLS.items()}
+    if value is None or value is Ellipsis:
+        raise UsageError("no answer yet: give an expression in p, n, alpha, beta")
+    if isinstance(value, str):
+        return parse(value, symbols)
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        v = float(value)
+        if not math.isfinite(v):
+            raise UsageError(f"the cost {value!r} is not a finite number")
+        return sympy.Integer(int(v)) if v.is_integer() and abs(v) < 2**53 else sympy.Float(v)
+    if isinstance(value, sympy.Basic):
+        return only_allowed(value, str(value)[:200], symbols)
+    raise UsageError(
+        "a cost is an expression or its text, e.g. (p - 1)*(alpha + n*beta); got "
+        + expressions.with_article(type(value).__name__)
+        + (": hand in one expression, not a list of them" if isinstance(value, (list, tuple)) else "")
+    )
+
+
+def only_allowed(expr, shown, symbols=None):
+    """``expr`` (a sympy expression) with its symbols replaced by the table's of the same name.
+
+    Raises
+    ------
+    UsageError
+        ``expr`` is not a sympy expression, holds a node that is not allowed
+        (:func:`mpilab.model.expressions.check_tree`), or a symbol that is not one of
+        :data:`SYMBOLS` (``shown`` names the expression).
+    """
+    symbols = SYMBOLS if symbols is None else symbols
+    expressions.check_tree(expr, shown)
+    by_name = {str(k): v for k, v in symbols.items()}
     expr = expr.subs({sym: by_name[str(sym)] for sym in expr.free_symbols if str(sym) in by_name})
-    extra = sorted(str(x) for x in expr.free_symbols if x not in SYMBOLS.values())
+    extra = sorted(str(x) for x in expr.free_symbols if x not in symbols.values())
     if extra:
-        raise UsageError(f"unknown symbol(s) {', '.join(extra)} in {shown!r}; valid: {', '.join(SYMBOLS)}")
+        raise UsageError(f"unknown symbol(s) {', '.join(extra)} in {shown!r}; valid: {', '.join(symbols)}")
     return expr
 
 
@@ -481,7 +488,7 @@ def check_expression(student, collective, name, points=None):
     if student is None or student is Ellipsis:
         return CheckResult(False, "no answer: give an expression in p, n, alpha, beta")
     try:
-        got = parse(student) if isinstance(student, str) else only_allowed(student, str(student))
+        got = expression(student)
     except UsageError as exc:
         return CheckResult(False, str(exc), want, None)
     try:

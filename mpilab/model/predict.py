@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import sympy
 
 from mpilab.core.errors import UsageError
 from mpilab.model import costs
@@ -92,7 +91,7 @@ def predict(name, expressions, nprocs, sizes, alpha_us, beta_us_per_byte, segmen
     for algo, e in expressions.items():
         if e is None or e is Ellipsis:
             raise UsageError(f"no expression for {algo!r} yet: give its cost first")
-        parsed[algo] = costs.parse(e) if isinstance(e, str) else costs.only_allowed(sympy.sympify(e), str(e))
+        parsed[algo] = costs.expression(e)
     rows = [
         dict(
             algorithm=a,

@@ -116,9 +116,7 @@ def _functions(costs, collective):
             continue
         if c is None or c is Ellipsis:
             raise UsageError(f"no expression for {nm!r} yet: give its cost first")
-        expr = (
-            cost_table.parse(c) if isinstance(c, str) else cost_table.only_allowed(sympy.sympify(c), str(c))
-        )
+        expr = cost_table.expression(c)
         f = sympy.lambdify(
             (cost_table.p, cost_table.n, cost_table.alpha, cost_table.beta, cost_table.s),
             expr,

@@ -20,20 +20,17 @@ ALPHA, BETA, SEGMENT = sympy.Rational(3, 2), sympy.Rational(1, 1000), 8192
 
 
 def to_expression(answer):
-    """The answer as a sympy expression in the table's symbols.
+    """The answer as a sympy expression in the table's symbols (:func:`mpilab.model.costs.expression`:
+    text is read by an allow-list, nothing is evaluated).
 
     Raises
     ------
     ValueError
         No answer, unreadable text, or unknown symbols (the message says which).
     """
-    if answer is None or answer is Ellipsis:
-        raise ValueError("no answer yet: give an expression in p, n, alpha, beta")
     try:
-        if isinstance(answer, str):
-            return costs.parse(answer)
-        return costs.only_allowed(sympy.sympify(answer), str(answer))
-    except (costs.UsageError, sympy.SympifyError, TypeError) as exc:
+        return costs.expression(answer)
+    except costs.UsageError as exc:
         raise ValueError(str(exc)) from None
 
 
