@@ -144,7 +144,7 @@ def test_ranking_verdict_tolerates_median_and_near_ties(no_spot_check):
     assert missing.score == 1.5 and "it should order" in missing.text()
 
 
-def test_plot_counts_only_with_the_data():
+def test_plot_counts_only_with_the_data(no_spot_check):
     fig, axes = plt.subplots(1, 2)
     for ax, coll in zip(axes, ("bcast", "reduce")):
         for name, sub in FIXED[FIXED.collective == coll].groupby("algorithm"):
@@ -188,3 +188,14 @@ def test_a_table_made_up_fails_the_spot_check(built_flavour, tmp_path):
         mine.assign(avg_us=mine.avg_us * 0.5), "fixed", rubric.PLATFORM, rubric.CFG, rubric.SPOT
     )
     assert not doctored.passed and "bcast binomial at P = 16, 1024 B" in doctored.message
+    # the plot of a made-up table earns nothing: the panel is gated like the analysis
+    halved = FIXED.assign(avg_us=FIXED.avg_us * 0.5)
+    fig, axes = plt.subplots(1, 2)
+    for ax, coll in zip(axes, ("bcast", "reduce")):
+        for name, sub in halved[halved.collective == coll].groupby("algorithm"):
+            ax.plot(sub["nprocs"], sub["avg_us"], label=name)
+        ax.set(yscale="log", xlabel="P", ylabel="latency (us)")
+        ax.legend()
+    v = judged("plot_bcast", fig=fig, fixed=halved)
+    assert v.score == 0 and "is your simulation" in v.text(), v.text()
+    plt.close("all")

@@ -158,10 +158,11 @@ def k_simulated_case(answer, sweep, platform, nprocs, nbytes, alpha_us, beta_us_
     )
 
 
-def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
+def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True, where=None):
     """One case: the sweep's rows at (``platform``, ``nprocs``) are what the grader's own SMPI run
     of the submitted ``pipeline.c`` gives (SMPI is deterministic: the times agree to the
-    harness's printed precision, 0.001 µs; 0.01 µs is allowed)."""
+    harness's printed precision, 0.001 µs; 0.01 µs is allowed). ``where`` is the platform to
+    simulate on when ``platform`` only names it in the sweep (a generated topology's file)."""
     name = f"your sweep is what your pipeline.c gives ({platform}, P = {nprocs})"
     if c_file is None:
         return Case(name, False, "pipeline.c is not in the submission", hidden=hidden)
@@ -175,7 +176,7 @@ def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
             sizes=(nbytes,),
             segsizes=segsizes,
             flavour="smpi",
-            platform=platform,
+            platform=platform if where is None else where,
             native=False,
         )
     except AssertionError as exc:
