@@ -43,6 +43,7 @@ else:
 PY
 nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
 if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
+    python -m mpilab.grade.intake archives "$assignment"
     nbgrader zip_collect "$assignment" --force --log-level=WARN
 fi
 [ -d submitted ] || { echo "grade.sh: no submissions in $course/submitted/<student>/$assignment/" >&2; exit 2; }
@@ -62,6 +63,13 @@ for dir in submitted/*/"$assignment"; do
     student=$(basename "$(dirname "$dir")")
     start=$(date +%s)
     rc=0
+    # what is not a regular file or a folder, or too large, moves to refused/ (mpilab.grade.intake)
+    # an unscreened submission is never graded (fail closed): nbgrader would follow its links
+    if ! python -m mpilab.grade.intake before "$assignment" "$student"; then
+        echo "grade.sh: intake of $student failed (see above); not graded; continuing" >&2
+        echo "$student,$(( $(date +%s) - start )),intake failed" >> "autograde-times-$assignment.csv"
+        continue
+    fi
     # shellcheck disable=SC2086 # $isolate is a command prefix or nothing
     timeout --signal=$stop --kill-after=10 "$limit" $isolate nbgrader autograde "$assignment" --student "$student" \
         --create --force --log-level=WARN || rc=$?
@@ -75,6 +83,7 @@ for dir in submitted/*/"$assignment"; do
         *)  status="failed (exit $rc)"
             echo "grade.sh: autograde of $student failed (exit $rc); continuing" >&2 ;;
     esac
+    python -m mpilab.grade.intake after "$assignment" "$student" "$status" || echo "grade.sh: no intake notes for $student" >&2
     echo "$student,$(( $(date +%s) - start )),$status" >> "autograde-times-$assignment.csv"
 done
 nbgrader generate_feedback "$assignment" --force --log-level=WARN \
