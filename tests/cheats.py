@@ -294,8 +294,9 @@ for _pid in (os.getppid(), 1):
 """,
     # a cost handed in as text that escapes to exec through a function's globals, and a list of
     # such strings (sympify evaluates each): code in the grader, as root, passing every case
-    "cost_text": Technique(_every_answer(repr(COST_TEXT)), says="is not allowed in"),
-    "cost_list": Technique(_every_answer(repr([COST_LIST_ITEM])), says="not a list"),
+    # (no `says`: a lab without cost answers, like lab 0, has no message to show)
+    "cost_text": Technique(_every_answer(repr(COST_TEXT))),
+    "cost_list": Technique(_every_answer(repr([COST_LIST_ITEM]))),
     # files that are not files: links to the solution notebook, /etc/shadow, /etc, the key
     "symlinks": Technique(files=_not_files, says="symbolic link"),
     # /dev/zero behind a file's name, a FIFO, a socket, a device node
