@@ -70,4 +70,8 @@ c.Autograde.exclude_overwriting = {
 # e.g. lab3_alice_b_attempt_2026-11-20-10-00-00_allreduce_two_level.c (student alice_b); the
 # collector (mpilab/grade/lms.py) anchors on the timestamp and reads it, so a later attempt wins.
 c.ZipCollectApp.collector_plugin = "mpilab.grade.lms.BlackboardCollector"
+# nbgrader collect copies from the exchange following links (a student's ring.c -> a file only the
+# instructor can read): this one copies regular files and folders only (mpilab.grade.intake), and
+# scripts/grade.sh moves anything else out of each submission before autograde.
+c.ExchangeFactory.collect = "mpilab.grade.intake.SafeCollect"
 c.FileNameCollectorPlugin.valid_ext = [".ipynb", ".c", ".csv", ".txt"]  # notebooks, C files, results

@@ -73,6 +73,7 @@ for d in references.prepare_for_kernels():
 PY
 nbgrader generate_assignment "$assignment" --create --force --log-level=WARN
 if [ -d "downloaded/$assignment/archive" ] && [ -n "$(ls -A "downloaded/$assignment/archive")" ]; then
+    python -m mpilab.grade.intake archives "$assignment"
     nbgrader zip_collect "$assignment" --force --log-level=WARN
 fi
 fi
@@ -94,6 +95,14 @@ grade_one() {
     student=$1
     start=$(date +%s)
     rc=0
+    # what is not a regular file or a folder, or too large, moves to refused/ (mpilab.grade.intake)
+    # an unscreened submission is never graded (fail closed): nbgrader would follow its links
+    # (in every mode: serial, and in each SLURM array task before its nbgrader run)
+    if ! python -m mpilab.grade.intake before "$assignment" "$student"; then
+        echo "grade.sh: intake of $student failed (see above); not graded; continuing" >&2
+        python -m mpilab.grade.batch record "$course" "$assignment" "$student" "$(( $(date +%s) - start ))" "intake failed"
+        return 1
+    fi
     # shellcheck disable=SC2086 # $isolate is a command prefix or nothing
     timeout --signal=$stop --kill-after=10 "$limit" $isolate nbgrader autograde "$assignment" --student "$student" \
         --create --force --log-level=WARN || rc=$?
@@ -107,6 +116,8 @@ grade_one() {
         *)  status="failed (exit $rc)"
             echo "grade.sh: autograde of $student failed (exit $rc); continuing" >&2 ;;
     esac
+    # what the intake refused, or why nothing was graded, goes into the student's feedback
+    python -m mpilab.grade.intake after "$assignment" "$student" "$status" || echo "grade.sh: no intake notes for $student" >&2
     python -m mpilab.grade.batch record "$course" "$assignment" "$student" "$(( $(date +%s) - start ))" "$status"
     [ "$status" = ok ]
 }

@@ -4,7 +4,9 @@ in scores 0 on every judged lab's automatic cells.
 tests/test_cheating.py grades the cheating notebooks end to end (minutes per lab); whatever a
 kernel does, all that reaches the trusted grader is its payloads: the dummies the cheats define
 (None, empty tables, blank figures) and forged payloads that claim a pass. This test hands both
-to each rubric directly, with the cell's real answer names (a forger who read the notebook).
+to each rubric directly, with the cell's real answer names (a forger who read the notebook), and
+the cheats' cost payloads (text that escaped parse_expr to exec, strings sympify evaluated) in
+every answer.
 """
 
 import importlib.util
@@ -15,10 +17,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from cheats import COST_LIST_ITEM, COST_TEXT  # noqa: E402
 from course import ROOT  # noqa: E402
 from test_cheating import _automatic  # noqa: E402
 
 from mpilab.grade import answers, judge  # noqa: E402
+from mpilab.grade.cases import CellVerdict  # noqa: E402
 from mpilab.grade.labs import cells  # noqa: E402
 
 LABS = sorted(
@@ -74,4 +78,16 @@ def test_dummies_score_nothing(lab):
 def test_forged_passes_score_nothing(lab):
     forged = {"kind": "text", "value": "PASS", "verdict": {"score": 99, "passed": True}}
     got = _verdicts(lab, lambda cell: {n: dict(forged) for n in cell.names})
+    assert not any(got.values()), got
+
+
+@pytest.mark.parametrize("lab", LABS)
+@pytest.mark.parametrize("payload", [COST_TEXT, [COST_LIST_ITEM]], ids=["text", "list"])
+def test_cost_payloads_are_data_in_every_answer(lab, payload, tmp_path, monkeypatch):
+    """Every answer of every cell is the escape: it scores nothing, and its code never runs
+    (it would patch CellVerdict.to_dict and leave a file in MPILAB_COURSE_ROOT)."""
+    monkeypatch.setenv("MPILAB_COURSE_ROOT", str(tmp_path))
+    to_dict = CellVerdict.to_dict
+    got = _verdicts(lab, lambda cell: {n: answers.encode(payload) for n in cell.names})
+    assert CellVerdict.to_dict is to_dict and not list(tmp_path.iterdir())
     assert not any(got.values()), got

@@ -10,12 +10,14 @@ submitted files are exactly as they were. Every lab's solution gets full marks i
 tests/test_grade_<lab>.py; executing each solution notebook again here would double the suite's time.
 """
 
+import contextlib
 import importlib.util
+import os
 import shutil
 import subprocess
 
 import pytest
-from cheats import C_TECHNIQUES, TECHNIQUES, cheating_c_files, cheating_notebook, tree_digest
+from cheats import C_TECHNIQUES, TECHNIQUES, Technique, cheating_c_files, cheating_notebook, tree_digest
 from course import ROOT, Course, released_notebook, solved_notebook
 
 #: The lab whose victim is the solution (the others' victim is the untouched release).
@@ -32,7 +34,10 @@ SAYS = {
     # lines printed and the program ended at once: refused before it runs
     "c_forged": "calls _exit (process control), which an algorithm file may not use",
     "c_library": "asks you to build",
+    **{t: v.says for t, v in TECHNIQUES.items() if isinstance(v, Technique) and v.says},
 }
+#: The size of the tmpfs a course is graded on when a technique would fill a disk unchecked.
+CAPPED_SIZE = "2g"
 
 
 def _automatic(lab):
@@ -62,14 +67,49 @@ def test_every_lab_is_judged_by_the_trusted_grader():
     assert JUDGED == LABS, f"labs without a rubric in the answer key: {sorted(set(LABS) - set(JUDGED))}"
 
 
+@contextlib.contextmanager
+def _capped(tmp_path):
+    """A folder on a tmpfs of :data:`CAPPED_SIZE` (None when it cannot be mounted: not root)."""
+    where = tmp_path / "capped"
+    where.mkdir()
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={CAPPED_SIZE},mode=0755", "tmpfs", str(where)]
+        ).returncode
+    ):
+        yield None
+        return
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "--lazy", str(where)], check=False)
+
+
+def _applies(t, lab, capped):
+    v = TECHNIQUES[t]
+    if t == "kill" and not _pid_namespaces():
+        return False
+    if isinstance(v, Technique):
+        return v.applies(lab) and (capped is not None or not v.disk_capped)
+    return True
+
+
 def cheating_scores_nothing(tmp_path, lab):
     """Grade every technique's submission and then the victim on ``lab``; see the module's doc."""
+    with _capped(tmp_path) as capped:
+        _cheating_scores_nothing(capped or tmp_path, lab, capped)
+
+
+def _cheating_scores_nothing(tmp_path, lab, capped):
     course = Course(tmp_path)
     skeletons = {p.name: p for p in sorted((ROOT / "labs" / lab).glob("*.c"))}
     solutions = {name: ROOT / "solutions" / lab / "c_solutions" / name for name in skeletons}
-    techniques = [t for t in TECHNIQUES if t != "kill" or _pid_namespaces()]
+    techniques = [t for t in TECHNIQUES if _applies(t, lab, capped)]
     for t in techniques:
-        course.submit(f"cheat_{t}", lab, cheating_notebook(lab, t), skeletons)
+        folder = course.submit(f"cheat_{t}", lab, cheating_notebook(lab, t), skeletons)
+        if isinstance(TECHNIQUES[t], Technique) and TECHNIQUES[t].files:
+            TECHNIQUES[t].files(folder, lab)
     # the C techniques, where the student's C is a function a harness calls (not lab 0's hello)
     if set(skeletons) - {"hello.c"}:
         for t in C_TECHNIQUES:

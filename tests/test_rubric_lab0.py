@@ -140,7 +140,34 @@ def _fit(alpha_us, beta_us_per_byte, bandwidth_GBps, pp):
     )
 
 
-def test_pingpong_fit_recomputed_in_the_key_names_each_mistake():
+@pytest.fixture
+def no_pingpong_gate(monkeypatch):
+    """The fit's analysis alone: pp taken as the grader's own measurement (no real run here)."""
+    from mpilab.grade.cases import Case
+    from mpilab_key.rubrics import lab0 as rubric
+
+    monkeypatch.setattr(rubric, "pingpong_gates", lambda pp, what, **options: [Case("gate", True)])
+
+
+@pytest.mark.skipif(shutil.which("mpirun.openmpi") is None, reason="Open MPI not installed")
+def test_a_pingpong_typed_in_earns_nothing(built_flavour):
+    """pp must be this machine's ping-pong: the grader runs the notebook's own once more. The
+    kit's ping-pong passes; the guide's typed-in table, fitted exactly, earns nothing."""
+    built_flavour("openmpi")
+    from mpilab.measure import pingpong
+    from mpilab_key.rubrics import lab0 as rubric
+
+    pp = pingpong.run("openmpi", "core", **rubric.PINGPONG)
+    a, b = np.polyfit(pp["bytes"], pp["avg_us"], 1)[::-1]
+    assert _failed(_fit(a, b, 1e-3 / b, pp)) == {}
+    typed = _pingpong()
+    a, b = np.polyfit(typed["bytes"], typed["avg_us"], 1)[::-1]
+    cases = _fit(a, b, 1e-3 / b, typed)
+    assert not any(c.passed and c.weight for c in cases)
+    assert "pp holds the whole measured grid" in _failed(cases)
+
+
+def test_pingpong_fit_recomputed_in_the_key_names_each_mistake(no_pingpong_gate):
     pp = _pingpong()
     a, b = np.polyfit(pp["bytes"], pp["avg_us"], 1)[::-1]
     assert _failed(_fit(a, b, 1e-3 / b, pp)) == {}
@@ -164,7 +191,7 @@ def test_pingpong_fit_recomputed_in_the_key_names_each_mistake():
     assert list(_failed(_fit(a, b, 1e-3 / b, pp.iloc[:2]))) == ["pp is your ping-pong's table"]
 
 
-def test_pingpong_fit_on_small_sizes_for_alpha_passes():
+def test_pingpong_fit_on_small_sizes_for_alpha_passes(no_pingpong_gate):
     """A real ping-pong bends where the protocol changes (eager below 4 KiB here): α fitted on the
     small sizes, the fix the written answer's rubric points to, and β on the large ones are
     correct too, though a line over every size gives other numbers; a made-up α still fails."""

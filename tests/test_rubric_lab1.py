@@ -148,7 +148,7 @@ def test_ranking_verdict_tolerates_median_and_near_ties(no_spot_check):
     assert missing.score == 1.5 and "it should order" in missing.text()
 
 
-def test_plot_counts_only_with_the_data():
+def test_plot_counts_only_with_the_data(no_spot_check):
     fig, axes = plt.subplots(1, 2)
     for ax, coll in zip(axes, ("bcast", "reduce")):
         for name, sub in FIXED[FIXED.collective == coll].groupby("algorithm"):
@@ -164,7 +164,7 @@ def test_plot_counts_only_with_the_data():
     plt.close("all")
 
 
-def test_plot_accepts_any_label_with_its_unit_and_lines_named_in_words():
+def test_plot_accepts_any_label_with_its_unit_and_lines_named_in_words(no_spot_check):
     """A label states its unit in any common wording, and a line label may say more than the
     algorithm's name ("basic linear (simulated THIN)", "pipeline, SimGrid's 16 or 128 KiB
     segments"): both are right. A label without the unit is not."""
@@ -226,3 +226,14 @@ def test_a_table_made_up_fails_the_spot_check(built_flavour, tmp_path):
         mine.assign(avg_us=mine.avg_us * 0.5), "fixed", rubric.PLATFORM, rubric.CFG, rubric.SPOT
     )
     assert not doctored.passed and "bcast binomial at P = 16, 1024 B" in doctored.message
+    # the plot of a made-up table earns nothing: the panel is gated like the analysis
+    halved = FIXED.assign(avg_us=FIXED.avg_us * 0.5)
+    fig, axes = plt.subplots(1, 2)
+    for ax, coll in zip(axes, ("bcast", "reduce")):
+        for name, sub in halved[halved.collective == coll].groupby("algorithm"):
+            ax.plot(sub["nprocs"], sub["avg_us"], label=name)
+        ax.set(yscale="log", xlabel="P", ylabel="latency (us)")
+        ax.legend()
+    v = judged("plot_bcast", fig=fig, fixed=halved)
+    assert v.score == 0 and "is your simulation" in v.text(), v.text()
+    plt.close("all")

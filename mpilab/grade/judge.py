@@ -77,6 +77,14 @@ class Context:
         """Path of a file the notebook wrote next to itself while it ran, or None."""
         return _plain_file(self.workdir, name)
 
+    def answer(self, grade_id, name):
+        """What another graded cell handed in under ``name``, decoded as data; None when that
+        cell handed nothing in, a :class:`~mpilab.grade.answers.BadAnswer` when it cannot be read."""
+        encoded = (self.cells.get(grade_id) or {}).get("answers") or {}
+        if name not in encoded:
+            return None
+        return (decode_answers({name: encoded[name]}) or {}).get(name)
+
     def released_file(self, name):
         """Path of the kit's own copy of a file the lab hands out (a C skeleton), or None."""
         return _plain_file(paths.repo_root() / "labs" / self.lab, name)

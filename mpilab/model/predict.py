@@ -58,6 +58,40 @@ def _value(expr, pv, nv, alpha, beta, segment):
     return v
 
 
+def predicted_rows(expressions, nprocs, sizes, alpha_us, beta_us_per_byte, segment=8192):
+    """The expressions evaluated on the grid: ``({algorithm: expression}, rows)``, one row
+    (``algorithm``, ``nprocs``, ``bytes``, ``predicted_us``) per algorithm and point. The grader
+    recomputes a prediction with it from the student's own cost answers.
+
+    Raises
+    ------
+    UsageError
+        An expression that is missing or not allowed (:func:`mpilab.model.costs.expression`), or
+        an empty grid.
+    """
+    if not expressions:
+        raise UsageError("give at least one cost expression to predict with, e.g. {'ring': cost_ring}")
+    if not list(nprocs) or not list(sizes):
+        raise UsageError("the grid is empty: give process counts and sizes")
+    parsed = {}
+    for algo, e in expressions.items():
+        if e is None or e is Ellipsis:
+            raise UsageError(f"no expression for {algo!r} yet: give its cost first")
+        parsed[algo] = costs.expression(e)
+    rows = [
+        dict(
+            algorithm=a,
+            nprocs=int(pv),
+            bytes=int(nv),
+            predicted_us=_value(e, pv, nv, alpha_us, beta_us_per_byte, segment),
+        )
+        for a, e in parsed.items()
+        for pv in nprocs
+        for nv in sizes
+    ]
+    return parsed, rows
+
+
 def predict(name, expressions, nprocs, sizes, alpha_us, beta_us_per_byte, segment=8192, directory="."):
     """Evaluate one's own cost expressions on a grid and record the prediction with its time.
 
@@ -83,26 +117,7 @@ def predict(name, expressions, nprocs, sizes, alpha_us, beta_us_per_byte, segmen
     UsageError
         An expression that is missing or not in the allowed symbols, or an empty grid.
     """
-    if not expressions:
-        raise UsageError("give at least one cost expression to predict with, e.g. {'ring': cost_ring}")
-    if not list(nprocs) or not list(sizes):
-        raise UsageError("the grid is empty: give process counts and sizes")
-    parsed = {}
-    for algo, e in expressions.items():
-        if e is None or e is Ellipsis:
-            raise UsageError(f"no expression for {algo!r} yet: give its cost first")
-        parsed[algo] = costs.expression(e)
-    rows = [
-        dict(
-            algorithm=a,
-            nprocs=int(pv),
-            bytes=int(nv),
-            predicted_us=_value(e, pv, nv, alpha_us, beta_us_per_byte, segment),
-        )
-        for a, e in parsed.items()
-        for pv in nprocs
-        for nv in sizes
-    ]
+    parsed, rows = predicted_rows(expressions, nprocs, sizes, alpha_us, beta_us_per_byte, segment)
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     pred = Prediction(name, made, float(alpha_us), float(beta_us_per_byte), pd.DataFrame(rows))
     record = {

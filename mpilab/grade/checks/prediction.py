@@ -1,12 +1,22 @@
 """Checks of predict-then-run (:mod:`mpilab.model.predict`): a prediction was made, of the whole
-grid, before the measurement. Its accuracy is not graded."""
+grid, before the measurement. Its accuracy is not graded.
+
+The notebook's visible check (:func:`prediction_cases`) also compares the prediction's time with
+the measurement's. The grader does not: both times are typed in the student's kernel, so its
+verdict (:class:`PredictionVerdict`) recomputes the prediction from the student's own cost
+answers instead (:func:`recomputed_cases`).
+"""
 
 import datetime as dt
+import math
 
 import pandas as pd
 
+from mpilab.core.errors import UsageError
+from mpilab.grade.answers import BadAnswer
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Verdict, missing
+from mpilab.model import predict
 
 
 def _when(text):
@@ -70,20 +80,82 @@ def prediction_cases(table, made_at, measured, algorithms, nprocs, sizes):
     return out
 
 
-class PredictionVerdict(Verdict):
-    """The grader's verdict on a prediction handed in as (table, made_at, measured)."""
+def recomputed_cases(table, expressions, nprocs, sizes, alpha_us, beta_us_per_byte, segment=8192):
+    """The grader's case: ``table`` is the prediction of ``expressions`` (the student's own cost
+    answers, as handed in) on the whole grid, at the grader's α and β.
 
-    def __init__(self, table, made_at, measured, algorithms, nprocs, sizes, record=None):
-        self.names = (table, made_at, measured)
-        self.needs = self.names
-        self.grid = (tuple(algorithms), tuple(nprocs), tuple(sizes))
+    A prediction's time is typed in the student's kernel and proves nothing; what it predicts
+    can be recomputed, so that is what earns the point.
+    """
+    title = "the prediction is your costs evaluated on the whole grid"
+    if not isinstance(table, pd.DataFrame) or not {"algorithm", "nprocs", "bytes", "predicted_us"} <= set(
+        table.columns
+    ):
+        return [Case(title, False, "hand in prediction.table (made by predict.predict)")]
+    unread = [a for a, e in expressions.items() if e is None or isinstance(e, BadAnswer)]
+    if unread:
+        return [
+            Case(
+                title,
+                False,
+                f"your cost of {unread[0]} was not handed in (or cannot be read): the grader "
+                "recomputes the prediction from your cost answers",
+            )
+        ]
+    try:
+        _, rows = predict.predicted_rows(expressions, nprocs, sizes, alpha_us, beta_us_per_byte, segment)
+    except UsageError as exc:
+        return [Case(title, False, f"your costs cannot be evaluated: {exc}")]
+    mine = {}
+    for a, q, b, v in zip(table["algorithm"], table["nprocs"], table["bytes"], table["predicted_us"]):
+        try:
+            mine[(str(a), int(q), int(b))] = float(v)
+        except (TypeError, ValueError):
+            continue
+    for r in rows:
+        point = (r["algorithm"], r["nprocs"], r["bytes"])
+        got, want = mine.get(point), r["predicted_us"]
+        same = got is not None and (
+            (math.isnan(got) and math.isnan(want))
+            or (math.isfinite(want) and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9))
+        )
+        if not same:
+            where = f"{point[0]} at P = {point[1]}, {point[2]} B"
+            return [
+                Case(
+                    title,
+                    False,
+                    f"{where}: the prediction has no row"
+                    if got is None
+                    else f"{where}: the prediction says {got:.6g} us, your cost there gives {want:.6g} us",
+                )
+            ]
+    return [Case(title, True)]
+
+
+class PredictionVerdict(Verdict):
+    """The grader's verdict on a prediction: the handed-in table must be what the student's own
+    cost answers (the cells ``costs`` names) give on the grid at the grader's α and β; and the
+    notebook must have recorded it (``record``). When it was made is not graded: a time typed in
+    the notebook proves nothing."""
+
+    def __init__(self, table, costs, grid, alpha_beta, segment=8192, record=None):
+        """``costs``: ``{algorithm: (grade_id, answer name)}``; ``grid``: ``(nprocs, sizes)``;
+        ``alpha_beta()``: the α (µs) and β (µs/B) the notebook predicts with, computed here."""
+        self.table = table
+        self.needs = (table,)
+        self.costs = dict(costs)
+        self.grid = tuple(map(tuple, grid))
+        self.alpha_beta = alpha_beta
+        self.segment = segment
         self.record = record
 
     def cases(self, answers, ctx):
-        bad = missing(answers, *self.names)
+        bad = missing(answers, self.table)
         if bad:
             return [bad]
-        out = prediction_cases(*(answers[n] for n in self.names), *self.grid)
+        expressions = {a: ctx.answer(gid, name) for a, (gid, name) in self.costs.items()}
+        out = recomputed_cases(answers[self.table], expressions, *self.grid, *self.alpha_beta(), self.segment)
         if self.record:
             out.append(
                 Case(

@@ -158,9 +158,10 @@ def k_simulated_case(answer, sweep, platform, nprocs, nbytes, alpha_us, beta_us_
     )
 
 
-def _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes):
+def _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes, where=None):
     """Why the sweep's rows at (``platform``, ``nprocs``) are not what ``c_file`` (a file or a
-    compiled reference) gives there, or None when they are."""
+    compiled reference) gives there, or None when they are. ``where`` is the platform to
+    simulate on when ``platform`` only names it in the sweep (a generated topology's file)."""
     try:
         got = bench.benchmark_bcast(
             {"pipeline": c_file},
@@ -168,7 +169,7 @@ def _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes):
             sizes=(nbytes,),
             segsizes=segsizes,
             flavour="smpi",
-            platform=platform,
+            platform=platform if where is None else where,
             native=False,
         )
     except (AssertionError, harness.BuildError) as exc:
@@ -185,13 +186,14 @@ def _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes):
     return None
 
 
-def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
+def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True, where=None):
     """One case: the sweep's rows at (``platform``, ``nprocs``) are what the grader's own SMPI run
     of the submitted ``pipeline.c`` gives — or, when the notebook ran the section on the kit's
     compiled reference (the student's file did not work yet:
     :func:`mpilab.grade.references.or_reference`), what the reference gives: the section's grade
     does not depend on the earlier C task (SMPI is deterministic: the times agree to the
-    harness's printed precision, 0.001 µs; 0.01 µs is allowed)."""
+    harness's printed precision, 0.001 µs; 0.01 µs is allowed). ``where`` is the platform to
+    simulate on when ``platform`` only names it in the sweep (a generated topology's file)."""
     name = f"your sweep is what your pipeline.c gives ({platform}, P = {nprocs})"
     sweep, bad = _table(sweep, SWEEP_COLUMNS, "sweep")
     if bad:
@@ -199,11 +201,12 @@ def rerun_case(c_file, sweep, platform, nprocs, nbytes, segsizes, hidden=True):
     why = (
         "pipeline.c is not in the submission"
         if c_file is None
-        else _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes)
+        else _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes, where)
     )
     if why is None:
         return Case(name, True, hidden=hidden)
-    if _rerun_mismatch(references.reference("pipeline"), sweep, platform, nprocs, nbytes, segsizes) is None:
+    reference = references.reference("pipeline")
+    if _rerun_mismatch(reference, sweep, platform, nprocs, nbytes, segsizes, where) is None:
         return Case(
             name, True, "the sweep is the kit's compiled reference's, as the notebook ran it", hidden=hidden
         )

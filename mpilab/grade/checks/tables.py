@@ -96,3 +96,18 @@ def number_case(value, name):
     if not is_kind(value, "number") or value != value or abs(value) == float("inf"):
         return Case(f"{name} is a number", False, f"{name} should be a number, got {value!r}")
     return None
+
+
+def credited_only_if(gates, cases):
+    """``gates`` (weight 0: they earn nothing themselves) then ``cases``; while any gate fails,
+    ``cases`` earn nothing (each says why).
+
+    A check of what a table shows (a plot, a fit, a best size) is worth its points only when the
+    table passes the grader's gates (it is the measured grid, measured again by the grader).
+    """
+    gates = [Case(g.name, g.passed, g.message, 0.0, g.hidden) for g in gates]
+    failed = [g for g in gates if not g.passed]
+    if not failed:
+        return gates + list(cases)
+    why = f"not credited: {failed[0].name} fails"
+    return gates + [Case(c.name, False, why, c.weight, c.hidden) for c in cases]

@@ -8,8 +8,11 @@ import pandas as pd
 
 from mpilab.grade.cases import Case
 from mpilab.grade.checks import Function, hello, pxcell
+from mpilab.grade.checks.tables import credited_only_if
 from mpilab.grade.labs.lab0 import HELLO_RUNS, PX_RUNS
 from mpilab.grade.runner import Run
+from mpilab_key import InNotebook
+from mpilab_key.resimulate import pingpong_gates
 
 #: hello.c on a process count the notebook does not run, and 30 ranks dealt over THIN's nodes.
 HELLO_HIDDEN = (Run("openmpi", 6, hidden=True), Run("smpi", 30, "orfeo-thin", "node", hidden=True))
@@ -103,13 +106,22 @@ def _is_number(v):
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
+#: The notebook's ping-pong (cell code18): the grader runs the same one to check pp.
+PINGPONG = dict(sizes="0:64K", iters=200, warmup=20, iters_large=50, warmup_large=5)
+
+
 def fit_cases(answers, ctx):
     """α and β against the nearest defensible fit of the handed-in rows, and the bandwidth in
-    GB/s against the student's own β (so one slip is not counted twice)."""
+    GB/s against the student's own β (so one slip is not counted twice); credited only when pp
+    is the notebook's ping-pong, measured again by the grader (:func:`pingpong_gates`)."""
     pp = answers["pp"]
     why = _plausible(pp)
     if why:
         return [Case("pp is your ping-pong's table", False, why)]
+    return credited_only_if(pingpong_gates(pp, "pp", **PINGPONG), _fit_cases(answers, pp))
+
+
+def _fit_cases(answers, pp):
     alpha, beta, bw = answers["alpha_us"], answers["beta_us_per_byte"], answers["bandwidth_GBps"]
     fits = reference_fits(pp)
 
@@ -192,7 +204,8 @@ GUIDE = {
         "pingpong_fit": (
             "the grader fits the handed-in pp itself: every size, the sizes above 0 B, the sizes up "
             f"to {SMALL_MAX} B for α or from {LARGE_MIN} B for β, the 0-byte time for α; mean or "
-            "median times; within 2 %"
+            "median times; within 2 %; credited only when pp holds every size of the notebook's "
+            "ping-pong and the grader's own ping-pong agrees with it"
         ),
     },
     "quotes": {
@@ -212,12 +225,10 @@ GUIDE = {
             (
                 "the bandwidth in MB/s (1/β) where GB/s is asked",
                 {
-                    "alpha_us": 0.5,
-                    "beta_us_per_byte": 2e-4,
-                    "bandwidth_GBps": 5000.0,
-                    "pp": pd.DataFrame(
-                        {"bytes": [0, 1024, 8192, 65536], "avg_us": [0.5, 0.7048, 2.1384, 13.6072]}
-                    ),
+                    "alpha_us": InNotebook("alpha_us"),
+                    "beta_us_per_byte": InNotebook("beta_us_per_byte"),
+                    "bandwidth_GBps": InNotebook("1 / beta_us_per_byte"),
+                    "pp": InNotebook("pp"),
                 },
             )
         ],

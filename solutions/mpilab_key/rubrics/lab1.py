@@ -41,7 +41,8 @@ def data_gate(fixed):
 
 
 class Panel(Verdict):
-    """The bcast or reduce panel of ``fig``: presentation counts only on a plot of the data."""
+    """The bcast or reduce panel of ``fig``: presentation counts only on a plot of the data, and
+    only once ``fixed`` is the student's simulation (:func:`data_gate`)."""
 
     needs = ("fig", "fixed")
 
@@ -52,7 +53,7 @@ class Panel(Verdict):
         bad = missing(answers, *self.needs)
         if bad:
             return [bad]
-        gate = lab1.data_cases(answers["fixed"])
+        gate = data_gate(answers["fixed"])
         if gate:
             return gate
         fixed = frame(answers["fixed"])

@@ -27,13 +27,13 @@ from mpilab.grade.cases import Case
 from mpilab.grade.checks import Function
 from mpilab.grade.checks import costs as cost_checks
 from mpilab.grade.checks import schedules as schedule_checks
-from mpilab.grade.checks.tables import frame
+from mpilab.grade.checks.tables import credited_only_if, frame
 from mpilab.grade.labs import lab4
 from mpilab.measure import libtrace, trace
 from mpilab.model import costs, p2p, schedules
 from mpilab.simulate import platforms, routes
 from mpilab_key import InNotebook
-from mpilab_key.resimulate import spot_case
+from mpilab_key.resimulate import pingpong_gates, spot_case
 
 #: Hidden (p, root) of the linear broadcast: other p, the roots next to 0 and last.
 HIDDEN_BCAST = tuple((p, r) for p in (4, 7, 13) for r in (1, p - 1))
@@ -193,6 +193,10 @@ def errors_cases(answers, ctx):
     return out
 
 
+#: The notebook's ping-pong (cell real_run): the grader runs the same one to check pp.
+PINGPONG = dict(sizes="0:16K", iters=200, warmup=20, iters_large=50, warmup_large=5)
+
+
 def pingpong_fits(pp):
     """(intercept, slope) of the defensible fits of a ping-pong: one to three segments of the
     median, mean or slowest rank's one-way time, first segment."""
@@ -237,18 +241,22 @@ def platform_cases(answers, ctx):
     near = min(fits, key=lambda f: abs(f[0] - a))
     ok_a = any(math.isclose(a, f[0], rel_tol=LINK_RTOL, abs_tol=LINK_ATOL) for f in fits)
     ok_b = any(math.isclose(b, f[1], rel_tol=LINK_RTOL) for f in fits)
-    return [
-        Case(
-            "the core link's latency is your ping-pong's α",
-            ok_a,
-            f"the platform's core latency is {a:.4g} us; a fit of pp gives {near[0]:.4g} us ({near[2]})",
-        ),
-        Case(
-            "the core link's bandwidth is your ping-pong's 1/β",
-            ok_b,
-            f"the platform's core link costs {b:.4g} us/B; a fit of pp gives {near[1]:.4g} us/B ({near[2]})",
-        ),
-    ]
+    return credited_only_if(
+        pingpong_gates(frame(pp), "pp", **PINGPONG),
+        [
+            Case(
+                "the core link's latency is your ping-pong's α",
+                ok_a,
+                f"the platform's core latency is {a:.4g} us; a fit of pp gives {near[0]:.4g} us ({near[2]})",
+            ),
+            Case(
+                "the core link's bandwidth is your ping-pong's 1/β",
+                ok_b,
+                f"the platform's core link costs {b:.4g} us/B; a fit of pp gives "
+                f"{near[1]:.4g} us/B ({near[2]})",
+            ),
+        ],
+    )
 
 
 def _forgets_last_rank(p, n, root=0):
@@ -297,7 +305,8 @@ GUIDE = {
         "errors_check": "one point of results_df simulated again; each MAPE recomputed from my_costs with "
         "the platform's core α and β (avg_us or maxrank_avg_us)",
         "calibrate_check": "the core link against fits of pp the grader makes (one to three segments; "
-        "median, mean or slowest-rank times)",
+        "median, mean or slowest-rank times), credited only when pp holds every size of the notebook's "
+        "ping-pong and the grader's own ping-pong agrees with it",
     },
     "quotes": {
         "alpha, beta of THIN's core link (us, us/B)": "(alpha, beta)",

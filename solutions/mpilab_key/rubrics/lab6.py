@@ -1,10 +1,21 @@
-"""Lab 6's rubric: the expected costs and k*, and the hidden cases of the broadcast checks."""
+"""Lab 6's rubric: the expected costs and k*, the hidden cases of the broadcast checks, the
+sweep's answers credited only on a sweep the grader simulates again, and the prediction
+recomputed from the student's costs.
+
+The sweep (``best_seg_check``, ``k_opt_check``) must hold every platform × P × segment size of
+the notebook's cell, and the grader simulates the submitted pipeline.c again where the cell's
+answer reads it (THIN at the smallest P for the best sizes, THIN at the largest for k*) and at one
+(network, P) drawn when it runs: equal times (SMPI is deterministic).
+"""
+
+import hashlib
 
 import sympy
 
 from mpilab.grade.checks import Function, ccode, missing, segments
 from mpilab.grade.checks.costs import CostVerdict, value_cases
 from mpilab.grade.checks.prediction import PredictionVerdict
+from mpilab.grade.checks.tables import credited_only_if
 from mpilab.grade.labs.lab6 import (
     C_FILES,
     P_MAP,
@@ -20,7 +31,9 @@ from mpilab.grade.labs.lab6 import (
 from mpilab.grade.runner import Run
 from mpilab.model import algorithms, costs
 from mpilab.model.costs import alpha, beta, n, p
+from mpilab.simulate import routes, topologies
 from mpilab_key import schedules
+from mpilab_key.resimulate import draw, grid_case
 
 #: Runs the notebook's check does not do: P = 4 and 7 on Open MPI, and 29 ranks of THIN dealt
 #: by socket over both nodes.
@@ -58,19 +71,59 @@ def _pipeline_cost(answers, ctx):
     return max(tries, key=lambda cases: sum(c.passed for c in cases))
 
 
+#: The networks of the notebook's sweep cell (code_sweep), built the same way: name -> platform.
+NETWORKS = {
+    "orfeo-thin": lambda: "orfeo-thin",
+    "fattree-4x8-2spines": lambda: topologies.fat_tree(leaves=4, nodes_per_leaf=8, spines=2),
+    "torus-4x8": lambda: topologies.torus(dims=(4, 8)),
+}
+_RERUNS = {}
+
+
+def _rerun(ctx, sweep, platform, nprocs):
+    """:func:`segments.rerun_case` of the submitted pipeline.c at (platform, P), memoised."""
+    c_file = ctx.submitted_file("pipeline.c")
+    digest = hashlib.sha256(c_file.read_bytes()).hexdigest() if c_file else None
+    text = sweep.to_csv() if hasattr(sweep, "to_csv") else repr(sweep)
+    key = (digest, platform, nprocs, hashlib.sha256(text.encode()).hexdigest())
+    if key not in _RERUNS:
+        _RERUNS[key] = segments.rerun_case(
+            c_file, sweep, platform, nprocs, SWEEP_BYTES, SEGSIZES, where=NETWORKS[platform]()
+        )
+    return _RERUNS[key]
+
+
+def sweep_gates(sweep, ctx, read_at):
+    """The sweep is the notebook's whole grid, and the grader's simulation at ``read_at`` (where the
+    cell's answer reads it) and at one (network, P) drawn now gives its times."""
+    gates = [grid_case(sweep, "sweep", {"platform": SWEEP_PLATFORMS, "nprocs": SWEEP_P, "segsize": SEGSIZES})]
+    if not gates[0].passed:
+        return gates
+    drawn = draw([(w, q) for w in SWEEP_PLATFORMS for q in SWEEP_P if (w, q) != read_at])
+    return gates + [_rerun(ctx, sweep, *read_at), _rerun(ctx, sweep, *drawn)]
+
+
 def _k_opt(answers, ctx):
-    return segments.k_value_cases(answers["k_opt"], K_OPT) + [k_simulated(answers["k_opt"], answers["sweep"])]
+    """k* against the expected expression; against the sweep's minimum only on a measured sweep."""
+    gates = sweep_gates(answers["sweep"], ctx, ("orfeo-thin", SWEEP_P[-1]))
+    return segments.k_value_cases(answers["k_opt"], K_OPT) + credited_only_if(
+        gates, [k_simulated(answers["k_opt"], answers["sweep"])]
+    )
 
 
 def _best(answers, ctx):
-    """The best sizes read off the sweep, credited only when the sweep is real: the grader times
-    the submitted pipeline.c on THIN at the smallest P again (a few seconds of SMPI)."""
-    real = segments.rerun_case(
-        ctx.submitted_file("pipeline.c"), answers["sweep"], "orfeo-thin", SWEEP_P[0], SWEEP_BYTES, SEGSIZES
+    """The best sizes read off the sweep, credited only when the sweep is measured (see the
+    module's description)."""
+    return credited_only_if(
+        sweep_gates(answers["sweep"], ctx, ("orfeo-thin", SWEEP_P[0])),
+        segments.best_segment_cases(answers["best_seg"], answers["sweep"], SWEEP_PLATFORMS, SWEEP_P),
     )
-    return segments.credited_if(
-        real, segments.best_segment_cases(answers["best_seg"], answers["sweep"], SWEEP_PLATFORMS, SWEEP_P)
-    )
+
+
+def _thin_alpha_beta():
+    """The notebook's α and β: the means over the pairs of 2 ranks of simulated THIN."""
+    ab = routes.alpha_beta("orfeo-thin", 2).iloc[0]
+    return float(ab["alpha_us"]), float(ab["beta_us_per_byte"])
 
 
 RUBRIC = {
@@ -82,7 +135,12 @@ RUBRIC = {
     "best_seg_check": Function(_best, ("best_seg", "sweep")),
     "k_opt_check": Function(_k_opt, ("k_opt", "sweep")),
     "prediction_check": PredictionVerdict(
-        "prediction", "made_at", "sim", PREDICTED, P_MAP, SIZES_MAP, record="prediction-lab6-thin.json"
+        "prediction",
+        {a: (f"cost_{a}", f"cost_{a}") for a in PREDICTED},
+        (P_MAP, SIZES_MAP),
+        _thin_alpha_beta,
+        segment=8192,
+        record="prediction-lab6-thin.json",
     ),
 }
 
@@ -101,12 +159,16 @@ GUIDE = {
     "hidden": {
         "cost_pipeline": "the value, α and β terms apart, at the costs' (p, n) points, in either segment "
         "convention: every segment full (min(n, s) bytes) or k = ⌈n/s⌉ equal segments of n/k bytes",
-        "best_seg_check": f"the submitted pipeline.c (or the kit's compiled reference, when the notebook ran "
-        f"the sweep on it) timed again on THIN at P = {SWEEP_P[0]}, {SWEEP_BYTES} B, every segment size",
-        "k_opt_check": "k* as an expression (value at several p, n, α, β) and the swept size nearest n/k* "
-        "within 25 % of the fastest",
-        "prediction_check": f"the record prediction-lab6-thin.json written before the simulation, at every P "
-        f"of {P_MAP} and size of {SIZES_MAP}",
+        "best_seg_check": f"credited only on a sweep that holds the whole grid (platform × P × segment "
+        f"size) and that the submitted pipeline.c (or the kit's compiled reference, when the notebook ran "
+        f"the sweep on it) gives again on THIN at P = {SWEEP_P[0]}, {SWEEP_BYTES} B, every segment size, "
+        f"and at one (network, P) drawn when the grader runs",
+        "k_opt_check": f"k* as an expression (value at several p, n, α, β); the swept size nearest n/k* "
+        f"within 25 % of the fastest only on a sweep simulated again as for best_seg_check (THIN at "
+        f"P = {SWEEP_P[-1]})",
+        "prediction_check": f"the record prediction-lab6-thin.json written before the simulation, its times "
+        f"recomputed from the student's own cost answers at THIN's α and β, at every P of {P_MAP} and "
+        f"size of {SIZES_MAP}",
     },
     "quotes": {
         "best segment size, THIN P = 8 (B)": (
