@@ -229,3 +229,29 @@ def test_a_visible_check_says_which_saved_version_it_tests(tmp_path, capsys, mon
     found = lab2.CELLS["ring_correct"].visible()
     assert capsys.readouterr().out.startswith("checking ring.c as last saved at ")
     assert not found[0].passed and "compiles" in found[0].name
+
+
+def test_failed_cases_group_by_their_sentence_and_a_whole_kind_says_which_case_spoke():
+    """kind_cases: a kind whose every case failed is named alone, so its line leads with the
+    detail of the case whose sentence it quotes; a kind partly failed names its failed cases."""
+    from types import SimpleNamespace
+
+    from mpilab.grade.casedata import Spec
+
+    def result(seq, kind, detail, passed, message=""):
+        return SimpleNamespace(spec=Spec(seq, kind, "int", 1, detail=detail), passed=passed, message=message)
+
+    run = SimpleNamespace(label="Open MPI, P = 3", hidden=False)
+    results = [
+        result(1, "int", "count=1", True),
+        result(2, "int", "count=7", False, "rank 1: element 3 is 5, expected 4"),
+        result(3, "root", "count=1 root=2", False, "rank 0: nothing arrived (1 elements)"),
+        result(4, "root", "count=9 root=1", False, "rank 0: nothing arrived (9 elements)"),
+    ]
+    found = runner.kind_cases(run, ["int", "root"], results)
+    lines = {c.name: (c.passed, c.message, round(c.weight, 3)) for c in found}
+    assert lines == {
+        "Open MPI, P = 3, int": (True, "", 0.5),
+        "Open MPI, P = 3, int (count=7)": (False, "rank 1: element 3 is 5, expected 4", 0.5),
+        "Open MPI, P = 3, root": (False, "count=1 root=2: rank 0: nothing arrived (1 elements)", 1.0),
+    }
