@@ -415,7 +415,7 @@ def kind_cases(run, kinds, results):
     """The verdict's cases of one run: per kind, the share of its cases that passed; then the
     failed cases grouped by what went wrong (their sentences up to the numbers), each group one
     failed case naming its cases and saying the first one's sentence (led by that case's detail,
-    "count=1 root=2: ...", when the group is a whole kind and so names none)."""
+    "count=1 root=2: ...", when the group is a whole kind of several cases and so names none)."""
     out, groups = [], {}
     for kind in kinds:
         mine = [r for r in results if r.spec.kind == kind]
@@ -434,8 +434,9 @@ def kind_cases(run, kinds, results):
             details = [r.spec.detail or r.spec.name for r in of_kind]
             named.append(kind if len(of_kind) == total else f"{kind} ({_joined(details)})")
         message = first.message
-        if len(named) == 1 and named[0] == first.spec.kind and first.spec.detail:
-            # a whole kind failed: its name no longer says which case the sentence is about
+        whole = sum(1 for r in results if r.spec.kind == first.spec.kind)
+        if named == [first.spec.kind] and whole > 1 and first.spec.detail:
+            # every case of a kind failed: its name no longer says which case the sentence is about
             message = f"{first.spec.detail}: {message}"
         out.append(
             Case(
