@@ -37,7 +37,7 @@ demo: build ## run the allgather experiment of the homework seed; results under 
 test: build ## run the test suite (real MPI, SMPI, SLURM, nbgrader, browser, the Open MPI student image); JOBS=2 in parallel
 	@$(MAKE) --no-print-directory _pytest SELECT="not extended and not all_images"
 
-test-all: build ## make test plus the extended matrix (every cheat on every lab): about 1 h 40 on 2 cores
+test-all: build ## make test plus the extended matrix (every cheat on every lab, every lab graded end to end): about 1 h 40 on 2 cores
 	@$(MAKE) --no-print-directory _pytest SELECT="not all_images"
 
 _pytest:

@@ -112,6 +112,9 @@ def _stalls(marker):
     return nb
 
 
+# make test-all only; make test keeps the kernel's limits (test_autograde.py) and the kill of a
+# whole process group (test_process.py)
+@pytest.mark.extended
 @pytest.mark.slow
 def test_a_student_past_the_wall_limit_is_stopped_and_the_batch_goes_on(tmp_path):
     """MPILAB_STUDENT_TIMEOUT stops one student's whole autograde; the next student is graded,

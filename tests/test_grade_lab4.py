@@ -51,6 +51,7 @@ def _edit_wrong(gid, src):
     return src
 
 
+@pytest.mark.extended  # make test-all: its rubric is tested alone in test_rubric_lab4.py
 @pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("mpicc.openmpi") is None or shutil.which("smpicc") is None,

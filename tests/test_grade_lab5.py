@@ -50,6 +50,7 @@ def _wrong(gid, src):
     return src
 
 
+@pytest.mark.extended  # make test-all: its rubric is tested alone in test_rubric_lab5.py
 @pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("smpirun") is None or shutil.which("mpirun.openmpi") is None,

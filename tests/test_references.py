@@ -76,6 +76,7 @@ def test_lab3_study_of_the_reference_earns_the_plot_points(tmp_path):
     assert not case.passed
 
 
+@pytest.mark.mpi  # builds the compiled references (tests/conftest.py LAUNCHES)
 def test_the_student_tree_ships_the_references_without_source(tmp_path):
     from mpilab.grade import release
 

@@ -23,6 +23,8 @@ from mpilab.grade import release
 from mpilab.grade.checks.costs import CostVerdict
 from mpilab.model import costs
 
+pytestmark = pytest.mark.mpi  # its release builds the compiled references (tests/conftest.py LAUNCHES)
+
 ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted(p.name for p in (ROOT / "solutions").glob("lab*") if p.is_dir())
 TEXT = (".py", ".c", ".h", ".md", ".ipynb", ".toml", ".txt", ".j2", ".def", ".sh", ".json", ".xml", "")

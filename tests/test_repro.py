@@ -34,7 +34,7 @@ def test_reference_table_is_the_seeds():
 
 
 def test_grid_errors():
-    assert repro.grid("quick").launches() == 4
+    assert repro.grid("quick").launches() == 2 * 6  # two process counts, six launches each
     with pytest.raises(ValueError, match="unknown study grid 'huge'; valid: default, full, paper, quick"):
         repro.grid("huge")
     with pytest.raises(ValueError, match=r"bad size\(s\) \[12\]"):

@@ -152,8 +152,9 @@ def test_a_write_past_the_end_of_recvbuf_is_measured():
     found = cases(DATA / "bruck_overrun.c", "bruck", [runner.Run("openmpi", 3, kinds=("int", "char"))])
     assert not any(c.passed for c in found)
     lines = [c.message for c in found]
+    # every int case overruns: the line names the case its numbers are from
     assert lines[0].startswith(
-        "rank 1: wrote 4 bytes past the end of recvbuf (12 bytes long) (and 1 more rank)"
+        "count=1: rank 1: wrote 4 bytes past the end of recvbuf (12 bytes long) (and 1 more rank)"
     ), lines
     assert any("(element size hard-coded?)" in m for m in lines[1:]), lines
 
@@ -175,7 +176,14 @@ def test_a_hard_coded_mpi_int_fails_only_the_other_datatypes_and_the_hint_says_s
 @pytest.mark.mpi  # launches it (tests/conftest.py LAUNCHES)
 @needs_openmpi
 def test_mpi_s_own_error_is_kept():
-    [first, *_] = failed(cases(DATA / "ring_truncate.c", "ring", [runner.Run("openmpi", 2, kinds=("int",))]))
+    """Under load, Open MPI 4.1's mpirun sometimes fails to unpack the help message a rank sends
+    it (ORTE_ERROR_LOG ... show_help.c, seen once in a full make test): the error's text is then
+    lost on Open MPI's side, before the runner sees it; that run is tried again, at most twice."""
+    run = runner.Run("openmpi", 2, kinds=("int",))
+    for _ in range(3):
+        [first, *_] = failed(cases(DATA / "ring_truncate.c", "ring", [run]))
+        if "orte/util/show_help.c" not in first.message:
+            break
     assert "MPI reported an error in MPI_Sendrecv: MPI_ERR_TRUNCATE: message truncated" in first.message, (
         first.message
     )
@@ -229,3 +237,29 @@ def test_a_visible_check_says_which_saved_version_it_tests(tmp_path, capsys, mon
     found = lab2.CELLS["ring_correct"].visible()
     assert capsys.readouterr().out.startswith("checking ring.c as last saved at ")
     assert not found[0].passed and "compiles" in found[0].name
+
+
+def test_failed_cases_group_by_their_sentence_and_a_whole_kind_says_which_case_spoke():
+    """kind_cases: a kind whose every case failed is named alone, so its line leads with the
+    detail of the case whose sentence it quotes; a kind partly failed names its failed cases."""
+    from types import SimpleNamespace
+
+    from mpilab.grade.casedata import Spec
+
+    def result(seq, kind, detail, passed, message=""):
+        return SimpleNamespace(spec=Spec(seq, kind, "int", 1, detail=detail), passed=passed, message=message)
+
+    run = SimpleNamespace(label="Open MPI, P = 3", hidden=False)
+    results = [
+        result(1, "int", "count=1", True),
+        result(2, "int", "count=7", False, "rank 1: element 3 is 5, expected 4"),
+        result(3, "root", "count=1 root=2", False, "rank 0: nothing arrived (1 elements)"),
+        result(4, "root", "count=9 root=1", False, "rank 0: nothing arrived (9 elements)"),
+    ]
+    found = runner.kind_cases(run, ["int", "root"], results)
+    lines = {c.name: (c.passed, c.message, round(c.weight, 3)) for c in found}
+    assert lines == {
+        "Open MPI, P = 3, int": (True, "", 0.5),
+        "Open MPI, P = 3, int (count=7)": (False, "rank 1: element 3 is 5, expected 4", 0.5),
+        "Open MPI, P = 3, root": (False, "count=1 root=2: rank 0: nothing arrived (1 elements)", 1.0),
+    }

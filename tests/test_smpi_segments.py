@@ -10,6 +10,8 @@ import pytest
 from mpilab.core.errors import UsageError
 from mpilab.measure import libalgs, libtrace
 
+pytestmark = pytest.mark.smpi  # runs smpirun (tests/conftest.py LAUNCHES)
+
 
 @pytest.mark.parametrize(
     "nprocs,nbytes,segment",

@@ -414,7 +414,8 @@ _NUMBERS = re.compile(r"-?\d[\d,.]*(?:e[+-]?\d+)?")
 def kind_cases(run, kinds, results):
     """The verdict's cases of one run: per kind, the share of its cases that passed; then the
     failed cases grouped by what went wrong (their sentences up to the numbers), each group one
-    failed case naming its cases and saying the first one's sentence."""
+    failed case naming its cases and saying the first one's sentence (led by that case's detail,
+    "count=1 root=2: ...", when the group is a whole kind of several cases and so names none)."""
     out, groups = [], {}
     for kind in kinds:
         mine = [r for r in results if r.spec.kind == kind]
@@ -433,6 +434,10 @@ def kind_cases(run, kinds, results):
             details = [r.spec.detail or r.spec.name for r in of_kind]
             named.append(kind if len(of_kind) == total else f"{kind} ({_joined(details)})")
         message = first.message
+        whole = sum(1 for r in results if r.spec.kind == first.spec.kind)
+        if named == [first.spec.kind] and whole > 1 and first.spec.detail:
+            # every case of a kind failed: its name no longer says which case the sentence is about
+            message = f"{first.spec.detail}: {message}"
         out.append(
             Case(
                 f"{run.label}, {', '.join(named)}",
