@@ -221,6 +221,7 @@ def test_an_archive_too_large_unpacked_is_moved_out_before_zip_collect(tmp_path)
     ).exists()
 
 
+@pytest.mark.nbgrader
 @pytest.mark.skipif(os.geteuid() != 0, reason="nbgrader collect across users needs root here")
 def test_nbgrader_collect_follows_no_link(tmp_path):
     """The course's configuration makes ``nbgrader collect`` copy regular files only: a student's
