@@ -81,6 +81,8 @@ def test_simulated_overlap_hides_the_broadcast_behind_the_kernel():
     assert r["compute_us"] == pytest.approx(2000, rel=0.5)
     assert r["both_us"] < r["compute_us"] + 0.5 * r["comm_us"]
     assert r["overlap"] > 0.5
+    # the rows carry the program's provenance block, read by the drivers' parser
+    assert "SimGrid" in r["library"] and r["host"] and "smpirun" in r["command"]
 
 
 def test_overlap_names_a_bad_collective():

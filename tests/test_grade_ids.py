@@ -80,4 +80,4 @@ def test_every_grade_id_is_the_same_in_notebook_check_cells_and_rubric(lab):
     assert not wrong, f"{lab}: cells whose check(...) names another id (metadata id: named): {wrong}"
     counts = {gid: (handed, len(cells(lab)[gid].names)) for gid, (_, handed) in solution.items()}
     differ = {gid: pair for gid, pair in counts.items() if pair[0] != pair[1]}
-    assert not differ, f"{lab}: check(...) hands in another number of answers than CELLS names (check, CELLS): {differ}"
+    assert not differ, f"{lab}: check(...) hands in another number of answers than CELLS names: {differ}"

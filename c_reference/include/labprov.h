@@ -9,8 +9,8 @@
  *
  * The program then prints its own "# key: value" lines and one CSV table (docs/DEVELOPING.md
  * section 2); Python reads all of it with mpilab.measure.driver.parse. Used by collbench,
- * pingpong, trace/timeline and lab 3's bench_reduce; another program includes it with
- * -I<kit>/c_reference/include and calls lab_print_provenance from rank 0 after MPI_Init.
+ * pingpong, trace/timeline, lab 3's bench_reduce and lab 6's overlap; another program includes
+ * it with -I<kit>/c_reference/include and calls lab_print_provenance from rank 0 after MPI_Init.
  * It needs nothing but MPI and the C library (C99, no POSIX feature macros).
  */
 #ifndef LABPROV_H

@@ -37,7 +37,7 @@ from mpilab.core.errors import ParseError, UsageError, one_of
 #: Table columns read as integers; :data:`TEXT_FIELDS` as text; any other column is a number of
 #: microseconds (or another measure), read as a float, empty for "not measured".
 INT_FIELDS = ("bytes", "count", "iterations", "warmup", "nprocs", "root", "rep", "repetition")
-TEXT_FIELDS = ("collective", "algorithm", "datatype", "flavour")
+TEXT_FIELDS = ("collective", "algorithm", "datatype", "flavour", "progress")  # progress: lab 6's overlap.c
 #: ``--datatype`` of collbench.
 DATATYPES = ("char", "int", "float", "double")
 

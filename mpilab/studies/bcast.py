@@ -7,7 +7,6 @@ student's.
 """
 
 import datetime
-import io
 import os
 import shutil
 import tempfile
@@ -17,8 +16,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from mpilab.core import paths
 from mpilab.core.errors import LaunchError, UsageError, one_of
-from mpilab.measure import forcing, launch
+from mpilab.measure import driver, forcing, launch
 from mpilab.simulate.routes import alpha_beta  # noqa: F401 (lab 6's notebook reads it here)
 
 # ---- maps: the fastest algorithm per (P, n) -----------------------------------------------------
@@ -107,10 +107,25 @@ def _size_label(b):
 SMPI_OVERLAP_CFG = ("smpi/simulate-computation:yes", "smpi/test:0")
 
 
+#: The table overlap.c prints after the kit's provenance block.
+OVERLAP_COLUMNS = (
+    "collective",
+    "nprocs",
+    "bytes",
+    "progress",
+    "compute_target_us",
+    "comm_us",
+    "compute_us",
+    "both_us",
+    "overlap",
+)
+
+
 def _overlap_program(flavour, work):
     src = Path(__file__).resolve().parents[1] / "data" / "lab6" / "overlap.c"
+    include = paths.c_reference_dir() / "include"  # labprov.h, the provenance block
     return launch.compile_c(
-        [src], flavour, output=Path(work) / f"overlap-{flavour}", flags=("-O2", "-std=c99")
+        [src], flavour, output=Path(work) / f"overlap-{flavour}", flags=("-O2", "-std=c99", f"-I{include}")
     )
 
 
@@ -154,8 +169,9 @@ def overlap(
     -------
     pandas.DataFrame
         The program's columns (collective, nprocs, bytes, progress, compute_target_us, comm_us,
-        compute_us, both_us, overlap) and flavour, platform, mapping, measured_utc, and for
-        real runs the machine's load average over the last minute when the run started.
+        compute_us, both_us, overlap) and flavour, platform, mapping, measured_utc, for real runs
+        the machine's load average over the last minute when the run started, and the
+        provenance the program printed (library, host) with the command that ran it.
     """
     for c in collectives:
         if c not in ("bcast", "allgather"):
@@ -188,15 +204,21 @@ def overlap(
                     ]
                     load = os.getloadavg()[0] if flavour != "smpi" else np.nan
                     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+                    cmd = launcher.command(prog, args, int(p), mapping)
                     proc = launcher.run(prog, args, int(p), mapping, timeout=timeout, cwd=work)
-                    df = pd.read_csv(io.StringIO(proc.stdout))
+                    out = driver.parse(
+                        proc.stdout, source=f"output of {cmd}", program="overlap", columns=OVERLAP_COLUMNS
+                    )
                     frames.append(
-                        df.assign(
+                        pd.DataFrame(out.table, columns=list(OVERLAP_COLUMNS)).assign(
                             flavour=flavour,
                             platform=launcher.platform if flavour == "smpi" else "local",
                             mapping=mapping,
                             measured_utc=when,
                             load_1min=load,
+                            library=out.meta.get("library", ""),
+                            host=out.meta.get("host", ""),
+                            command=str(cmd),
                         )
                     )
     finally:

@@ -23,8 +23,9 @@
  * the machine hits the three alike; each is the median of a rank's I calls (default 10, after 2
  * warm-up rounds), and the slowest rank's median is reported.
  *
- * Output (rank 0): CSV "collective,nprocs,bytes,progress,compute_target_us,comm_us,compute_us,
- * both_us,overlap", overlap = (comm_us + compute_us - both_us) / min(comm_us, compute_us): 1 when the
+ * Output (rank 0): the kit's provenance block (c_reference/include/labprov.h: "# overlap 1", the
+ * library, flavour, host, date), then CSV "collective,nprocs,bytes,progress,compute_target_us,
+ * comm_us,compute_us,both_us,overlap", read by mpilab.measure.driver.parse; overlap = (comm_us + compute_us - both_us) / min(comm_us, compute_us): 1 when the
  * shorter one hides entirely behind the longer, 0 when they run one after the other.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -33,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "labprov.h"
 
 static volatile double sink;
 static double iters_per_us;
@@ -178,8 +181,10 @@ int main(int argc, char **argv)
     long largest = 1;
     for (int i = 0; i < nsizes; i++) largest = sizes[i] > largest ? sizes[i] : largest;
     char *buf = calloc((size_t)largest, 1), *out = allgather ? calloc((size_t)largest * p, 1) : NULL;
-    if (rank == 0)
+    if (rank == 0) {
+        lab_print_provenance("overlap", 1);
         printf("collective,nprocs,bytes,progress,compute_target_us,comm_us,compute_us,both_us,overlap\n");
+    }
     for (int i = 0; i < nsizes; i++) {
         double r[3];
         measure(allgather, buf, out, sizes[i], c_us, test ? every : 0, iters, warmup, r);
