@@ -345,149 +345,205 @@ def simulate(
         When the programs deadlock (a rank waits for a message nobody sends); the message
         names the ranks and what they wait for.
     """
-    alpha_fn, beta_fn = _as_pair_fn(alpha, "alpha"), _as_pair_fn(beta, "beta")
-    shared = ports == "shared"
-    if not (
-        shared
-        or ports is None
-        or (
-            isinstance(ports, (int, float))
-            and not isinstance(ports, bool)
-            and int(ports) == ports
-            and ports >= 1
-        )
-    ):
-        raise UsageError(f"bad ports {ports!r}; valid: an integer >= 1, None (no limit) or 'shared'")
-    p = len(programs)
-    out_ports, in_ports = _Ports(p, None if shared else ports), _Ports(p, None if shared else ports)
-    if shared and port_beta is None:
-        port_beta = (
-            beta_fn(0, 0)
-            if not callable(beta)
-            else min([beta_fn(a, b) for a in range(p) for b in range(p) if a != b] or [0.0])
-        )
-    fluid = _Fluid(port_beta, resources) if shared else None
-    o_isend = o_send if o_isend is None else o_isend
-    for name, v in (
-        ("o_send", o_send),
-        ("o_isend", o_isend),
-        ("o_recv", o_recv),
-        ("o_send_per_byte", o_send_per_byte),
-        ("o_recv_per_byte", o_recv_per_byte),
-    ):
-        if not callable(v) and not float(v) >= 0:
-            raise UsageError(f"bad {name} {v!r}; valid: a number >= 0 or a function (src, dst) -> us")
-    o_send_fn, o_isend_fn, o_recv_fn = (
-        _as_pair_fn(v, n) for v, n in ((o_send, "o_send"), (o_isend, "o_isend"), (o_recv, "o_recv"))
+    costs = _Costs.of(
+        programs,
+        alpha,
+        beta,
+        ports,
+        eager_bytes,
+        port_beta,
+        weight,
+        resources,
+        self_beta,
+        dict(
+            o_send=o_send,
+            o_isend=o_send if o_isend is None else o_isend,
+            o_recv=o_recv,
+            o_send_per_byte=o_send_per_byte,
+            o_recv_per_byte=o_recv_per_byte,
+        ),
     )
-
-    def send_overhead(src, dst, nbytes, isend):
-        if isend:
-            return o_isend_fn(src, dst) + o_send_per_byte * nbytes
-        return o_send_fn(src, dst) + o_send_per_byte * nbytes if nbytes < eager_bytes else 0.0
-
-    recv_bytes = [dict() for _ in range(p)]  # rank -> receive request -> bytes received
-    weight_fn = weight if weight is not None else (lambda src, dst: 1.0)
-    done = [dict() for _ in range(p)]  # rank -> request -> completion time (None: not yet)
-    waiting = defaultdict(deque)  # (src, dst, tag) -> posted sends or receives
-    calls, messages = [], []
-    pc = [0] * p
-    blocked = {}  # rank -> (wait start, requests, call row)
-    internal = itertools.count(10**9)  # request numbers of blocking calls
     if start_us is None:
-        start_us = [0.0] * p
-    if len(start_us) != p:
-        raise UsageError(f"start_us has {len(start_us)} times for {p} ranks; give one per rank")
-    heap = [(float(start_us[r]), r) for r in range(p)]
-    heapq.heapify(heap)
+        start_us = [0.0] * len(programs)
+    if len(start_us) != len(programs):
+        raise UsageError(f"start_us has {len(start_us)} times for {len(programs)} ranks; give one per rank")
+    run = _Run(programs, costs, start_us)
+    run.play()
+    run.check_finished()
+    return run.tables()
 
-    def complete(rank, req, t):
-        done[rank][req] = t
-        if rank in blocked:
-            wake(rank)
 
-    def arrived(msg, arrive):
+def _check_ports(ports):
+    """``ports`` as :func:`simulate` takes it, or a UsageError naming it."""
+    whole = (
+        isinstance(ports, (int, float)) and not isinstance(ports, bool) and int(ports) == ports and ports >= 1
+    )
+    if not (ports == "shared" or ports is None or whole):
+        raise UsageError(f"bad ports {ports!r}; valid: an integer >= 1, None (no limit) or 'shared'")
+
+
+@dataclass
+class _Costs:
+    """What :func:`simulate` charges: α and β per pair, the ports, eager sends, overheads."""
+
+    alpha: object  # (src, dst) -> µs
+    beta: object  # (src, dst) -> µs per byte
+    ports: object  # int, None or "shared"
+    eager_bytes: int
+    port_beta: object  # ports="shared": µs per byte of a rank's port
+    weight: object  # (src, dst) -> sharing penalty
+    resources: object  # (src, dst) -> shared resources, or None for the two ports
+    self_beta: float
+    o: dict  # o_send, o_isend, o_recv ((src, dst) -> µs), o_send_per_byte, o_recv_per_byte
+
+    @classmethod
+    def of(cls, programs, alpha, beta, ports, eager_bytes, port_beta, weight, resources, self_beta, o):
+        """Check :func:`simulate`'s arguments once and hold them as functions and numbers."""
+        alpha_fn, beta_fn = _as_pair_fn(alpha, "alpha"), _as_pair_fn(beta, "beta")
+        _check_ports(ports)
+        p = len(programs)
+        if ports == "shared" and port_beta is None:
+            port_beta = (
+                beta_fn(0, 0)
+                if not callable(beta)
+                else min([beta_fn(a, b) for a in range(p) for b in range(p) if a != b] or [0.0])
+            )
+        for name, v in o.items():
+            if not callable(v) and not float(v) >= 0:
+                raise UsageError(f"bad {name} {v!r}; valid: a number >= 0 or a function (src, dst) -> us")
+        o = dict(o, **{n: _as_pair_fn(o[n], n) for n in ("o_send", "o_isend", "o_recv")})
+        weight_fn = weight if weight is not None else (lambda src, dst: 1.0)
+        return cls(alpha_fn, beta_fn, ports, eager_bytes, port_beta, weight_fn, resources, self_beta, o)
+
+    def send_overhead(self, src, dst, nbytes, isend):
+        """µs ``src`` is busy before its message to ``dst`` leaves (an ``MPI_Isend`` or a blocking
+        send)."""
+        if isend:
+            return self.o["o_isend"](src, dst) + self.o["o_send_per_byte"] * nbytes
+        if nbytes < self.eager_bytes:
+            return self.o["o_send"](src, dst) + self.o["o_send_per_byte"] * nbytes
+        return 0.0
+
+    def recv_overhead(self, src, dst, nbytes):
+        """µs ``dst`` spends on an eager message from ``src`` its wait sees complete."""
+        return self.o["o_recv"](src, dst) + self.o["o_recv_per_byte"] * nbytes
+
+
+class _Run:
+    """One play of the programs: an event loop over the ranks' calls (in a heap by time) and, with
+    shared ports, the messages moving through :class:`_Fluid`."""
+
+    def __init__(self, programs, costs, start_us):
+        p = len(programs)
+        self.programs, self.costs = programs, costs
+        shared = costs.ports == "shared"
+        self.out_ports = _Ports(p, None if shared else costs.ports)
+        self.in_ports = _Ports(p, None if shared else costs.ports)
+        self.fluid = _Fluid(costs.port_beta, costs.resources) if shared else None
+        self.recv_bytes = [dict() for _ in range(p)]  # rank -> receive request -> (bytes, source)
+        self.done = [dict() for _ in range(p)]  # rank -> request -> completion time (None: not yet)
+        self.waiting = defaultdict(deque)  # (src, dst, tag) -> posted sends or receives
+        self.calls, self.messages = [], []
+        self.pc = [0] * p
+        self.blocked = {}  # rank -> (wait start, requests, call row)
+        self.sleeping = {}  # rank -> (call row, when its overhead began)
+        self.internal = itertools.count(10**9)  # request numbers of blocking calls
+        self.heap = [(float(start_us[r]), r) for r in range(p)]
+        heapq.heapify(self.heap)
+
+    # -- messages --------------------------------------------------------------------------------
+
+    def complete(self, rank, req, t):
+        self.done[rank][req] = t
+        if rank in self.blocked:
+            self.wake(rank)
+
+    def arrived(self, msg, arrive):
         msg.update(arrive_us=arrive, recv_us=arrive)
         req = msg.pop("recv_req")
-        recv_bytes[msg["dst"]][req] = (msg["bytes"], msg["src"])
-        complete(msg["dst"], req, arrive)
-        if done[msg["src"]][msg["send_req"]] is None:
-            complete(msg["src"], msg["send_req"], arrive)
+        self.recv_bytes[msg["dst"]][req] = (msg["bytes"], msg["src"])
+        self.complete(msg["dst"], req, arrive)
+        if self.done[msg["src"]][msg["send_req"]] is None:
+            self.complete(msg["src"], msg["send_req"], arrive)
 
-    def move(msg, t):
+    def move(self, msg, t):
         """Both sides are posted at time t: the transfer starts when the ports allow."""
-        src, dst = msg["src"], msg["dst"]
-        if fluid is not None and src != dst:
+        c, src, dst = self.costs, msg["src"], msg["dst"]
+        if self.fluid is not None and src != dst:
             msg["start_us"] = t
-            fluid.add(msg, t + alpha_fn(src, dst), beta_fn(src, dst), weight_fn(src, dst))
+            self.fluid.add(msg, t + c.alpha(src, dst), c.beta(src, dst), c.weight(src, dst))
             return
         if src == dst:
-            start, arrive = t, t + msg["bytes"] * self_beta
+            start, arrive = t, t + msg["bytes"] * c.self_beta
         else:
-            start = max(t, out_ports.earliest(src), in_ports.earliest(dst))
-            arrive = start + alpha_fn(src, dst) + msg["bytes"] * beta_fn(src, dst)
-            out_ports.take(src, arrive)
-            in_ports.take(dst, arrive)
+            start = max(t, self.out_ports.earliest(src), self.in_ports.earliest(dst))
+            arrive = start + c.alpha(src, dst) + msg["bytes"] * c.beta(src, dst)
+            self.out_ports.take(src, arrive)
+            self.in_ports.take(dst, arrive)
         msg["start_us"] = start
-        arrived(msg, arrive)
+        self.arrived(msg, arrive)
 
-    def post(kind, r, t, req, peer, nbytes, tag):
-        done[r][req] = None
-        key = (r, peer, tag) if kind == "send" else (peer, r, tag)
-        queue = waiting[key]
-        if kind == "send":
-            msg = dict(
-                src=r,
-                dst=peer,
-                tag=tag,
-                bytes=nbytes,
-                send_us=t,
-                recv_us=None,
-                start_us=None,
-                arrive_us=None,
-                send_req=req,
-            )
-            messages.append(msg)
-            if nbytes < eager_bytes:
-                done[r][req] = t
-            if queue and queue[0][0] == "recv":
-                msg["recv_req"] = queue.popleft()[1]
-                move(msg, t)
-            else:
-                queue.append(("send", msg))
-        elif queue and queue[0][0] == "send":
+    def post_send(self, r, t, req, peer, nbytes, tag):
+        self.done[r][req] = None
+        queue = self.waiting[(r, peer, tag)]
+        msg = dict(
+            src=r,
+            dst=peer,
+            tag=tag,
+            bytes=nbytes,
+            send_us=t,
+            recv_us=None,
+            start_us=None,
+            arrive_us=None,
+            send_req=req,
+        )
+        self.messages.append(msg)
+        if nbytes < self.costs.eager_bytes:
+            self.done[r][req] = t
+        if queue and queue[0][0] == "recv":
+            msg["recv_req"] = queue.popleft()[1]
+            self.move(msg, t)
+        else:
+            queue.append(("send", msg))
+
+    def post_recv(self, r, t, req, peer, tag):
+        self.done[r][req] = None
+        queue = self.waiting[(peer, r, tag)]
+        if queue and queue[0][0] == "send":
             msg = queue.popleft()[1]
             msg["recv_req"] = req
-            move(msg, t)
+            self.move(msg, t)
         else:
             queue.append(("recv", req))
 
-    def wake(r):
-        t0, reqs, row = blocked[r]
-        times = [done[r][q] for q in reqs]
+    # -- ranks -----------------------------------------------------------------------------------
+
+    def wake(self, r):
+        """A blocked rank goes on once all its requests are done (plus its receive overheads)."""
+        t0, reqs, row = self.blocked[r]
+        times = [self.done[r][q] for q in reqs]
         if any(x is None for x in times):
             return
-        del blocked[r]
+        del self.blocked[r]
         end = t0
         for when, q in sorted(zip(times, reqs)):
             end = max(end, when)
-            nb, src = recv_bytes[r].pop(q, (None, None))
-            if nb is not None and nb < eager_bytes:
-                end += o_recv_fn(src, r) + o_recv_per_byte * nb
+            nb, src = self.recv_bytes[r].pop(q, (None, None))
+            if nb is not None and nb < self.costs.eager_bytes:
+                end += self.costs.recv_overhead(src, r, nb)
         row["end_us"] = end
-        heapq.heappush(heap, (end, r))
+        heapq.heappush(self.heap, (end, r))
 
-    sleeping = {}  # rank -> (call row, when its overhead began)
-
-    def run(r, t):
-        ops = programs[r].ops
-        while pc[r] < len(ops):
-            op = ops[pc[r]]
+    def step(self, r, t):
+        """Run rank r's calls from time t until it blocks, sleeps through an overhead or ends."""
+        ops = self.programs[r].ops
+        while self.pc[r] < len(ops):
+            op = ops[self.pc[r]]
             o = 0.0
             if op.dst is not None and op.call in ("Isend", "Send", "Sendrecv"):
-                o = send_overhead(r, op.dst, op.sbytes, op.call != "Send")
-            if r in sleeping:  # back from the overhead: post now
-                row, _ = sleeping.pop(r)
+                o = self.costs.send_overhead(r, op.dst, op.sbytes, op.call != "Send")
+            if r in self.sleeping:  # back from the overhead: post now
+                row, _ = self.sleeping.pop(r)
             else:
                 row = dict(
                     rank=r,
@@ -500,52 +556,67 @@ def simulate(
                     rbytes=op.rbytes if op.src is not None else None,
                     tag=op.tag,
                 )
-                calls.append(row)
+                self.calls.append(row)
                 if o > 0:  # the rank is busy o, then its message leaves
-                    sleeping[r] = (row, t)
-                    heapq.heappush(heap, (t + o, r))
+                    self.sleeping[r] = (row, t)
+                    heapq.heappush(self.heap, (t + o, r))
                     return
-            pc[r] += 1
+            self.pc[r] += 1
             if op.call == "Isend":
                 row["end_us"] = t
-                post("send", r, t, op.req, op.dst, op.sbytes, op.tag)
+                self.post_send(r, t, op.req, op.dst, op.sbytes, op.tag)
                 continue
             if op.call == "Irecv":
-                post("recv", r, t, op.req, op.src, op.rbytes, op.tag)
+                self.post_recv(r, t, op.req, op.src, op.tag)
                 continue
-            if op.call in ("Wait", "Waitall"):
-                reqs = op.reqs
-            else:  # blocking: post, then wait
-                reqs = []
-                if op.dst is not None:
-                    reqs.append(next(internal))
-                    post("send", r, t, reqs[-1], op.dst, op.sbytes, op.tag)
-                if op.src is not None:
-                    reqs.append(next(internal))
-                    post("recv", r, t, reqs[-1], op.src, op.rbytes, op.tag)
-            blocked[r] = (t, reqs, row)
-            wake(r)
+            self.blocked[r] = (t, self.wait_for(op, r, t), row)
+            self.wake(r)
             return  # resumed from the heap at the wait's end
 
-    while heap or (fluid is not None and fluid.busy()):
-        t_flow = fluid.next_event() if fluid is not None else math.inf
-        if heap and heap[0][0] < t_flow:
-            t, r = heapq.heappop(heap)
-            run(r, t)
-        else:
-            for msg, t in fluid.advance(t_flow):
-                arrived(msg, t)
-    if blocked or any(pc[r] < len(programs[r].ops) for r in range(p)):
-        waits = []
-        for r, (_, _reqs, row) in sorted(blocked.items()):
-            waits.append(f"rank {r} in {row['call']} (src {row['src']}, dst {row['dst']})")
-        raise UsageError("the schedule deadlocks: " + "; ".join(waits))
-    # a rank's messages to itself cost time (its overheads, the loopback) but are no arrows:
-    # the tracer of real runs has none either
-    messages = [m for m in messages if m["src"] != m["dst"]]
-    for msg in messages:
-        msg.pop("send_req", None)
-        msg.pop("recv_req", None)
-    calls = pd.DataFrame(calls, columns=CALL_COLUMNS)
-    messages = pd.DataFrame(messages, columns=MESSAGE_COLUMNS + ["start_us", "arrive_us"])
-    return calls, messages
+    def wait_for(self, op, r, t):
+        """The requests a wait (or a blocking call, posted here first) waits for."""
+        if op.call in ("Wait", "Waitall"):
+            return op.reqs
+        reqs = []
+        if op.dst is not None:
+            reqs.append(next(self.internal))
+            self.post_send(r, t, reqs[-1], op.dst, op.sbytes, op.tag)
+        if op.src is not None:
+            reqs.append(next(self.internal))
+            self.post_recv(r, t, reqs[-1], op.src, op.tag)
+        return reqs
+
+    # -- the loop and its result -----------------------------------------------------------------
+
+    def play(self):
+        """Take the earliest event, a rank's or a message's, until there is none."""
+        fluid = self.fluid
+        while self.heap or (fluid is not None and fluid.busy()):
+            t_flow = fluid.next_event() if fluid is not None else math.inf
+            if self.heap and self.heap[0][0] < t_flow:
+                t, r = heapq.heappop(self.heap)
+                self.step(r, t)
+            else:
+                for msg, t in fluid.advance(t_flow):
+                    self.arrived(msg, t)
+
+    def check_finished(self):
+        """UsageError naming every blocked rank when the programs deadlocked."""
+        if self.blocked or any(self.pc[r] < len(prog.ops) for r, prog in enumerate(self.programs)):
+            waits = [
+                f"rank {r} in {row['call']} (src {row['src']}, dst {row['dst']})"
+                for r, (_, _reqs, row) in sorted(self.blocked.items())
+            ]
+            raise UsageError("the schedule deadlocks: " + "; ".join(waits))
+
+    def tables(self):
+        """The calls and messages tables of :func:`simulate`."""
+        # a rank's messages to itself cost time (its overheads, the loopback) but are no arrows:
+        # the tracer of real runs has none either
+        messages = [m for m in self.messages if m["src"] != m["dst"]]
+        for msg in messages:
+            msg.pop("send_req", None)
+            msg.pop("recv_req", None)
+        calls = pd.DataFrame(self.calls, columns=CALL_COLUMNS)
+        messages = pd.DataFrame(messages, columns=MESSAGE_COLUMNS + ["start_us", "arrive_us"])
+        return calls, messages
