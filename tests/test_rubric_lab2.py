@@ -131,11 +131,26 @@ def test_the_prediction_is_recomputed_from_the_students_own_costs(measured, tmp_
     text_costs = {**COSTS, "ring": "(p-1)(α + nβ)"}
     v = _judged("prediction_check", sub, _cells(text_costs), prediction=made.table, made_at=None, sim=None)
     assert v.score == 2, v.text()
+    # what is not the student's own prediction earns nothing, its record included
     invented = made.table.assign(predicted_us=1.0)
     v = _judged("prediction_check", sub, _cells(COSTS), prediction=invented, made_at=None, sim=None)
-    assert v.score == 1 and "the prediction says 1 us, your cost there gives" in v.text(), v.text()
+    assert v.score == 0 and "the prediction says 1 us, your cost there gives" in v.text(), v.text()
+    assert "not credited: the prediction is your costs evaluated on the whole grid fails" in v.text()
     v = _judged("prediction_check", sub, {}, prediction=made.table, made_at=None, sim=None)
-    assert v.score == 1 and "was not handed in" in v.text(), v.text()
-    (sub / "prediction-lab2-thin.json").unlink()
+    assert v.score == 0 and "was not handed in" in v.text(), v.text()
+    # the record must hold the prediction handed in, not be any file of that name
+    record = sub / "prediction-lab2-thin.json"
+    kept = record.read_text()
+    for text, said in (
+        ("{}", "not a record of predict.predict"),
+        ('{"rows": []}', "does not hold the prediction"),
+    ):
+        record.write_text(text)
+        v = _judged("prediction_check", sub, _cells(COSTS), prediction=made.table, made_at=None, sim=None)
+        assert v.score == 1 and said in v.text(), v.text()
+    record.write_text(kept)
+    v = _judged("prediction_check", sub, _cells(COSTS), prediction=made.table, made_at=None, sim=None)
+    assert v.score == 2, v.text()
+    record.unlink()
     v = _judged("prediction_check", sub, _cells(COSTS), prediction=made.table, made_at=None, sim=None)
     assert v.score == 1 and "prediction-lab2-thin.json is not next to the notebook" in v.text(), v.text()

@@ -8,6 +8,7 @@ answers instead (:func:`recomputed_cases`).
 """
 
 import datetime as dt
+import json
 import math
 
 import pandas as pd
@@ -133,11 +134,62 @@ def recomputed_cases(table, expressions, nprocs, sizes, alpha_us, beta_us_per_by
     return [Case(title, True)]
 
 
+#: The largest prediction record read (bytes): a grid's record is some kB.
+RECORD_MAX_BYTES = 4 << 20
+
+
+def _points(rows):
+    """``{(algorithm, P, bytes): predicted µs}`` of a table's or a record's rows (unreadable rows
+    left out)."""
+    out = {}
+    for r in rows:
+        try:
+            out[(str(r["algorithm"]), int(r["nprocs"]), int(r["bytes"]))] = float(r["predicted_us"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def record_case(path, name, table):
+    """The case: the file ``path`` (``name`` next to the notebook, None when missing) is a record
+    of :func:`mpilab.model.predict.predict` holding the prediction ``table`` handed in. Read as
+    JSON data, at most :data:`RECORD_MAX_BYTES`."""
+    title = f"the notebook wrote {name}"
+    if path is None:
+        return Case(
+            title, False, f"{name} is not next to the notebook: make the prediction with predict.predict"
+        )
+    try:
+        if path.stat().st_size > RECORD_MAX_BYTES:
+            raise ValueError(f"larger than {RECORD_MAX_BYTES} bytes")
+        record = json.loads(path.read_text())
+        rows = record["rows"]
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError("its rows are not a list of points")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return Case(
+            title, False, f"{name} is not a record of predict.predict ({exc}): make the prediction with it"
+        )
+    kept, handed = _points(rows), _points(table.to_dict("records"))
+    same = kept.keys() == handed.keys() and all(
+        math.isclose(kept[k], handed[k], rel_tol=1e-9, abs_tol=1e-12)
+        or (math.isnan(kept[k]) and math.isnan(handed[k]))
+        for k in kept
+    )
+    return Case(
+        title,
+        same,
+        ""
+        if same
+        else f"{name} does not hold the prediction handed in: make the prediction with predict.predict",
+    )
+
+
 class PredictionVerdict(Verdict):
     """The grader's verdict on a prediction: the handed-in table must be what the student's own
     cost answers (the cells ``costs`` names) give on the grid at the grader's α and β; and the
-    notebook must have recorded it (``record``). When it was made is not graded: a time typed in
-    the notebook proves nothing."""
+    notebook must have recorded that prediction (``record``), which counts only with the first.
+    When it was made is not graded: a time typed in the notebook proves nothing."""
 
     def __init__(self, table, costs, grid, alpha_beta, segment=8192, record=None):
         """``costs``: ``{algorithm: (grade_id, answer name)}``; ``grid``: ``(nprocs, sizes)``;
@@ -157,11 +209,10 @@ class PredictionVerdict(Verdict):
         expressions = {a: ctx.answer(gid, name) for a, (gid, name) in self.costs.items()}
         out = recomputed_cases(answers[self.table], expressions, *self.grid, *self.alpha_beta(), self.segment)
         if self.record:
-            out.append(
-                Case(
-                    f"the notebook wrote {self.record}",
-                    ctx.written_file(self.record) is not None,
-                    f"{self.record} is not next to the notebook: make the prediction with predict.predict",
-                )
-            )
+            failed = [c for c in out if not c.passed]
+            if failed:  # a record of a prediction that is not the student's own earns nothing
+                why = f"not credited: {failed[0].name} fails"
+                out.append(Case(f"the notebook wrote {self.record}", False, why))
+            else:
+                out.append(record_case(ctx.written_file(self.record), self.record, answers[self.table]))
         return out
