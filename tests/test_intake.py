@@ -152,6 +152,26 @@ def test_grading_metadata_is_set_back_to_the_release(tmp_path):
     intake.check_metadata(nb)  # nbgrader takes it now
 
 
+def test_the_release_as_it_is_changes_nothing():
+    """A cell that is not graded has no points in the release nor in the submission: nothing to
+    set back, nothing to tell (every locked cell of lab 0 was once told 'its points changed')."""
+    released = _released()
+    nb = nbformat.v4.new_notebook(cells=[_cell(gid, **meta) for gid, meta in released.items()])
+    assert intake.restore_grading(nb, released) == []
+    real = json.loads((ROOT / "labs" / "lab0" / "lab0.ipynb").read_text())
+    real_released = {
+        c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"]
+        for c in real["cells"]
+        if "nbgrader" in c["metadata"]
+    }
+    assert intake.restore_grading(nbformat.reads(json.dumps(real), as_version=4), real_released) == []
+
+
+def test_notes_in_markdown_show_their_quotes_and_stay_literal():
+    assert intake._markdown("the cell 'x' had its points changed") == "the cell 'x' had its points changed"
+    assert intake._markdown("a <b> & *c*") == "a &lt;b&gt; &amp; \\*c\\*"
+
+
 def _course(tmp_path, notebook_text):
     course = tmp_path / "course"
     sub = course / "submitted" / "alice" / "lab0"

@@ -274,6 +274,8 @@ def check_metadata(nb):
 
 def _differs(key, have, want):
     if key == "points":
+        if have is None and want is None:  # a cell that is not graded has no points
+            return False
         try:
             return float(have) != float(want)
         except (TypeError, ValueError):
@@ -434,8 +436,10 @@ def after(course, lab, student, status="ok"):
 
 
 def _markdown(text):
-    """``text`` shown literally in a Markdown cell (file names may hold * _ ` < and the like)."""
-    out = html.escape(text)
+    """``text`` shown literally in a Markdown cell (file names may hold * _ ` < and the like):
+    HTML's three (not quotes: their entity's ``#`` would be escaped below and show as text),
+    then Markdown's punctuation."""
+    out = html.escape(text, quote=False)
     for c in "\\`*_{}[]#+!|~>":
         out = out.replace(c, "\\" + c)
     return out
