@@ -1,7 +1,8 @@
 """Grading a class as a SLURM job array (mpilab/grade/batch.py, scripts/grade.sh --slurm) into a
 MariaDB gradebook (scripts/gradebook-db.sh): which students a rerun grades, the progress line,
 and, end to end on the local SLURM, a task killed mid-grading, the rerun that grades only its
-student, and the same scores as the serial path into SQLite."""
+student, and the same scores as the serial path into SQLite; on a private three-node SLURM, a
+node that dies while it grades and the requeued task that grades its student again."""
 
 import json
 import os
@@ -266,3 +267,104 @@ def test_the_course_database_starts_from_a_course_deep_in_the_tree(tmp_path):
             assert conn.execute(sqlalchemy.text("SELECT 1")).scalar() == 1
     finally:
         subprocess.run([script, "stop"], env=env, capture_output=True, timeout=120)
+
+
+def _automatic_points(lab):
+    """The points of a lab's autograded cells (the solution earns them all)."""
+    return sum(
+        c["metadata"]["nbgrader"].get("points", 0)
+        for c in released_notebook(lab)["cells"]
+        if c["cell_type"] == "code"
+        and c["metadata"].get("nbgrader", {}).get("grade")
+        and not c["metadata"]["nbgrader"].get("solution")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_a_node_that_dies_while_it_grades_costs_no_student_a_grade(tmp_path):
+    """Three lab 0 students graded as a job array on a private three-node SLURM, one task a node,
+    into a MariaDB on the controller's address. The node grading the first student is killed
+    (its slurmd and every process in it) while it grades: SLURM declares it DOWN and requeues
+    that task (grade.sh submits with --requeue), which grades the student again on a node that
+    is left. grade.sh ends with every student graded, and each has the grade their submission
+    earns: both solutions every automatic point, the untouched release none."""
+    from slurm_cluster import multinode_cluster, wait_until
+
+    if not shutil.which("mariadbd") and not os.path.exists("/usr/sbin/mariadbd"):
+        pytest.skip("mariadbd is not installed (Debian: mariadb-server)")
+    course = Course(tmp_path)
+    solution = {"hello.c": ROOT / "solutions/lab0/c_solutions/hello.c"}
+    course.submit("ann", "lab0", solved_notebook("lab0"), solution)
+    course.submit("bob", "lab0", released_notebook("lab0"), {"hello.c": ROOT / "labs/lab0/hello.c"})
+    course.submit("cid", "lab0", solved_notebook("lab0"), solution)
+    with multinode_cluster("grading", nodes=3, cpus=2, partition="nodes") as cluster:
+        env = {
+            "MPILAB_DB_PORT": str(_free_port()),
+            "MPILAB_DB_HOST": cluster.controller_address,  # where the nodes reach the gradebook
+            "MPILAB_GRADE_PARTITION": cluster.partition,
+            "MPILAB_GRADE_CPUS": str(cluster.cpus),  # one task a node
+            "SLURM_CONF": cluster.conf,
+        }
+        full = dict(os.environ, COURSE=str(course.root), MPILAB_CELL_TIMEOUT="300", **env)
+        proc = None
+        try:
+            proc = subprocess.Popen(
+                [str(ROOT / "scripts" / "grade.sh"), "--slurm", "lab0"],
+                env=full,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+
+            def running():
+                rows = cluster.run("squeue", "-h", "-n", "mpilab-grade-lab0", "-o", "%i %T %N").stdout
+                where = {
+                    r.split()[0]: r.split()[2] for r in rows.splitlines() if r.split()[1:2] == ["RUNNING"]
+                }
+                return where if len(where) == 3 else None
+
+            where = wait_until("the three grading tasks running", running, 300)
+            (task0,) = [t for t in where if t.endswith("_0")]
+            victim = where[task0]
+            assert sorted(where.values()) == cluster.nodes, where  # one task a node
+            time.sleep(8)  # well into ann's autograde
+            cluster.kill_node(victim)
+            wait_until(
+                f"{victim} DOWN",
+                lambda: (
+                    cluster.run("sinfo", "-h", "-n", victim, "-o", "%t").stdout.strip().startswith("down")
+                ),
+                90,
+            )
+
+            def requeued():
+                shown = cluster.run("scontrol", "show", "job", "-o", task0, check=False).stdout
+                return shown if "Restarts=1" in shown else None
+
+            info = wait_until(f"{task0} requeued", requeued, 60)
+            # SLURM 22.05 holds a requeued batch job about two minutes; let it go at once
+            if "JobState=PENDING" in info:
+                cluster.run("scontrol", "update", f"JobId={task0}", "StartTime=now", check=False)
+            out, _ = proc.communicate(timeout=1500)
+            (ROOT / "test-output").mkdir(exist_ok=True)
+            (ROOT / "test-output" / "batch_node_failure.txt").write_text(out)
+            assert proc.returncode == 0, out[-3000:]
+            assert "grading 3 of 3 students as SLURM array job" in out, out[-3000:]
+            assert "not graded this time" not in out, out[-3000:]
+            url = subprocess.run(
+                [str(ROOT / "scripts" / "gradebook-db.sh"), "url"],
+                env=full,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            table = _table(course.root, {"MPILAB_DB_URL": url})
+            most = _automatic_points("lab0")
+            assert most > 0
+            assert table["total"].to_dict() == {"ann": most, "bob": 0, "cid": most}, table.to_string()
+            print(f"{task0} on {victim}: killed, requeued, graded again; totals {table['total'].to_dict()}")
+        finally:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+            subprocess.run([str(ROOT / "scripts" / "gradebook-db.sh"), "stop"], env=full, capture_output=True)

@@ -95,24 +95,31 @@ def _applies(t, lab, capped):
     return True
 
 
-def cheating_scores_nothing(tmp_path, lab):
-    """Grade every technique's submission and then the victim on ``lab``; see the module's doc."""
+#: Lab 2's C techniques graded end to end by ``make test``; the others run end to end in ``make
+#: test-all`` (:class:`TestLab2OtherC`) and, in ``make test``, against the verdict itself with the
+#: symbol check off (tests/test_casedata.py: the data they hand back earns nothing either).
+C_IN_MAKE_TEST = ("c_forged", "c_library", "c_renamed", "c_writes")
+
+
+def cheating_scores_nothing(tmp_path, lab, python=True, c_techniques=tuple(C_TECHNIQUES)):
+    """Grade every technique's submission (``python``: the notebook techniques; ``c_techniques``:
+    those in the C files) and then the victim on ``lab``; see the module's doc."""
     with _capped(tmp_path) as capped:
-        _cheating_scores_nothing(capped or tmp_path, lab, capped)
+        _cheating_scores_nothing(capped or tmp_path, lab, capped, python, c_techniques)
 
 
-def _cheating_scores_nothing(tmp_path, lab, capped):
+def _cheating_scores_nothing(tmp_path, lab, capped, python, c_techniques):
     course = Course(tmp_path)
     skeletons = {p.name: p for p in sorted((ROOT / "labs" / lab).glob("*.c"))}
     solutions = {name: ROOT / "solutions" / lab / "c_solutions" / name for name in skeletons}
-    techniques = [t for t in TECHNIQUES if _applies(t, lab, capped)]
+    techniques = [t for t in TECHNIQUES if python and _applies(t, lab, capped)]
     for t in techniques:
         folder = course.submit(f"cheat_{t}", lab, cheating_notebook(lab, t), skeletons)
         if isinstance(TECHNIQUES[t], Technique) and TECHNIQUES[t].files:
             TECHNIQUES[t].files(folder, lab)
     # the C techniques, where the student's C is a function a harness calls (not lab 0's hello)
     if set(skeletons) - {"hello.c"}:
-        for t in C_TECHNIQUES:
+        for t in c_techniques:
             files = {}
             for name, text in cheating_c_files(skeletons, t).items():
                 files[name] = tmp_path / t / name
@@ -152,10 +159,11 @@ class Lab:
     """One class per lab: ``make test``'s ``pytest --dist loadscope`` hands each class (a lab, a
     few minutes) to whichever worker is free, and each other test file whole to one worker.
 
-    ``make test`` runs lab 2 (every Python and C technique, the solution as the victim); the
-    other labs repeat those techniques on their own rubrics and run in ``make test-all`` (marker
-    ``extended``), to keep CI within its limit. Lab 0's %%px road stays in ``make test`` through
-    test_cheat_payloads.py (every payload on lab 0's verdicts) and test_grade_lab0.py."""
+    ``make test`` runs lab 2 (every Python technique and :data:`C_IN_MAKE_TEST`, the solution as
+    the victim); lab 2's other C techniques and the other labs (those techniques on their own
+    rubrics) run in ``make test-all`` (marker ``extended``), to keep CI within its limit. Lab 0's
+    %%px road stays in ``make test`` through test_cheat_payloads.py (every payload on lab 0's
+    verdicts) and test_grade_lab0.py."""
 
     lab = None
 
@@ -176,7 +184,23 @@ class TestLab1(Lab):
 
 
 class TestLab2(Lab):
+    """Every notebook technique and :data:`C_IN_MAKE_TEST`."""
+
     lab = "lab2"
+
+    def test_cheating_scores_nothing(self, tmp_path):
+        cheating_scores_nothing(tmp_path, self.lab, c_techniques=C_IN_MAKE_TEST)
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+class TestLab2OtherC:
+    """Lab 2's other C techniques, end to end (``make test-all``)."""
+
+    def test_cheating_scores_nothing(self, tmp_path):
+        others = tuple(t for t in C_TECHNIQUES if t not in C_IN_MAKE_TEST)
+        assert others, "every C technique is already in make test"
+        cheating_scores_nothing(tmp_path, "lab2", python=False, c_techniques=others)
 
 
 @pytest.mark.extended
