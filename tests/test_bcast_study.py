@@ -157,3 +157,9 @@ def test_rerun_credits_a_real_sweep_and_not_a_forged_one():
     assert segments.rerun_case(None, real, "orfeo-thin", 4, 1 << 18, segs).passed
     none = segments.rerun_case(None, forged, "orfeo-thin", 4, 1 << 18, segs)
     assert not none.passed and none.message.startswith("pipeline.c is not in the submission"), none.message
+    # the skeleton as released builds and times nothing: an invented sweep does not agree with
+    # that nothing (lab 6's cheating course: its best sizes earned 2 points before)
+    skeleton = str(Path(__file__).parents[1] / "labs" / "lab6" / "pipeline.c")
+    invented = forged.assign(maxrank_avg_us=1000.0 + abs(forged["segsize"] - 16384) / 100)
+    empty = segments.rerun_case(skeleton, invented, "orfeo-thin", 4, 1 << 18, segs)
+    assert not empty.passed, empty.message

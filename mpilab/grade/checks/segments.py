@@ -174,6 +174,10 @@ def _rerun_mismatch(c_file, sweep, platform, nprocs, nbytes, segsizes, where=Non
         )
     except (AssertionError, harness.BuildError) as exc:
         return f"the grader could not time it: {exc}"
+    timed = set(got["segsize"]) if "segsize" in getattr(got, "columns", ()) else set()
+    untimed = [g for g in segsizes if g not in timed]
+    if untimed:  # nothing the grader ran agrees with anything (an unbuilt skeleton gives no row)
+        return f"the grader's run of it gave no time for segments of {untimed[0]} B"
     mine = sweep[(sweep["platform"].astype(str) == platform) & (sweep["nprocs"] == nprocs)]
     theirs = mine.groupby("segsize")["maxrank_avg_us"].median()
     for r in got.itertuples():
