@@ -141,6 +141,24 @@ def _why_not(path, st, limits, depth, seen):
     return None
 
 
+def _entries(folder, rel, names, limits, depth, seen):
+    """``(name, path, relative path, lstat, why refused or None)`` of each entry ``names`` of
+    ``folder`` that still exists, never followed (:func:`_why_not` counts it in ``seen``)."""
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        yield (
+            name,
+            path,
+            os.path.join(rel, name) if rel else name,
+            st,
+            _why_not(path, st, limits, depth, seen),
+        )
+
+
 def screen(submission, quarantine, limits=None, first=()):
     """Move out of ``submission`` everything :func:`_why_not` refuses; return the refusals.
 
@@ -160,14 +178,7 @@ def screen(submission, quarantine, limits=None, first=()):
             return
         if not rel:
             names = [n for n in first if n in names] + [n for n in names if n not in first]
-        for name in names:
-            path = os.path.join(folder, name)
-            relpath = os.path.join(rel, name) if rel else name
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            why = _why_not(path, st, limits, depth, seen)
+        for _, path, relpath, st, why in _entries(folder, rel, names, limits, depth, seen):
             if why:
                 _move(path, Path(quarantine) / relpath)
                 refused.append(Refusal(relpath, why))
@@ -456,13 +467,9 @@ def copy_tree(src, dest, limits=None):
 
     def walk(folder, target, rel, depth):
         os.makedirs(target, exist_ok=True)
-        for name in sorted(os.listdir(folder)):
-            path, relpath = os.path.join(folder, name), os.path.join(rel, name) if rel else name
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            why = _why_not(path, st, limits, depth, seen)
+        for name, path, relpath, st, why in _entries(
+            folder, rel, sorted(os.listdir(folder)), limits, depth, seen
+        ):
             if why:
                 refused.append(Refusal(relpath, why))
             elif stat.S_ISDIR(st.st_mode):
