@@ -18,6 +18,9 @@ keeps the verdict to itself:
   data, which only messages carry.
 * :func:`read_states` reads ``state.<rank>``: where each rank was (the case, the blocking call
   and the peers it waited for) when the run ended: what a hang or a crash is explained with.
+* :func:`read_errors` reads ``error.<rank>``: the MPI error the library raised on a rank (its
+  case, its call and the library's words), written by the harness's own error handler so that
+  the launcher cannot lose it.
 
 Every file read here is checked: a regular file (no link), of bounded size, whose records parse;
 anything else is "not what the harness wrote" and its rank's cases fail.
@@ -165,7 +168,7 @@ def prepare(work, specs, nprocs, inputs):
                     f.write(data)
 
 
-_OURS = re.compile(r"^(plan|(in|out|state)\.\d+)$")
+_OURS = re.compile(r"^(plan|(in|out|state|error)\.\d+)$")
 
 
 def clear(work):
@@ -308,4 +311,24 @@ def read_states(work, nprocs):
         if m:
             peers = [(d, int(p)) for d, p in re.findall(r"(send|recv)=(-?\d+)", m.group(3))]
             out[r] = (int(m.group(1)), m.group(2), peers)
+    return out
+
+
+_ERROR = re.compile(r"^seq=(\d+) call=(\S+) error=(.*)$")
+
+
+def read_errors(work, nprocs):
+    """The MPI errors the ranks reported: ``{world rank: (seq, call, text)}`` (call "-" when the
+    harness did not know it); ranks without a readable report are left out. The text is printable
+    ASCII of at most 300 characters (the file is the student's process's, like every file here)."""
+    out = {}
+    for r in range(nprocs):
+        try:
+            data = _read_file(os.path.join(work, f"error.{r}"), 4096)
+        except BadResults:
+            continue
+        m = _ERROR.match((data or b"").decode("ascii", "replace").strip())
+        if m:
+            text = "".join(ch if ch.isprintable() else "?" for ch in m.group(3).strip())[:300]
+            out[r] = (int(m.group(1)), m.group(2), text.removesuffix(", error stack:"))
     return out

@@ -184,6 +184,15 @@ def mpi_error(res):
     return (f"in {call.group(1)}: " if call else "") + m.group(1).strip(" *\t,")
 
 
+def _reported_error(errors, spec):
+    """The harness's report of an MPI error in this case ("in MPI_Sendrecv: MPI_ERR_TRUNCATE:
+    message truncated"), the lowest rank's; None when no rank reported one in it."""
+    for _, (seq, call, text) in sorted(errors.items()):
+        if seq == spec.seq and text:
+            return (f"in {call}: " if call != "-" else "") + text
+    return None
+
+
 #: Launches of one run at most: the first, then one after each case that hangs or crashes.
 MAX_LAUNCHES = 10
 _TIMEOUT_LINE = re.compile(r"^TIMEOUT (\d+)$", re.M)
@@ -350,6 +359,7 @@ def _run_one(work, program, run, caseset, specs, timeout, case_timeout, args, sa
             res = execute(work, argv(work, exe, [*args, *extra], run), run, timeout=timeout)
             records, unreadable = casedata.read_records(work, run.nprocs)
             states = casedata.read_states(work, run.nprocs)
+            errors = casedata.read_errors(work, run.nprocs)
         finally:
             casedata.clear(work)
         say(f"  {run.label}: {time.monotonic() - started:.1f} s")
@@ -365,7 +375,7 @@ def _run_one(work, program, run, caseset, specs, timeout, case_timeout, args, sa
             pending = []
             break
         culprit, rest = left[0], left[1:]
-        why, hung, buffering = _stopped(res, run, culprit, states, unreadable, caseset, case_timeout)
+        why, hung, buffering = _stopped(res, run, culprit, states, errors, unreadable, caseset, case_timeout)
         done[culprit.seq] = CaseResult(culprit, False, why)
         if unreadable:  # a result file the harness did not write: nothing more of this run is believed
             for s in rest:
@@ -378,8 +388,10 @@ def _run_one(work, program, run, caseset, specs, timeout, case_timeout, args, sa
     return [done[s.seq] for s in specs]
 
 
-def _stopped(res, run, spec, states, unreadable, caseset, case_timeout):
-    """Why the first unfinished case did not finish: (message, hung, hung in blocking sends)."""
+def _stopped(res, run, spec, states, errors, unreadable, caseset, case_timeout):
+    """Why the first unfinished case did not finish: (message, hung, hung in blocking sends).
+    An MPI error is told from the harness's report of it (``errors``, see
+    :func:`mpilab.grade.casedata.read_errors`), else from what the library printed."""
     bad = [
         f"rank {r}'s results are not what the harness writes ({why})" for r, why in sorted(unreadable.items())
     ]
@@ -401,9 +413,10 @@ def _stopped(res, run, spec, states, unreadable, caseset, case_timeout):
         else:
             lead = outcome.timeout_message(res.timeout).split(" — ")[0]
         return f"{lead} — {where or outcome.DEADLOCK_HINT}", True, where.startswith("every rank is in MPI_S")
-    said = mpi_error(res)
+    said = _reported_error(errors, spec) or mpi_error(res)
     if said:
-        return f"MPI reported an error {said} (its default error handler then ends the program)", False, False
+        ends = "an MPI error ends the program, as under MPI's default error handler"
+        return f"MPI reported an error {said} ({ends})", False, False
     return failure(res, run) or "the program ended before this case", False, False
 
 

@@ -23,6 +23,11 @@
  *   state.<rank>  one line, rewritten when the student's code enters and leaves a blocking
  *                 call: the case and the call it is in, and the peers it waits for, so a run
  *                 that hangs, crashes or is killed still says where every rank was.
+ *   error.<rank>  written only when the library raises an MPI error on this rank (hx_on_error):
+ *                 "seq=S call=MPI_NAME error=TEXT", the library's MPI_Error_string of it. The
+ *                 library's default handler would print the same through the launcher, which
+ *                 can lose it (Open MPI 4.1's mpirun under load: ORTE_ERROR_LOG in
+ *                 show_help.c); a file in the run's directory cannot be lost that way.
  *
  * The MPI functions below (point-to-point calls and every collective) are defined here and
  * pass each call on to the library through its PMPI_ name: the student's object is linked
@@ -160,6 +165,10 @@ enum { C_SEND, C_SSEND, C_RSEND, C_ISEND, C_ISSEND, C_IRSEND, C_RECV, C_IRECV, C
        C_WAIT, C_WAITALL, C_WAITANY, C_WAITSOME, C_PROBE };
 
 static int hx_in_student, hx_current_seq;
+/* The library call the program is in, for hx_on_error: an index in hx_call_names, or a
+ * collective's name; -1 / NULL between calls. */
+static int hx_calling_p2p = -1;
+static const char *hx_calling_coll;
 static hx_msg hx_msgs[HX_MAX_MSGS];
 static int hx_nmsgs, hx_msgs_dropped;
 static char hx_colls[HX_MAX_COLLS][48];
@@ -174,6 +183,7 @@ static int hx_npending;
 
 static void hx_note(int dir, int call, int peer, int tag, long long bytes)
 {
+    hx_calling_p2p = call;
     if (!hx_in_student) return;
     if (hx_nmsgs == HX_MAX_MSGS) {
         hx_msgs_dropped++;
@@ -235,6 +245,7 @@ static void hx_forget(MPI_Request r)
 static void hx_state(int call, int send_to, int recv_from, const MPI_Request *reqs, int nreqs)
 {
     /* send_to and recv_from are world ranks already (hx_world), -2 or -3: none */
+    hx_calling_p2p = call;
     if (hx_state_fd < 0 || !hx_in_student) return;
     char line[1024];
     int n = snprintf(line, sizeof line, "seq=%d call=%s", hx_current_seq,
@@ -287,6 +298,7 @@ int MPI_Isend(const void *b, int c, MPI_Datatype t, int dst, int tag, MPI_Comm c
     hx_note(0, C_ISEND, dst, tag, hx_bytes(c, t));
     int rc = PMPI_Isend(b, c, t, dst, tag, comm, r);
     if (hx_in_student) hx_remember(*r, 0, hx_world(comm, dst));
+    hx_calling_p2p = -1;
     return rc;
 }
 
@@ -295,6 +307,7 @@ int MPI_Issend(const void *b, int c, MPI_Datatype t, int dst, int tag, MPI_Comm 
     hx_note(0, C_ISSEND, dst, tag, hx_bytes(c, t));
     int rc = PMPI_Issend(b, c, t, dst, tag, comm, r);
     if (hx_in_student) hx_remember(*r, 0, hx_world(comm, dst));
+    hx_calling_p2p = -1;
     return rc;
 }
 
@@ -303,6 +316,7 @@ int MPI_Irsend(const void *b, int c, MPI_Datatype t, int dst, int tag, MPI_Comm 
     hx_note(0, C_IRSEND, dst, tag, hx_bytes(c, t));
     int rc = PMPI_Irsend(b, c, t, dst, tag, comm, r);
     if (hx_in_student) hx_remember(*r, 0, hx_world(comm, dst));
+    hx_calling_p2p = -1;
     return rc;
 }
 
@@ -320,6 +334,7 @@ int MPI_Irecv(void *b, int c, MPI_Datatype t, int src, int tag, MPI_Comm comm, M
     hx_note(1, C_IRECV, src, tag, hx_bytes(c, t));
     int rc = PMPI_Irecv(b, c, t, src, tag, comm, r);
     if (hx_in_student) hx_remember(*r, 1, hx_world(comm, src));
+    hx_calling_p2p = -1;
     return rc;
 }
 
@@ -404,73 +419,81 @@ int MPI_Waitsome(int n, MPI_Request *r, int *outcount, int *indices, MPI_Status 
 
 static void hx_collective(const char *name, MPI_Comm comm)
 {
+    hx_calling_coll = name;
     if (!hx_in_student || hx_ncolls == HX_MAX_COLLS) return;
     int size = 0;
     PMPI_Comm_size(comm, &size);
     snprintf(hx_colls[hx_ncolls++], sizeof hx_colls[0], "%s/%d", name, size);
 }
 
+/* A collective's return: it is no longer the call the program is in. */
+static int hx_returned(int rc)
+{
+    hx_calling_coll = NULL;
+    return rc;
+}
+
 #define HX_COLL(name, comm) hx_collective(name, comm)
 
 int MPI_Barrier(MPI_Comm comm)
-{ HX_COLL("MPI_Barrier", comm); return PMPI_Barrier(comm); }
+{ HX_COLL("MPI_Barrier", comm); return hx_returned(PMPI_Barrier(comm)); }
 int MPI_Bcast(void *b, int c, MPI_Datatype t, int root, MPI_Comm comm)
-{ HX_COLL("MPI_Bcast", comm); return PMPI_Bcast(b, c, t, root, comm); }
+{ HX_COLL("MPI_Bcast", comm); return hx_returned(PMPI_Bcast(b, c, t, root, comm)); }
 int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root, MPI_Comm comm)
-{ HX_COLL("MPI_Gather", comm); return PMPI_Gather(s, sc, st, r, rc, rt, root, comm); }
+{ HX_COLL("MPI_Gather", comm); return hx_returned(PMPI_Gather(s, sc, st, r, rc, rt, root, comm)); }
 int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *d, MPI_Datatype rt,
                 int root, MPI_Comm comm)
-{ HX_COLL("MPI_Gatherv", comm); return PMPI_Gatherv(s, sc, st, r, rc, d, rt, root, comm); }
+{ HX_COLL("MPI_Gatherv", comm); return hx_returned(PMPI_Gatherv(s, sc, st, r, rc, d, rt, root, comm)); }
 int MPI_Scatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root, MPI_Comm comm)
-{ HX_COLL("MPI_Scatter", comm); return PMPI_Scatter(s, sc, st, r, rc, rt, root, comm); }
+{ HX_COLL("MPI_Scatter", comm); return hx_returned(PMPI_Scatter(s, sc, st, r, rc, rt, root, comm)); }
 int MPI_Scatterv(const void *s, const int *sc, const int *d, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
                  int root, MPI_Comm comm)
-{ HX_COLL("MPI_Scatterv", comm); return PMPI_Scatterv(s, sc, d, st, r, rc, rt, root, comm); }
+{ HX_COLL("MPI_Scatterv", comm); return hx_returned(PMPI_Scatterv(s, sc, d, st, r, rc, rt, root, comm)); }
 int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm comm)
-{ HX_COLL("MPI_Allgather", comm); return PMPI_Allgather(s, sc, st, r, rc, rt, comm); }
+{ HX_COLL("MPI_Allgather", comm); return hx_returned(PMPI_Allgather(s, sc, st, r, rc, rt, comm)); }
 int MPI_Allgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *d, MPI_Datatype rt,
                    MPI_Comm comm)
-{ HX_COLL("MPI_Allgatherv", comm); return PMPI_Allgatherv(s, sc, st, r, rc, d, rt, comm); }
+{ HX_COLL("MPI_Allgatherv", comm); return hx_returned(PMPI_Allgatherv(s, sc, st, r, rc, d, rt, comm)); }
 int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm comm)
-{ HX_COLL("MPI_Alltoall", comm); return PMPI_Alltoall(s, sc, st, r, rc, rt, comm); }
+{ HX_COLL("MPI_Alltoall", comm); return hx_returned(PMPI_Alltoall(s, sc, st, r, rc, rt, comm)); }
 int MPI_Alltoallv(const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, const int *rc,
                   const int *rd, MPI_Datatype rt, MPI_Comm comm)
-{ HX_COLL("MPI_Alltoallv", comm); return PMPI_Alltoallv(s, sc, sd, st, r, rc, rd, rt, comm); }
+{ HX_COLL("MPI_Alltoallv", comm); return hx_returned(PMPI_Alltoallv(s, sc, sd, st, r, rc, rd, rt, comm)); }
 int MPI_Reduce(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, int root, MPI_Comm comm)
-{ HX_COLL("MPI_Reduce", comm); return PMPI_Reduce(s, r, c, t, o, root, comm); }
+{ HX_COLL("MPI_Reduce", comm); return hx_returned(PMPI_Reduce(s, r, c, t, o, root, comm)); }
 int MPI_Allreduce(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm comm)
-{ HX_COLL("MPI_Allreduce", comm); return PMPI_Allreduce(s, r, c, t, o, comm); }
+{ HX_COLL("MPI_Allreduce", comm); return hx_returned(PMPI_Allreduce(s, r, c, t, o, comm)); }
 int MPI_Reduce_scatter(const void *s, void *r, const int *rc, MPI_Datatype t, MPI_Op o, MPI_Comm comm)
-{ HX_COLL("MPI_Reduce_scatter", comm); return PMPI_Reduce_scatter(s, r, rc, t, o, comm); }
+{ HX_COLL("MPI_Reduce_scatter", comm); return hx_returned(PMPI_Reduce_scatter(s, r, rc, t, o, comm)); }
 int MPI_Reduce_scatter_block(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm comm)
-{ HX_COLL("MPI_Reduce_scatter_block", comm); return PMPI_Reduce_scatter_block(s, r, c, t, o, comm); }
+{ HX_COLL("MPI_Reduce_scatter_block", comm); return hx_returned(PMPI_Reduce_scatter_block(s, r, c, t, o, comm)); }
 int MPI_Scan(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm comm)
-{ HX_COLL("MPI_Scan", comm); return PMPI_Scan(s, r, c, t, o, comm); }
+{ HX_COLL("MPI_Scan", comm); return hx_returned(PMPI_Scan(s, r, c, t, o, comm)); }
 int MPI_Exscan(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm comm)
-{ HX_COLL("MPI_Exscan", comm); return PMPI_Exscan(s, r, c, t, o, comm); }
+{ HX_COLL("MPI_Exscan", comm); return hx_returned(PMPI_Exscan(s, r, c, t, o, comm)); }
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *q)
-{ HX_COLL("MPI_Ibarrier", comm); return PMPI_Ibarrier(comm, q); }
+{ HX_COLL("MPI_Ibarrier", comm); return hx_returned(PMPI_Ibarrier(comm, q)); }
 int MPI_Ibcast(void *b, int c, MPI_Datatype t, int root, MPI_Comm comm, MPI_Request *q)
-{ HX_COLL("MPI_Ibcast", comm); return PMPI_Ibcast(b, c, t, root, comm, q); }
+{ HX_COLL("MPI_Ibcast", comm); return hx_returned(PMPI_Ibcast(b, c, t, root, comm, q)); }
 int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm comm,
                    MPI_Request *q)
-{ HX_COLL("MPI_Iallgather", comm); return PMPI_Iallgather(s, sc, st, r, rc, rt, comm, q); }
+{ HX_COLL("MPI_Iallgather", comm); return hx_returned(PMPI_Iallgather(s, sc, st, r, rc, rt, comm, q)); }
 int MPI_Iallreduce(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm comm, MPI_Request *q)
-{ HX_COLL("MPI_Iallreduce", comm); return PMPI_Iallreduce(s, r, c, t, o, comm, q); }
+{ HX_COLL("MPI_Iallreduce", comm); return hx_returned(PMPI_Iallreduce(s, r, c, t, o, comm, q)); }
 int MPI_Ireduce(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, int root, MPI_Comm comm, MPI_Request *q)
-{ HX_COLL("MPI_Ireduce", comm); return PMPI_Ireduce(s, r, c, t, o, root, comm, q); }
+{ HX_COLL("MPI_Ireduce", comm); return hx_returned(PMPI_Ireduce(s, r, c, t, o, root, comm, q)); }
 int MPI_Ireduce_scatter_block(const void *s, void *r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm comm,
                               MPI_Request *q)
-{ HX_COLL("MPI_Ireduce_scatter_block", comm); return PMPI_Ireduce_scatter_block(s, r, c, t, o, comm, q); }
+{ HX_COLL("MPI_Ireduce_scatter_block", comm); return hx_returned(PMPI_Ireduce_scatter_block(s, r, c, t, o, comm, q)); }
 int MPI_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root, MPI_Comm comm,
                 MPI_Request *q)
-{ HX_COLL("MPI_Igather", comm); return PMPI_Igather(s, sc, st, r, rc, rt, root, comm, q); }
+{ HX_COLL("MPI_Igather", comm); return hx_returned(PMPI_Igather(s, sc, st, r, rc, rt, root, comm, q)); }
 int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root, MPI_Comm comm,
                  MPI_Request *q)
-{ HX_COLL("MPI_Iscatter", comm); return PMPI_Iscatter(s, sc, st, r, rc, rt, root, comm, q); }
+{ HX_COLL("MPI_Iscatter", comm); return hx_returned(PMPI_Iscatter(s, sc, st, r, rc, rt, root, comm, q)); }
 int MPI_Ialltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, MPI_Comm comm,
                   MPI_Request *q)
-{ HX_COLL("MPI_Ialltoall", comm); return PMPI_Ialltoall(s, sc, st, r, rc, rt, comm, q); }
+{ HX_COLL("MPI_Ialltoall", comm); return hx_returned(PMPI_Ialltoall(s, sc, st, r, rc, rt, comm, q)); }
 
 /* ---- buffers with guards, and the records --------------------------------------------------- */
 
@@ -619,6 +642,33 @@ static void hx_on_alarm(int sig)
     _exit(3);
 }
 
+/* The error handler of every communicator of the run (MPI_COMM_WORLD's, which the ones made
+ * from it inherit): error.<rank> and stderr say which case, which call and what the library
+ * said, then the run ends as the library's own default handler would end it. */
+static void hx_on_error(MPI_Comm *comm, int *code, ...)
+{
+    char text[MPI_MAX_ERROR_STRING + 1] = "", call[48] = "-", line[MPI_MAX_ERROR_STRING + 128];
+    int len = 0;
+    (void)comm;
+    if (PMPI_Error_string(*code, text, &len) != MPI_SUCCESS || len <= 0)
+        snprintf(text, sizeof text, "MPI error code %d", *code);
+    text[strcspn(text, "\n")] = '\0';  /* MPICH's text goes on with its error stack */
+    if (hx_calling_coll) snprintf(call, sizeof call, "%s", hx_calling_coll);
+    else if (hx_calling_p2p >= 0) snprintf(call, sizeof call, "MPI_%s", hx_call_names[hx_calling_p2p]);
+    int n = snprintf(line, sizeof line, "seq=%d call=%s error=%s\n", hx_current_seq, call, text);
+    if (n >= (int)sizeof line) n = (int)sizeof line - 1;
+    char name[32];
+    snprintf(name, sizeof name, "error.%d", hx_world_rank);
+    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        if (write(fd, line, (size_t)n) < 0) n = 0;
+        close(fd);
+    }
+    fprintf(stderr, "rank %d: MPI error in %s: %s\n", hx_world_rank, call, text);
+    fflush(stderr);
+    PMPI_Abort(MPI_COMM_WORLD, *code);
+}
+
 static void hx_arm(void)
 {
     if (hx_case_timeout > 0) alarm((unsigned)hx_case_timeout);
@@ -637,6 +687,10 @@ static void hx_init(int argc, char **argv)
     PMPI_Comm_size(MPI_COMM_WORLD, &hx_world_size);
     for (int i = 1; i + 1 < argc; i++)
         if (strcmp(argv[i], "--case-timeout") == 0) hx_case_timeout = atoi(argv[i + 1]);
+    MPI_Errhandler eh;
+    PMPI_Comm_create_errhandler(hx_on_error, &eh);
+    PMPI_Comm_set_errhandler(MPI_COMM_WORLD, eh);
+    PMPI_Errhandler_free(&eh);
     hx_read_plan();
     hx_read_inputs();
     hx_open();
