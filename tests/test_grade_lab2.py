@@ -1,6 +1,9 @@
-"""End to end: release lab 2, make nine submissions, run scripts/grade.sh, check every score.
+"""End to end: release lab 2, make seven submissions, run scripts/grade.sh, check every score.
 
 Real nbgrader, real Open MPI. Per-run limit 10 s and per-cell limit 60 s keep the batch short.
+Two more, a notebook that loops and one that ignores the interrupt, are graded in ``make
+test-all`` (extended): each spends two cell limits, and tests/test_autograde.py tests the same
+kernel restarts on a small notebook in ``make test``.
 Three submissions hand in C written the way real students write it (tests/data/grading, each
 adapted from allgathers of public course repositories, bugs kept): the grade and the first
 line of feedback each gets are part of the test.
@@ -104,29 +107,30 @@ def _edit_ignore_sigint(gid, src):
     return "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n" + src
 
 
+needs_openmpi = pytest.mark.skipif(shutil.which("mpicc.openmpi") is None, reason="Open MPI not installed")
+C_RING, C_BRUCK = SOL / "c_solutions" / "ring.c", SOL / "c_solutions" / "bruck.c"
+
+
+def _submit(course, student, notebook, ring=C_RING, bruck=C_BRUCK):
+    course.submit(student, "lab2", notebook, {"ring.c": ring, "bruck.c": bruck})
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("mpicc.openmpi") is None, reason="Open MPI not installed")
-def test_grade_nine_submissions(tmp_path):
+@needs_openmpi
+def test_grade_seven_submissions(tmp_path):
     course = Course(tmp_path)
-    c_ring, c_bruck = SOL / "c_solutions" / "ring.c", SOL / "c_solutions" / "bruck.c"
-
-    def submit(student, notebook, ring, bruck):
-        course.submit(student, "lab2", notebook, {"ring.c": ring, "bruck.c": bruck})
-
-    submit("solution", solved_notebook("lab2"), c_ring, c_bruck)
-    submit("untouched", released_notebook("lab2"), SOL / "ring.c", SOL / "bruck.c")
-    submit("wrong_answers", solved_notebook("lab2", _edit_answers), c_ring, c_bruck)
-    submit("broken_c", solved_notebook("lab2"), DATA / "ring_deadlock.c", DATA / "bruck_segfault.c")
-    submit("loops_forever", solved_notebook("lab2", _edit_loop), c_ring, c_bruck)
-    submit("ignores_sigint", solved_notebook("lab2", _edit_ignore_sigint), c_ring, c_bruck)
+    _submit(course, "solution", solved_notebook("lab2"))
+    _submit(course, "untouched", released_notebook("lab2"), SOL / "ring.c", SOL / "bruck.c")
+    _submit(course, "wrong_answers", solved_notebook("lab2", _edit_answers))
+    _submit(course, "broken_c", solved_notebook("lab2"), DATA / "ring_deadlock.c", DATA / "bruck_segfault.c")
     for student, (ring, bruck) in REAL.items():
-        submit(student, solved_notebook("lab2"), DATA / ring, DATA / bruck)
+        _submit(course, student, solved_notebook("lab2"), DATA / ring, DATA / bruck)
     table, elapsed = course.grade("lab2")
     for student in REAL:
         print(student, {k: float(table.loc[student, k]) for k in FULL})
         for gid in ("ring_correct", "bruck_correct"):
             print("  ", gid, course.verdict(student, "lab2", gid).splitlines()[:3])
-    assert_scores(table, EXPECTED, course, "lab2")
+    assert_scores(table, {k: v for k, v in EXPECTED.items() if k not in KERNEL}, course, "lab2")
     assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert (course.root / "grades-lab2.csv").exists()
     assert table.loc["solution", "max"] == 16 + 7  # 16 autograded, 7 by hand
@@ -159,4 +163,20 @@ def test_grade_nine_submissions(tmp_path):
         in wrong
         and "0.5 of 1 points" in wrong
     )
+
+
+#: The notebooks whose kernel the grader has to stop: each keeps the points of its other cells.
+KERNEL = {"loops_forever": _edit_loop, "ignores_sigint": _edit_ignore_sigint}
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+@needs_openmpi
+def test_a_notebook_that_loops_or_ignores_the_interrupt_keeps_its_other_points(tmp_path):
+    course = Course(tmp_path)
+    for student, edit in KERNEL.items():
+        _submit(course, student, solved_notebook("lab2", edit))
+    table, _ = course.grade("lab2")
+    assert_scores(table, {k: EXPECTED[k] for k in KERNEL}, course, "lab2")
+    assert {status for _, status in course.autograde_runs("lab2").values()} == {"ok"}
     assert "KernelRestarted" in course.feedback("ignores_sigint", "lab2")
