@@ -1,6 +1,7 @@
 """Answers handed in as data, and the trusted grader that judges them (no nbgrader needed here)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -221,3 +222,40 @@ def test_an_assignment_without_a_rubric_scores_nothing():
         nbformat.v4.new_notebook(cells=[cell]), resources
     )
     assert kept.cells[0].outputs[0]["text"] == "all checks passed\n"
+
+
+@pytest.mark.mpi  # the judge builds the ring it is handed
+def test_the_judge_runs_confined_on_copies_and_sees_no_course(tmp_path, monkeypatch):
+    """Where runs can be confined, the judge is: as the sandbox user (not root), reading the key
+    (its verdicts are right) and copies of the submission, with the course out of its sight."""
+    from mpilab.grade import sandbox
+    from mpilab.grade.verdicts import TrustedVerdicts
+
+    if not sandbox.isolation()[0]:
+        pytest.skip(f"runs cannot be confined here: {sandbox.isolation()[1]}")
+    course = tmp_path / "course"
+    sub = course / "submitted" / "ann" / "lab2"
+    sub.mkdir(parents=True)
+    (sub / "ring.c").write_text("int x;\n")
+    os.chmod(sub / "ring.c", 0o600)  # as a student's file may be: the judge reads its copy
+    (course / "gradebook.db").write_text("")
+    monkeypatch.setenv("MPILAB_COURSE_ROOT", str(course))
+    enc = lambda e: {"cost_ring": answers.encode(e)}  # noqa: E731
+    request = {
+        "lab": "lab2",
+        "submission": str(sub),
+        "workdir": str(sub),
+        "cells": {
+            "cost_ring": {"points": 1, "answers": enc((p - 1) * (alpha + n * beta))},
+            "cost_pairwise": {"points": 1, "answers": enc(p * alpha)},
+            "ring_correct": {"points": 3, "answers": {}},
+        },
+    }
+    tv = TrustedVerdicts()
+    v = tv.judge(request)
+    assert v["cost_ring"].score == 1 and v["cost_pairwise"].score == 0
+    # the copy of ring.c was read: it is built (and fails to), not "missing"
+    assert "not in the submission" not in v["ring_correct"].text(), v["ring_correct"].text()
+    assert tv.whereabouts == {"uid": sandbox.sandbox_user()[1], "course_visible": False}
+    if os.geteuid() == 0:
+        assert tv.whereabouts["uid"] != 0

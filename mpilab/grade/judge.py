@@ -210,11 +210,25 @@ def run(request):
             print(f"judge: no verdict for {lab} {grade_id}", file=sys.stderr)
             continue
         out[grade_id] = judge_cell(verdict, grade_id, cell, ctx)
-    return {"verdicts": {k: v.to_dict() for k, v in out.items()}}
+    return {"verdicts": {k: v.to_dict() for k, v in out.items()}, "judge": whereabouts()}
 
 
-def main():
-    request = json.load(sys.stdin)
+def whereabouts():
+    """Who the judge ran as and whether the course being graded (``$MPILAB_COURSE_ROOT``) existed
+    for it: the grader's log says it, and the tests check the confinement with it."""
+    course = os.environ.get("MPILAB_COURSE_ROOT", "")
+    return {"uid": os.getuid(), "course_visible": bool(course) and os.path.exists(course)}
+
+
+def main(argv=None):
+    """``python -I -m mpilab.grade.judge [REQUEST.json]``: the request from that file (the
+    confined judge's, :meth:`mpilab.grade.verdicts.TrustedVerdicts.judge`) or standard input."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        with open(argv[0]) as f:
+            request = json.load(f)
+    else:
+        request = json.load(sys.stdin)
     try:
         result = run(request)
     except KeyMissing as exc:

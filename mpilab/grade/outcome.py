@@ -57,6 +57,11 @@ LIMIT_VARS = {
         "(a memory cgroup; the address-space limit per process is separate)",
     ),
 }
+#: The trusted grader's own run (``MPILAB_JUDGE_*``, :meth:`Limits.from_env` with ``"JUDGE"``):
+#: it holds copies of the submission and of the notebook's folder, builds and runs the student's
+#: C in runs nested inside it (each under the ``MPILAB_SANDBOX_*`` limits but for the memory
+#: cgroup, which is the judge's: the only one this side of the nesting), and re-simulates.
+JUDGE_LIMITS = {"disk_mb": 4096, "files": 100000, "file_mb": 1024, "procs": 1024, "total_memory_mb": 12288}
 #: RLIMIT_NPROC of the sandbox user: processes and threads of every confined run at once (it
 #: counts per user, across runs); MPILAB_SANDBOX_USER_PROCS overrides.
 USER_PROCS = 2048
@@ -75,13 +80,18 @@ class Limits:
 
     @classmethod
     def from_env(cls, kind="SANDBOX"):
-        """The limits of a student's program (``kind="SANDBOX"``) or of a grading kernel
-        (``"KERNEL"``), each from its ``MPILAB_<kind>_*`` variable or its default."""
-        if kind not in ("SANDBOX", "KERNEL"):
-            raise UsageError(f"unknown kind of sandbox {kind!r}; valid: KERNEL, SANDBOX")
+        """The limits of a student's program (``kind="SANDBOX"``), of a grading kernel
+        (``"KERNEL"``) or of the trusted grader (``"JUDGE"``, :data:`JUDGE_LIMITS`), each from
+        its ``MPILAB_<kind>_*`` variable or its default."""
+        if kind not in ("SANDBOX", "KERNEL", "JUDGE"):
+            raise UsageError(f"unknown kind of sandbox {kind!r}; valid: JUDGE, KERNEL, SANDBOX")
+        defaults = {
+            field: {"SANDBOX": program, "KERNEL": kernel, "JUDGE": JUDGE_LIMITS[field]}[kind]
+            for field, (_, program, kernel, _) in LIMIT_VARS.items()
+        }
         values = {
-            field: positive_env(f"MPILAB_{kind}_{suffix}", program if kind == "SANDBOX" else kernel)
-            for field, (suffix, program, kernel, _) in LIMIT_VARS.items()
+            field: positive_env(f"MPILAB_{kind}_{suffix}", defaults[field])
+            for field, (suffix, _, _, _) in LIMIT_VARS.items()
         }
         return cls(kind=kind, **values)
 

@@ -446,6 +446,7 @@ def run(
     network=False,
     copy_back="success",
     read=(),
+    limits=None,
 ):
     """Run ``argv`` in ``cwd`` under a time, memory and output limit, confined where possible.
 
@@ -476,6 +477,8 @@ def run(
     read : sequence of path or (path, path)
         More paths a confined run may read besides the allow-list (:class:`Sandbox`); a C build
         needs none: copy what it needs into ``cwd`` (:func:`scratch_dir`).
+    limits : Limits, optional
+        The confinement's limits (default: a student's program's, ``Limits.from_env()``).
 
     Returns
     -------
@@ -487,7 +490,7 @@ def run(
         raise UsageError(f"timeout must be positive, got {timeout!r}")
     if output_cap <= 0:
         raise UsageError(f"output_cap must be a positive number of bytes, got {output_cap!r}")
-    limits = Limits.from_env()
+    limits = limits or Limits.from_env()
     full_env = dict(os.environ)
     full_env.update({**OPENMPI_ROOT_ENV, **openmpi_env(full_env)})
     full_env.update(env or {})

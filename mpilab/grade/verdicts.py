@@ -8,6 +8,13 @@ kernel, which the student's code controls. :class:`TrustedVerdicts` runs after t
 fresh process) for the verdicts, and replaces every test cell's outputs with its verdict: the
 feedback text, then the score as nbgrader reads it. What the notebook printed in a test cell is
 dropped, so text that imitates a pass changes nothing.
+
+The judge runs confined where the machine allows it (:func:`mpilab.grade.sandbox.isolation`), as
+the sandbox user in namespaces of its own (:func:`judge_reads`): it reads the kit and the answer
+key, and copies of the submission and of the notebook's folder; the course (the gradebook, the
+other students, the submitted originals) does not exist for it, and only this process, its
+trusted parent, turns its verdicts into scores. The student's C it builds and runs is confined
+again inside it, in runs that do not see the key.
 """
 
 import json
@@ -21,9 +28,13 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Enum, Float
 
-from mpilab.core import key
-from mpilab.grade import answers
+from mpilab.core import key, paths
+from mpilab.grade import answers, sandbox, sandbox_init
 from mpilab.grade.cases import Case, CellVerdict
+from mpilab.grade.outcome import Limits
+
+#: Bytes of the confined judge's standard output kept: its verdicts, HTML diagrams included.
+JUDGE_OUTPUT_CAP = 256 << 20
 
 
 def test_cells(nb):
@@ -65,6 +76,9 @@ def _html_output(verdict):
 
 class TrustedVerdicts(NbGraderPreprocessor):
     """Score every test cell from the trusted grader's verdict (see the module's docstring)."""
+
+    #: What the last judge said of itself (:func:`mpilab.grade.judge.whereabouts`).
+    whereabouts = {}
 
     judge_timeout = Float(
         float(os.environ.get("MPILAB_JUDGE_TIMEOUT", "1800")),
@@ -129,7 +143,12 @@ class TrustedVerdicts(NbGraderPreprocessor):
         return nb, resources
 
     def judge(self, request):
-        """Run ``python -I -m mpilab.grade.judge`` on ``request``; return ``{grade_id: CellVerdict}``."""
+        """Run ``python -I -m mpilab.grade.judge`` on ``request``, confined where possible;
+        return ``{grade_id: CellVerdict}``."""
+        confined, note = sandbox.isolation()
+        if confined:
+            return self._judge_confined(request, note)
+        self.log.warning("the trusted grader runs unconfined: %s", note)
         with tempfile.TemporaryDirectory(prefix="mpilab-judge-") as tmp:
             try:
                 proc = subprocess.run(
@@ -154,6 +173,50 @@ class TrustedVerdicts(NbGraderPreprocessor):
                 data = json.loads(proc.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
                 return self._failed(request, "the grader's answer could not be read")
+        self.whereabouts = data.get("judge", {})
+        return {gid: CellVerdict.from_dict(v) for gid, v in data["verdicts"].items()}
+
+    def _judge_confined(self, request, note):
+        """The judge in a confined run (the module's description) on copies of its inputs."""
+        with tempfile.TemporaryDirectory(prefix="mpilab-judge-") as tmp:
+            mine = dict(request)
+            for name in ("submission", "workdir"):
+                copy = os.path.join(tmp, name)
+                os.mkdir(copy)
+                if os.path.isdir(request[name]):
+                    sandbox_init.copy_tree(request[name], copy, plain=True)
+                mine[name] = copy
+            with open(os.path.join(tmp, "request.json"), "w") as f:
+                json.dump(mine, f)
+            self.log.info("trusted grader: confined as %s (%s)", sandbox.sandbox_user()[0], note)
+            res = sandbox.run(
+                [sys.executable, "-I", "-m", "mpilab.grade.judge", "request.json"],
+                cwd=tmp,
+                timeout=self.judge_timeout,
+                memory_mb=0,
+                output_cap=JUDGE_OUTPUT_CAP,
+                env={"HOME": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib"},
+                read=judge_reads(request["lab"]),
+                limits=Limits.from_env("JUDGE"),
+            )
+        if res.stderr.strip():
+            self.log.warning("trusted grader:\n%s", res.stderr[-4000:])
+        if res.timed_out:
+            self.log.error("the trusted grader ran past %s s", self.judge_timeout)
+            return self._failed(request, f"the grader ran past its {self.judge_timeout:g} s limit")
+        if res.returncode != 0:
+            why = res.limit or res.stderr.strip()[-300:]
+            self.log.error("the trusted grader failed (exit %s): %s", res.returncode, why)
+            return self._failed(request, f"the grader failed (exit {res.returncode}): {why}")
+        try:
+            data = json.loads(res.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return self._failed(request, "the grader's answer could not be read")
+        self.whereabouts = data.get("judge", {})
+        self.log.info(
+            "trusted grader: ran as uid %(uid)s; the course visible to it: %(course_visible)s",
+            self.whereabouts,
+        )
         return {gid: CellVerdict.from_dict(v) for gid, v in data["verdicts"].items()}
 
     @staticmethod
@@ -162,3 +225,16 @@ class TrustedVerdicts(NbGraderPreprocessor):
             gid: CellVerdict(gid, cell["points"], [Case("the grader", False, why + "; tell your instructor")])
             for gid, cell in request["cells"].items()
         }
+
+
+def judge_reads(lab):
+    """What the confined judge reads besides the copies it is given: the kit and the answer key
+    (:func:`mpilab.grade.sandbox.kit_paths` with ``key``), the rest of the key's folder (its C
+    solutions and notebooks: ``solutions/``), the lab's released files (``labs/<lab>``: a
+    skeleton handed in untouched is not built) and the compiled references
+    (:mod:`mpilab.grade.references`)."""
+    root = paths.repo_root()
+    folders = {os.path.dirname(p) for p in sandbox.key_paths()}
+    more = {d for d in folders if os.path.basename(d) == "solutions"}
+    more |= {str(root / "labs" / lab), str(root / "c_reference" / "compiled")}
+    return sandbox.kit_paths(key=True) + sorted(p for p in more if os.path.isdir(p))
