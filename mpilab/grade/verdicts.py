@@ -229,12 +229,18 @@ class TrustedVerdicts(NbGraderPreprocessor):
 
 def judge_reads(lab):
     """What the confined judge reads besides the copies it is given: the kit and the answer key
-    (:func:`mpilab.grade.sandbox.kit_paths` with ``key``), the rest of the key's folder (its C
-    solutions and notebooks: ``solutions/``), the lab's released files (``labs/<lab>``: a
-    skeleton handed in untouched is not built) and the compiled references
-    (:mod:`mpilab.grade.references`)."""
+    (:func:`mpilab.grade.sandbox.kit_paths` with ``key``), the key's C (every lab's
+    ``c_solutions/`` and ``c_reference/`` beside the key's package), the lab's released files
+    (``labs/<lab>``: a skeleton handed in untouched is not built) and the compiled references
+    (:mod:`mpilab.grade.references`). Each is named on its own: the key's package would be
+    covered by an empty directory below a folder named instead."""
     root = paths.repo_root()
-    folders = {os.path.dirname(p) for p in sandbox.key_paths()}
-    more = {d for d in folders if os.path.basename(d) == "solutions"}
-    more |= {str(root / "labs" / lab), str(root / "c_reference" / "compiled")}
+    more = {str(root / "labs" / lab), str(root / "c_reference" / "compiled")}
+    for package in sandbox.key_paths():
+        folder = os.path.dirname(package)
+        if os.path.basename(folder) == "solutions":
+            more |= {os.path.join(folder, "c_reference")}
+            more |= {
+                os.path.join(folder, d, "c_solutions") for d in os.listdir(folder) if d.startswith("lab")
+            }
     return sandbox.kit_paths(key=True) + sorted(p for p in more if os.path.isdir(p))
