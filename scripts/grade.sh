@@ -61,10 +61,10 @@ python - <<'PY'
 from mpilab.grade import sandbox
 confined, note = sandbox.isolation()
 if confined:
-    print(f"grade.sh: student code and grading kernels run confined as {sandbox.sandbox_user()[0]}"
+    print(f"grade.sh: student code, grading kernels and the trusted grader run confined as {sandbox.sandbox_user()[0]}"
           + (f" ({note})" if note else ""))
 else:
-    print(f"grade.sh: student code and grading kernels are NOT confined: {note}")
+    print(f"grade.sh: student code, grading kernels and the trusted grader are NOT confined: {note}")
 # a later section runs on the kit's compiled reference while a student's C task fails: the
 # kernels cannot read the answer key to build it, so it is built for them here
 from mpilab.grade import references
