@@ -877,8 +877,10 @@ def nonroot_kit():
     Python and installs the kit and the key into it with pip, editable (as ``make setup``).
     Smallest faithful equivalent, said here: the third-party packages (numpy, pandas, pip ...)
     are not downloaded again (7 minutes here) but read from this test's own environment through a
-    ``.pth`` file, as a site-wide package tree would be; the C build (``c_reference/build``,
-    the key's objects in it) is copied, not rebuilt. Removed, user and home, at the end.
+    ``.pth`` file, as a site-wide package tree would be (``~/kit/.venv`` is ``~/venv``, with
+    ``nbgrader`` and ``jupyter`` commands that start its Python); the C build
+    (``c_reference/build``, the key's objects in it) is copied, not rebuilt. Removed, user and
+    home, at the end.
     """
     if not sandbox.host_root():
         pytest.skip("creating a user needs root")
@@ -929,6 +931,17 @@ def nonroot_kit():
         build = home / "kit" / "c_reference" / "build"
         shutil.copytree(paths.c_reference_dir() / "build", build, symlinks=True)
         subprocess.run(["chown", "-R", f"{NONROOT_USER}:", str(build)], check=True)
+        # the kit's .venv, where scripts/grade.sh looks for it, with the console scripts of the
+        # packages read through shared.pth (theirs start this environment's Python, not ~/venv's)
+        venv = home / "venv"
+        (home / "kit" / ".venv").symlink_to(venv)
+        for command, module in (("nbgrader", "nbgrader"), ("jupyter", "jupyter")):
+            script = venv / "bin" / command
+            script.write_text(f'#!/bin/sh\nexec {venv}/bin/python -m {module} "$@"\n')
+            script.chmod(0o755)
+        subprocess.run(
+            ["chown", "-hR", f"{NONROOT_USER}:", str(home / "kit" / ".venv"), str(venv / "bin")], check=True
+        )
         yield home
     finally:
         subprocess.run(["userdel", "--remove", NONROOT_USER], capture_output=True)
@@ -997,6 +1010,93 @@ def test_as_an_ordinary_user_the_guarantees_hold(nonroot_kit):
         "the program hit a limit: it filled its 32 MiB of disk (/tmp, /var/tmp, /dev/shm or its "
         "working directory; MPILAB_SANDBOX_DISK_MB)",
     ]
+
+
+#: The cheating suite's techniques graded by the ordinary user (tests/cheats.py): a kernel that
+#: runs as the instructor's own uid, so that only its confinement keeps the kit, the course and
+#: the grader's processes out of its reach; and a cost answer for the judge, confined as well.
+NONROOT_CHEATS = ("writes", "kill", "monkeypatch", "cost_text", "symlinks")
+
+
+def _kit_digest(kit):
+    return {
+        str(p.relative_to(kit)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for d in ("mpilab", "solutions", "grader", "scripts", "labs")
+        for p in sorted((kit / d).rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+@pytest.mark.nbgrader
+@pytest.mark.e2e
+def test_an_ordinary_user_grades_the_cheating_suite_as_root_does(nonroot_kit):
+    """The ordinary user grades lab 0 with its own kit's scripts/grade.sh: cheats of
+    :data:`NONROOT_CHEATS` and then the solution. Every cheat scores 0, the solution keeps its
+    points, and the user's kit and the solution's submitted files are as they were, as on the root
+    path (tests/test_cheating.py), here with every kernel, judge and C run confined in user
+    namespaces as that same user."""
+    sys.path.insert(0, str(paths.repo_root() / "tests"))
+    from cheats import TECHNIQUES, Technique, cheating_notebook
+    from course import released_notebook, solved_notebook
+
+    from mpilab.grade.gradebook import score_table
+
+    home, lab = nonroot_kit, "lab0"
+    kit, course = home / "kit", home / "cheat-course"
+    uid = pwd.getpwnam(NONROOT_USER).pw_uid
+    (course / "submitted").mkdir(parents=True)
+    cfg = (kit / "grader" / "nbgrader_config.py").read_text()
+    cfg = cfg.replace('"../solutions"', repr(str(kit / "solutions"))).replace(
+        '"../labs"', repr(str(home / "release"))
+    )
+    (course / "nbgrader_config.py").write_text(cfg)
+    skeleton = {"hello.c": kit / "labs" / lab / "hello.c"}
+
+    def submit(student, notebook, files):
+        folder = course / "submitted" / student / lab
+        folder.mkdir(parents=True)
+        (folder / f"{lab}.ipynb").write_text(json.dumps(notebook))
+        for name, src in files.items():
+            shutil.copy(src, folder / name)
+        return folder
+
+    for t in NONROOT_CHEATS:
+        folder = submit(f"cheat_{t}", cheating_notebook(lab, t), skeleton)
+        if isinstance(TECHNIQUES[t], Technique) and TECHNIQUES[t].files:
+            TECHNIQUES[t].files(folder, lab)
+    victim = submit(
+        "zz_solution", solved_notebook(lab), {"hello.c": kit / "solutions" / lab / "c_solutions" / "hello.c"}
+    )
+    subprocess.run(["chown", "-R", f"{uid}:", str(course)], check=True)
+    before, victim_before = _kit_digest(kit), {p.name: p.read_bytes() for p in victim.iterdir()}
+    assert released_notebook(lab)  # the release the solution was pasted into exists
+    proc = _as(
+        NONROOT_USER,
+        str(kit / "scripts" / "grade.sh"),
+        lab,
+        env={"COURSE": str(course), "MPILAB_CELL_TIMEOUT": "60", "MPILAB_RUN_TIMEOUT": "10"},
+        timeout=1800,
+    )
+    (paths.repo_root() / "test-output").mkdir(exist_ok=True)
+    (paths.repo_root() / "test-output" / "cheating_nonroot_lab0.txt").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert f"the trusted grader run confined as {NONROOT_USER} (not root" in proc.stdout, proc.stdout[-2000:]
+    table = score_table(course, lab)
+    auto = {gid: float(table.loc["zz_solution", gid]) for gid in table.columns if gid not in ("total", "max")}
+    for t in NONROOT_CHEATS:
+        got = {gid: float(table.loc[f"cheat_{t}", gid]) for gid in auto}
+        assert not any(got.values()), f"{t} scored as {NONROOT_USER}: {got}"
+    solved = json.loads((kit / "solutions" / lab / f"{lab}.ipynb").read_text())
+    points = {
+        c["metadata"]["nbgrader"]["grade_id"]: float(c["metadata"]["nbgrader"]["points"])
+        for c in solved["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade") and not c["metadata"]["nbgrader"].get("solution")
+    }
+    assert {gid: auto[gid] for gid in points} == points
+    assert _kit_digest(kit) == before
+    assert {p.name: p.read_bytes() for p in victim.iterdir()} == victim_before
 
 
 @pytest.mark.slow
