@@ -1045,7 +1045,6 @@ def test_an_ordinary_user_grades_the_cheating_suite_as_root_does(nonroot_kit):
 
     home, lab = nonroot_kit, "lab0"
     kit, course = home / "kit", home / "cheat-course"
-    uid = pwd.getpwnam(NONROOT_USER).pw_uid
     (course / "submitted").mkdir(parents=True)
     cfg = (kit / "grader" / "nbgrader_config.py").read_text()
     cfg = cfg.replace('"../solutions"', repr(str(kit / "solutions"))).replace(
@@ -1069,7 +1068,7 @@ def test_an_ordinary_user_grades_the_cheating_suite_as_root_does(nonroot_kit):
     victim = submit(
         "zz_solution", solved_notebook(lab), {"hello.c": kit / "solutions" / lab / "c_solutions" / "hello.c"}
     )
-    subprocess.run(["chown", "-R", f"{uid}:", str(course)], check=True)
+    subprocess.run(["chown", "-R", f"{NONROOT_USER}:", str(course)], check=True)
     before, victim_before = _kit_digest(kit), {p.name: p.read_bytes() for p in victim.iterdir()}
     assert released_notebook(lab)  # the release the solution was pasted into exists
     proc = _as(
