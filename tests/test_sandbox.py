@@ -878,7 +878,7 @@ def nonroot_kit():
     Smallest faithful equivalent, said here: the third-party packages (numpy, pandas, pip ...)
     are not downloaded again (7 minutes here) but read from this test's own environment through a
     ``.pth`` file, as a site-wide package tree would be (``~/kit/.venv`` is ``~/venv``, with
-    ``nbgrader`` and ``jupyter`` commands that start its Python); the C build
+    ``nbgrader``, ``jupyter`` and ``alembic`` commands that start its Python); the C build
     (``c_reference/build``, the key's objects in it) is copied, not rebuilt. Removed, user and
     home, at the end.
     """
@@ -935,7 +935,7 @@ def nonroot_kit():
         # packages read through shared.pth (theirs start this environment's Python, not ~/venv's)
         venv = home / "venv"
         (home / "kit" / ".venv").symlink_to(venv)
-        for command, module in (("nbgrader", "nbgrader"), ("jupyter", "jupyter")):
+        for command, module in (("nbgrader", "nbgrader"), ("jupyter", "jupyter"), ("alembic", "alembic")):
             script = venv / "bin" / command
             script.write_text(f'#!/bin/sh\nexec {venv}/bin/python -m {module} "$@"\n')
             script.chmod(0o755)
