@@ -1,7 +1,7 @@
 """``make bench``: how fast the kit's C algorithms and its driver are, next to the references.
 
 A benchmark, not a test: it prints tables and always exits 0 unless something could not run.
-Three parts, each printed as a table with the conditions it was measured under:
+Three parts by default, each printed as a table with the conditions it was measured under:
 
 1. **Real**: for Open MPI and MPICH, P = 2 and 4, sizes 4 KiB..1 MiB, the library's
    ``MPI_Allgather`` (``native``) next to each of the kit's allgathers. One launch of
@@ -21,6 +21,10 @@ Three parts, each printed as a table with the conditions it was measured under:
    1,024, 1 MiB per rank, allgather (the kit's Bruck and ring) and bcast (SimGrid's
    implementation of Open MPI's choice), on a jupiter-like and a THIN-like platform with one
    rank per core; wall time and peak memory (PSS) per launch.
+
+5. **Grading** (only with ``--parts grading``, about two hours at the default 100 students on 2
+   cores): a seeded class of lab 2 submissions graded serially and as a SLURM job array, side
+   by side (``bench/grading.py``).
 
 Launches go through :mod:`mpilab.measure.launch` and :mod:`mpilab.measure.collbench` like every
 other measurement of the kit. ``--c-build DIR`` times another build of ``c_reference`` (e.g. a copy
@@ -501,6 +505,14 @@ def main(argv=None):
         + ", ".join(label for label, _ in SCALE_PLATFORMS)
         + ")",
     )
+    ap.add_argument("--students", type=int, default=100, help="the grading part's class size (default 100)")
+    ap.add_argument("--seed", type=int, default=1, help="the grading part's mix of submissions (default 1)")
+    ap.add_argument(
+        "--cell-timeout", type=float, default=120, help="the grading part's per-cell limit, s (default 120)"
+    )
+    ap.add_argument(
+        "--run-timeout", type=float, default=10, help="the grading part's per-run limit, s (default 10)"
+    )
     ap.add_argument("--timeout", type=float, default=600, help="seconds per launch")
     ap.add_argument(
         "--scale-timeout",
@@ -514,7 +526,7 @@ def main(argv=None):
     )
     args = ap.parse_args(argv)
     parts = [x for x in args.parts.split(",") if x]
-    bad = [x for x in parts if x not in ("real", "sim", "osu", "scale")]
+    bad = [x for x in parts if x not in ("real", "sim", "osu", "scale", "grading")]
     labels = [label for label, _ in SCALE_PLATFORMS]
     args.scale_platforms = [x for x in args.scale_platforms.split(",") if x]
     unknown = [x for x in args.scale_platforms if x not in labels]
@@ -526,7 +538,12 @@ def main(argv=None):
             f"{args.scale_timeout:g}"
         )
     if bad or args.rounds < 1 or args.osu_runs < 1:
-        ap.error(f"bad --parts {bad} (valid: real, sim, osu, scale) or --rounds/--osu-runs below 1")
+        ap.error(f"bad --parts {bad} (valid: real, sim, osu, scale, grading) or --rounds/--osu-runs below 1")
+    if args.students < 1 or not args.cell_timeout > 0 or not args.run_timeout > 0:
+        ap.error(
+            f"--students is a count above 0 and --cell-timeout/--run-timeout seconds above 0, not "
+            f"{args.students}, {args.cell_timeout:g} and {args.run_timeout:g}"
+        )
     args.osu_show = {4, 1024, 64 << 10, 256 << 10, 512 << 10}
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = Path(args.output or paths.repo_root() / "results" / "bench" / stamp)
@@ -546,7 +563,11 @@ def main(argv=None):
             osu_part(args, outdir)
         if "scale" in parts:
             scale_part(args, outdir)
-    except MpilabError as e:
+        if "grading" in parts:
+            import grading
+
+            grading.run(args, outdir)
+    except (MpilabError, RuntimeError) as e:
         print(f"bench: {e}", file=sys.stderr)
         return 1
     print(f"\n# conditions at the end: {conditions()}")

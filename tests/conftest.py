@@ -231,6 +231,7 @@ LONGEST_FIRST = (
     "test_cheating.py::TestLab6",
     "test_cheating.py::TestLab5",
     "test_grade_lab0.py",
+    "test_sandbox.py",
     "test_grade_lab1.py",
     "test_exchange.py",
     "test_intake.py",
