@@ -24,9 +24,12 @@ sampled each second. The array's CPU time and memory are SLURM's accounting (``s
 PSS counts a shared page once, RSS every time.
 """
 
+import os
 import random
+import re
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -103,8 +106,6 @@ def make_class(course, n, seed, scratch):
 
 def _env(course, cell_timeout, run_timeout, **more):
     """grade.sh's environment: the course, the limits, and no gradebook URL from outside."""
-    import os
-
     env = {k: v for k, v in os.environ.items() if k != "MPILAB_DB_URL"}
     return env | {
         "COURSE": str(course),
@@ -115,8 +116,6 @@ def _env(course, cell_timeout, run_timeout, **more):
 
 
 def _free_port():
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -188,8 +187,6 @@ def grade_array(course, env, log):
     text = Path(log).read_text()
     if proc.returncode != 0:
         raise RuntimeError(f"grade.sh --slurm {LAB} exited {proc.returncode}: see {log}")
-    import re
-
     jobs = re.findall(r"as SLURM array job (\d+)", text)
     tasks = {}
     for job in jobs:
@@ -215,8 +212,6 @@ def differing(serial, array):
 
 def run(args, outdir, say=print):
     """The grading part: build the class, grade it both ways, print the table."""
-    import os
-
     from mpilab.grade import gradebook
 
     if not shutil.which("sbatch"):

@@ -145,15 +145,21 @@ def test_scores_and_the_outputs_nbgrader_reads():
     ]
 
 
+def _cost(name, expr):
+    return {name: answers.encode(expr)}
+
+
+def _request(submission, cells):
+    """A request for lab 2's cells (``{grade_id: {"points", "answers"}}``) on one folder."""
+    return {"lab": "lab2", "submission": str(submission), "workdir": str(submission), "cells": cells}
+
+
 def test_the_judge_runs_as_a_fresh_isolated_process(tmp_path):
     """A request for lab 2's cost cells: right, wrong, forged and missing answers."""
-    enc = lambda e: {"cost_ring": answers.encode(e)}  # noqa: E731
-    request = {
-        "lab": "lab2",
-        "submission": str(tmp_path),
-        "workdir": str(tmp_path),
-        "cells": {
-            "cost_ring": {"points": 1, "answers": enc((p - 1) * (alpha + n * beta))},
+    request = _request(
+        tmp_path,
+        {
+            "cost_ring": {"points": 1, "answers": _cost("cost_ring", (p - 1) * (alpha + n * beta))},
             "cost_bruck": {
                 "points": 2,
                 "answers": {"cost_bruck": {"kind": "sympy", "srepr": "__import__('os')"}},
@@ -165,7 +171,7 @@ def test_the_judge_runs_as_a_fresh_isolated_process(tmp_path):
             },
             "ring_correct": {"points": 3, "answers": {}},
         },
-    }
+    )
     # a module named like the kit in the working directory must not be what the judge imports
     (tmp_path / "mpilab").mkdir()
     (tmp_path / "mpilab" / "__init__.py").write_text("raise SystemExit('imported from the cwd')\n")
@@ -240,19 +246,13 @@ def test_the_judge_runs_confined_on_copies_and_sees_no_course(tmp_path, monkeypa
     os.chmod(sub / "ring.c", 0o600)  # as a student's file may be: the judge reads its copy
     (course / "gradebook.db").write_text("")
     monkeypatch.setenv("MPILAB_COURSE_ROOT", str(course))
-    enc = lambda e: {"cost_ring": answers.encode(e)}  # noqa: E731
-    request = {
-        "lab": "lab2",
-        "submission": str(sub),
-        "workdir": str(sub),
-        "cells": {
-            "cost_ring": {"points": 1, "answers": enc((p - 1) * (alpha + n * beta))},
-            "cost_pairwise": {"points": 1, "answers": enc(p * alpha)},
-            "ring_correct": {"points": 3, "answers": {}},
-        },
+    cells = {
+        "cost_ring": {"points": 1, "answers": _cost("cost_ring", (p - 1) * (alpha + n * beta))},
+        "cost_pairwise": {"points": 1, "answers": _cost("cost_pairwise", p * alpha)},
+        "ring_correct": {"points": 3, "answers": {}},
     }
     tv = TrustedVerdicts()
-    v = tv.judge(request)
+    v = tv.judge(_request(sub, cells))
     assert v["cost_ring"].score == 1 and v["cost_pairwise"].score == 0
     # the copy of ring.c was read: it is built (and fails to), not "missing"
     assert "not in the submission" not in v["ring_correct"].text(), v["ring_correct"].text()

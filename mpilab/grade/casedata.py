@@ -297,20 +297,27 @@ def read_records(work, nprocs):
 _STATE = re.compile(r"^seq=(\d+) call=(\S+)((?: (?:send|recv)=-?\d+)*)\s*$")
 
 
+def _rank_lines(work, nprocs, name, pattern):
+    """``(world rank, match)`` of each rank's one-line file ``<name>.<rank>`` that ``pattern``
+    matches; a missing, unreadable or unmatched file is left out."""
+    for r in range(nprocs):
+        try:
+            data = _read_file(os.path.join(work, f"{name}.{r}"), 4096)
+        except BadResults:
+            continue
+        m = pattern.match((data or b"").decode("ascii", "replace").strip())
+        if m:
+            yield r, m
+
+
 def read_states(work, nprocs):
     """Where each rank was when the run ended: ``{world rank: (seq, call, [(dir, peer)])}``
     (peers as ranks of MPI_COMM_WORLD; -1 any source); ranks without a readable state are left
     out."""
     out = {}
-    for r in range(nprocs):
-        try:
-            data = _read_file(os.path.join(work, f"state.{r}"), 4096)
-        except BadResults:
-            continue
-        m = _STATE.match((data or b"").decode("ascii", "replace").strip())
-        if m:
-            peers = [(d, int(p)) for d, p in re.findall(r"(send|recv)=(-?\d+)", m.group(3))]
-            out[r] = (int(m.group(1)), m.group(2), peers)
+    for r, m in _rank_lines(work, nprocs, "state", _STATE):
+        peers = [(d, int(p)) for d, p in re.findall(r"(send|recv)=(-?\d+)", m.group(3))]
+        out[r] = (int(m.group(1)), m.group(2), peers)
     return out
 
 
@@ -322,13 +329,7 @@ def read_errors(work, nprocs):
     harness did not know it); ranks without a readable report are left out. The text is printable
     ASCII of at most 300 characters (the file is the student's process's, like every file here)."""
     out = {}
-    for r in range(nprocs):
-        try:
-            data = _read_file(os.path.join(work, f"error.{r}"), 4096)
-        except BadResults:
-            continue
-        m = _ERROR.match((data or b"").decode("ascii", "replace").strip())
-        if m:
-            text = "".join(ch if ch.isprintable() else "?" for ch in m.group(3).strip())[:300]
-            out[r] = (int(m.group(1)), m.group(2), text.removesuffix(", error stack:"))
+    for r, m in _rank_lines(work, nprocs, "error", _ERROR):
+        text = "".join(ch if ch.isprintable() else "?" for ch in m.group(3).strip())[:300]
+        out[r] = (int(m.group(1)), m.group(2), text.removesuffix(", error stack:"))
     return out

@@ -160,21 +160,8 @@ class TrustedVerdicts(NbGraderPreprocessor):
                     timeout=self.judge_timeout,
                 )
             except subprocess.TimeoutExpired:
-                self.log.error("the trusted grader ran past %s s", self.judge_timeout)
-                return self._failed(request, f"the grader ran past its {self.judge_timeout:g} s limit")
-            if proc.stderr.strip():
-                self.log.warning("trusted grader:\n%s", proc.stderr[-4000:])
-            if proc.returncode != 0:
-                self.log.error("the trusted grader failed (exit %s)", proc.returncode)
-                return self._failed(
-                    request, f"the grader failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
-                )
-            try:
-                data = json.loads(proc.stdout.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                return self._failed(request, "the grader's answer could not be read")
-        self.whereabouts = data.get("judge", {})
-        return {gid: CellVerdict.from_dict(v) for gid, v in data["verdicts"].items()}
+                return self._verdicts(request, "", "", None, "")
+        return self._verdicts(request, proc.stdout, proc.stderr, proc.returncode, "")
 
     def _judge_confined(self, request, note):
         """The judge in a confined run (the module's description) on copies of its inputs."""
@@ -199,17 +186,25 @@ class TrustedVerdicts(NbGraderPreprocessor):
                 read=judge_reads(request["lab"]),
                 limits=Limits.from_env("JUDGE"),
             )
-        if res.stderr.strip():
-            self.log.warning("trusted grader:\n%s", res.stderr[-4000:])
-        if res.timed_out:
+        return self._verdicts(
+            request, res.stdout, res.stderr, None if res.timed_out else res.returncode, res.limit
+        )
+
+    def _verdicts(self, request, stdout, stderr, returncode, limit):
+        """``{grade_id: CellVerdict}`` from what the judge printed (``returncode`` None: it ran
+        past its limit; ``limit``: the confinement limit it hit, if any); on a failure every cell
+        says why."""
+        if stderr.strip():
+            self.log.warning("trusted grader:\n%s", stderr[-4000:])
+        if returncode is None:
             self.log.error("the trusted grader ran past %s s", self.judge_timeout)
             return self._failed(request, f"the grader ran past its {self.judge_timeout:g} s limit")
-        if res.returncode != 0:
-            why = res.limit or res.stderr.strip()[-300:]
-            self.log.error("the trusted grader failed (exit %s): %s", res.returncode, why)
-            return self._failed(request, f"the grader failed (exit {res.returncode}): {why}")
+        if returncode != 0:
+            why = limit or stderr.strip()[-300:]
+            self.log.error("the trusted grader failed (exit %s): %s", returncode, why)
+            return self._failed(request, f"the grader failed (exit {returncode}): {why}")
         try:
-            data = json.loads(res.stdout.strip().splitlines()[-1])
+            data = json.loads(stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             return self._failed(request, "the grader's answer could not be read")
         self.whereabouts = data.get("judge", {})
