@@ -2,6 +2,7 @@
 process counts, and check collbench's output contract and its bad-input messages."""
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -33,13 +34,19 @@ CSV_COLUMNS = [
 
 
 def registry_names():
-    """Algorithm names from the registry (build/openmpi/registry.json, built without MPI)."""
-    proc = subprocess.run(
-        ["make", "-C", str(paths.c_reference_dir()), "FLAVOUR=openmpi", "build/openmpi/registry.json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """Algorithm names from the registry (build/openmpi/registry.json, built without MPI).
+
+    Built under the lock of conftest's ``built_flavour``: in a fresh clone both xdist workers
+    collect this file at once, and one ran ``registry_dump`` while the other was still linking it
+    ("Permission denied")."""
+    with open(paths.c_reference_dir() / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(
+            ["make", "-C", str(paths.c_reference_dir()), "FLAVOUR=openmpi", "build/openmpi/registry.json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stderr
     data = json.loads((paths.c_reference_dir() / "build/openmpi/registry.json").read_text())
     return [a["name"] for a in data["algorithms"]]
