@@ -14,7 +14,6 @@ time and the best one.
 import re
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -238,44 +237,3 @@ def probe_ranges(df, nbytes, probe_bytes=None, edges=None, bins=3, value="maxran
     ).reset_index()
     out["best"] = out.groupby("range", observed=True)["median"].transform("min") == out["median"]
     return out
-
-
-def plot_probe_ranges(df, nbytes, probe_bytes=None, edges=None, bins=3, value="maxrank_avg_us", ax=None):
-    """Box plots of each algorithm's time per range of probe latency (seed 003's figure)."""
-    table = probe_ranges(df, nbytes, probe_bytes, edges, bins, value)
-    d = df[(df["bytes"] == int(nbytes))]
-    probe_bytes = int(probe_bytes if probe_bytes is not None else d["probe_bytes"].min())
-    d = d[d["probe_bytes"] == probe_bytes]
-    probe = d.groupby("run")["probe_us"].median()
-    ranges = (
-        list(table["range"].cat.categories)
-        if hasattr(table["range"], "cat")
-        else sorted(table["range"].unique())
-    )
-    algs = sorted(d["algorithm"].unique())
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(2.2 * len(ranges) * len(algs) ** 0.5 + 3, 4))
-    else:
-        fig = ax.figure
-    cut = pd.cut(probe, [r.left for r in ranges] + [ranges[-1].right], include_lowest=True)
-    width = 0.8 / len(algs)
-    for i, alg in enumerate(algs):
-        data, pos = [], []
-        for j, r in enumerate(ranges):
-            runs = cut.index[cut == r]
-            vals = pd.to_numeric(
-                d[(d["algorithm"] == alg) & d["run"].isin(runs)][value], errors="coerce"
-            ).dropna()
-            if len(vals):
-                data.append(vals.to_numpy())
-                pos.append(j + (i - (len(algs) - 1) / 2) * width)
-        bp = ax.boxplot(data, positions=pos, widths=width * 0.9, patch_artist=True, manage_ticks=False)
-        for box in bp["boxes"]:
-            box.set_facecolor(f"C{i}")
-        ax.plot([], [], "s", color=f"C{i}", label=alg)
-    ax.set_xticks(range(len(ranges)))
-    ax.set_xticklabels([f"{r.left:.3g}..{r.right:.3g}" for r in ranges])
-    ax.set_xlabel(f"probe: {probe_bytes}-byte ping-pong, ranks 0 and P-1 (µs)")
-    ax.set_ylabel(f"{d['collective'].iloc[0]} {int(nbytes)} B, slowest rank (µs)")
-    ax.legend(fontsize="small")
-    return fig, ax

@@ -35,7 +35,6 @@ does not charge the ``MPI_SUM`` of the data to the simulated clock), and memory 
 labelled way to put run-to-run variation back in.
 """
 
-import importlib.resources
 import os
 import re
 import shutil
@@ -197,10 +196,6 @@ def grid(name_or_grid="default"):
 
 
 # --- building and checking the benchmark -------------------------------------------------------
-
-
-def _data(name):
-    return importlib.resources.files("mpilab") / "data" / "lab3" / name
 
 
 def build_bench(allreduce_c, work=None, reduce_c=None):

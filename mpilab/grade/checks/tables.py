@@ -89,15 +89,6 @@ def kind_name(kind):
     return {"int": "a whole number", "number": "a number", "list": "a list of names"}[kind]
 
 
-def number_case(value, name):
-    """None when ``value`` is a finite number; else one failed :class:`Case`."""
-    if isinstance(value, BadAnswer):
-        return Case(f"{name} is a number", False, str(value))
-    if not is_kind(value, "number") or value != value or abs(value) == float("inf"):
-        return Case(f"{name} is a number", False, f"{name} should be a number, got {value!r}")
-    return None
-
-
 def credited_only_if(gates, cases):
     """``gates`` (weight 0: they earn nothing themselves) then ``cases``; while any gate fails,
     ``cases`` earn nothing (each says why).

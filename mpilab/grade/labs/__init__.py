@@ -12,11 +12,12 @@ Each lab module (``mpilab/grade/labs/lab2.py`` ...) defines ``CELLS``: grade id 
 :class:`Cell`. The expected answers and the hidden cases are not here: they are in the answer
 key, on the instructor's side.
 """
+
 import importlib
 import os
 from dataclasses import dataclass, field
 
-from mpilab.core.errors import one_of, UsageError
+from mpilab.core.errors import UsageError, one_of
 from mpilab.grade import answers
 from mpilab.grade.checks import ccode
 
@@ -42,9 +43,11 @@ class Cell:
 def c_file_cell(c_file, cases):
     """The graded cell of a C file: its visible check first says which saved version of the file
     it tests (:func:`mpilab.grade.checks.ccode.saved_note`), then returns ``cases()``."""
+
     def visible():
         print(ccode.saved_note(c_file))
         return cases()
+
     return Cell((), visible)
 
 
@@ -66,8 +69,10 @@ def checker(lab):
             raise one_of(f"graded cell of {lab}", grade_id, table)
         cell = table[grade_id]
         if len(values) != len(cell.names):
-            raise UsageError(f"check({grade_id!r}, ...) hands in {len(cell.names)} answer(s): "
-                             f"{', '.join(cell.names) or 'none'}; got {len(values)}")
+            raise UsageError(
+                f"check({grade_id!r}, ...) hands in {len(cell.names)} answer(s): "
+                f"{', '.join(cell.names) or 'none'}; got {len(values)}"
+            )
         handed = cell.prepare(*values) if cell.prepare is not None else values
         answers.hand_in(grade_id, **dict(zip(cell.names, handed)))
         if os.environ.get("NBGRADER_EXECUTION") == "autograde" or cell.visible is None:
@@ -75,10 +80,15 @@ def checker(lab):
         results = cell.visible(*values)
         failed = [c for c in results if not c.passed]
         if failed:
-            raise AssertionError("\n".join([f"{len(failed)} of {len(results)} visible checks failed:"]
-                                           + [c.line() for c in failed]))
-        print(f"{len(results)} visible checks passed. " + (cell.doc or "The grader runs them again, "
-              "with more cases, after you hand in."))
+            raise AssertionError(
+                "\n".join(
+                    [f"{len(failed)} of {len(results)} visible checks failed:"] + [c.line() for c in failed]
+                )
+            )
+        print(
+            f"{len(results)} visible checks passed. "
+            + (cell.doc or "The grader runs them again, with more cases, after you hand in.")
+        )
         return None
 
     return check

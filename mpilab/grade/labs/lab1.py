@@ -4,8 +4,10 @@ Every cell hands in ``fixed``, the simulated results at the student's message si
 answer: the grader recomputes what the answer should be from that table (after simulating one
 of its points again), with conventions a careful student could defend.
 """
+
 from mpilab.grade.cases import Case
-from mpilab.grade.checks import fits as fit_checks, plots
+from mpilab.grade.checks import fits as fit_checks
+from mpilab.grade.checks import plots
 from mpilab.grade.checks.tables import dict_case, frame, slim, table_case
 from mpilab.grade.labs import Cell
 
@@ -26,17 +28,31 @@ def data_cases(fixed):
     fixed = frame(fixed)
     sizes = sorted(fixed["bytes"].unique())
     if len(sizes) != 1:
-        return [Case("fixed is at one message size", False,
-                     f"fixed holds {len(sizes)} sizes ({', '.join(map(str, sizes[:6]))}): keep the rows at "
-                     f"FIXED_BYTES only")]
+        return [
+            Case(
+                "fixed is at one message size",
+                False,
+                f"fixed holds {len(sizes)} sizes ({', '.join(map(str, sizes[:6]))}): keep the rows at "
+                f"FIXED_BYTES only",
+            )
+        ]
     missing = [c for c in COLLECTIVES if c not in set(fixed["collective"])]
     if missing:
         return [Case("fixed has both collectives", False, f"fixed has no {' or '.join(missing)} rows")]
-    short = [f"{c} {a} ({n} P)" for (c, a), n in fixed.groupby(["collective", "algorithm"])["nprocs"].nunique().items()
-             if n < MIN_NPROCS]
+    short = [
+        f"{c} {a} ({n} P)"
+        for (c, a), n in fixed.groupby(["collective", "algorithm"])["nprocs"].nunique().items()
+        if n < MIN_NPROCS
+    ]
     if short:
-        return [Case("fixed covers the design", False, f"too few process counts for {', '.join(short)}: "
-                     f"measure every P of DESIGN (at least {MIN_NPROCS})")]
+        return [
+            Case(
+                "fixed covers the design",
+                False,
+                f"too few process counts for {', '.join(short)}: "
+                f"measure every P of DESIGN (at least {MIN_NPROCS})",
+            )
+        ]
     return []
 
 
@@ -47,6 +63,7 @@ def _panel(axes, collective):
             return bad
         sub = frame(fixed)[frame(fixed)["collective"] == collective]
         return plots.latency_plot_cases(fig, sub, x="nprocs", y="avg_us", log="y", axes=axes)
+
     return visible
 
 
@@ -65,14 +82,24 @@ def ranking_form_cases(ranking, fixed):
         want = sorted(set(frame(fixed).loc[frame(fixed)["collective"] == coll, "algorithm"].astype(str)))
         got = list(ranking[coll])
         ok = sorted(got) == want and len(set(got)) == len(got)
-        out.append(Case(f"ranking[{coll!r}] names every algorithm once", ok,
-                        f"it is {got}; it should order {want}"))
+        out.append(
+            Case(f"ranking[{coll!r}] names every algorithm once", ok, f"it is {got}; it should order {want}")
+        )
     return out
 
 
 #: The columns of ``fixed`` the grader reads (the rest stays in the notebook).
-KEPT = ("collective", "algorithm", "flavour", "platform", "nprocs", "bytes", "repetition", "avg_us",
-        "maxrank_avg_us")
+KEPT = (
+    "collective",
+    "algorithm",
+    "flavour",
+    "platform",
+    "nprocs",
+    "bytes",
+    "repetition",
+    "avg_us",
+    "maxrank_avg_us",
+)
 
 
 def _slim(answer, fixed):
@@ -80,8 +107,10 @@ def _slim(answer, fixed):
 
 
 _PLOT_NOTE = "The grader runs them again after you hand in, on your table fixed."
-_ANALYSIS_NOTE = ("Whether the values are right the grader decides after you hand in, from your "
-                  "table fixed (one of its points simulated again).")
+_ANALYSIS_NOTE = (
+    "Whether the values are right the grader decides after you hand in, from your "
+    "table fixed (one of its points simulated again)."
+)
 
 CELLS = {
     "plot_bcast": Cell(("fig", "fixed"), _panel(0, "bcast"), _PLOT_NOTE, _slim),

@@ -1,4 +1,5 @@
 """Lab 2's graded cells, as the notebook sees them: the answers each hands in, the visible checks."""
+
 from functools import partial
 
 from mpilab.grade.checks import ccode, costs, plots, prediction
@@ -17,8 +18,9 @@ P_SIM = (2, 4, 8, 16, 32, 48)
 SIZES = (4, 16, 64, 256, 1024, 4096, 16384)
 PREDICTED = ("gather_bcast", "pairwise", "ring", "bruck")
 
-_COST_NOTE = ("Its value is checked by the grader after you hand in; the feedback then names a "
-              "(p, n) where it differs.")
+_COST_NOTE = (
+    "Its value is checked by the grader after you hand in; the feedback then names a (p, n) where it differs."
+)
 
 
 def _cost(name):
@@ -37,7 +39,11 @@ CELLS = {
     "ring_correct": _c("ring.c", "ring"),
     "bruck_correct": _c("bruck.c", "bruck"),
     "plot_check": Cell(("fig", "at4"), partial(plots.latency_plot_cases, x="bytes", y="maxrank_avg_us")),
-    "plot_p_check": Cell(("fig_p", "at16k"), partial(plots.latency_plot_cases, x="nprocs", y="maxrank_avg_us")),
-    "prediction_check": Cell(("prediction", "made_at", "sim"), partial(
-        prediction.prediction_cases, algorithms=PREDICTED, nprocs=P_SIM, sizes=SIZES)),
+    "plot_p_check": Cell(
+        ("fig_p", "at16k"), partial(plots.latency_plot_cases, x="nprocs", y="maxrank_avg_us")
+    ),
+    "prediction_check": Cell(
+        ("prediction", "made_at", "sim"),
+        partial(prediction.prediction_cases, algorithms=PREDICTED, nprocs=P_SIM, sizes=SIZES),
+    ),
 }

@@ -1,9 +1,10 @@
 """Lab 3's graded cells, as the notebook sees them: the answers each hands in, the visible checks."""
+
 from functools import partial
 
 from mpilab.grade.checks import costs, plots, reductions
 from mpilab.grade.labs import Cell, c_file_cell
-from mpilab.grade.runner import Run, SMALL_CLUSTER
+from mpilab.grade.runner import SMALL_CLUSTER, Run
 
 #: The runs of the visible correctness checks: real Open MPI at P = 1, 2, 3, 5, 8 (one node: a
 #: two-level allreduce's degenerate case) and 5 ranks on the small simulated cluster of 3 nodes
@@ -21,10 +22,16 @@ CELLS = {
     "reduce_scatter_correct": _c("reduce_scatter.c", "reduce_scatter"),
     "rabenseifner_correct": _c("allreduce_rabenseifner.c", "rabenseifner"),
     "two_level_correct": _c("allreduce_two_level.c", "two_level"),
-    "cost_rabenseifner": Cell(("cost_rabenseifner",), partial(costs.form_cases, name="cost_rabenseifner"),
-                              "Its value is checked by the grader after you hand in; the feedback then "
-                              "names a (p, n) where it differs."),
-    "study_plot_check": Cell(("fig", "s8"), partial(plots.latency_plot_cases, x="nprocs", y="median_us"),
-                             "After you hand in, the grader also simulates your two-level allreduce at "
-                             "P = 16 and 32 itself and checks that s8 holds those medians."),
+    "cost_rabenseifner": Cell(
+        ("cost_rabenseifner",),
+        partial(costs.form_cases, name="cost_rabenseifner"),
+        "Its value is checked by the grader after you hand in; the feedback then "
+        "names a (p, n) where it differs.",
+    ),
+    "study_plot_check": Cell(
+        ("fig", "s8"),
+        partial(plots.latency_plot_cases, x="nprocs", y="median_us"),
+        "After you hand in, the grader also simulates your two-level allreduce at "
+        "P = 16 and 32 itself and checks that s8 holds those medians.",
+    ),
 }
