@@ -85,6 +85,25 @@ def test_simulated_overlap_hides_the_broadcast_behind_the_kernel():
     assert "SimGrid" in r["library"] and r["host"] and "smpirun" in r["command"]
 
 
+def test_forced_bcasts_rows_carry_the_launch_provenance(built_flavour):
+    """Lab 6's forced broadcasts keep, row by row, the provenance collbench printed and the
+    command that ran it (the study used to rebuild its rows without them)."""
+    built_flavour("smpi")
+    got = bcast.forced_bcasts(
+        {"binomial": ("binomial", {})},
+        nprocs=(4,),
+        sizes=(1024,),
+        repetitions=1,
+        iters=2,
+        warmup=1,
+        flavour="smpi",
+        platform="orfeo-thin",
+    )
+    assert list(got["bytes"]) == [1024]
+    r = got.iloc[0]
+    assert "SimGrid" in r["library"] and r["host"] and "smpirun" in r["command"] and "collbench" in r["command"]
+
+
 def test_overlap_names_a_bad_collective():
     with pytest.raises(UsageError, match="'reduce'"):
         bcast.overlap("smpi", collectives=("reduce",))

@@ -114,3 +114,24 @@ def test_an_import_inside_a_function_says_why():
                             f"{MODULES[name].relative_to(PACKAGE.parent)}:{node.lineno}: {here.strip()}"
                         )
     assert not silent, "imports inside functions without a reason:\n" + "\n".join(silent)
+
+
+#: The modules that may read a CSV with pandas: core.results (every table a C program of the kit
+#: prints) and studies.reference (the seeds' reference tables, data files of the kit).
+READS_CSV = {"mpilab.core.results", "mpilab.studies.reference"}
+
+
+def test_c_programs_output_is_read_only_in_core_results():
+    """Issue 32: a C program's output goes driver.parse -> core.results (or results.read_table),
+    never through a pandas reader of its own somewhere else."""
+    readers = {
+        name
+        for name, tree in TREES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("read_csv", "read_table", "read_fwf")
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("pd", "pandas")
+    }
+    assert readers <= READS_CSV, f"{sorted(readers - READS_CSV)} read a CSV with pandas: use core.results"
+    assert "mpilab.core.results" in readers  # the walk finds what it looks for

@@ -93,6 +93,16 @@ static inline void lab_fail(const char *fmt, ...)
     va_end(ap);
 }
 
+/* lab_fail, then 2 (the usage error's exit status): `status = lab_usage("...", v);`. */
+static inline int lab_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    lab_vfail(lab_reporter_of()->prog, lab_reporter_of()->rank, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
 /* The value of option `opt` as a whole number >= minimum into *out: 0, or 2 (the usage
  * error's exit status) after lab_fail has said what was wrong. */
 static inline int lab_parse_int_opt(const char *opt, const char *s, int minimum, int *out)

@@ -8,6 +8,7 @@ exclusive ``fcntl`` lock so that concurrent sweeps never interleave rows.
 
 import csv
 import fcntl
+import io
 import os
 from pathlib import Path
 
@@ -228,6 +229,36 @@ def _upgrade_table(f, path, header, writer):
     f.truncate(0)  # "a+" writes at the end: now the start
     writer.writeheader()
     writer.writerows(kept)
+
+
+def read_table(text, source, dtype=None):
+    """A CSV table that one of the kit's C programs wrote (besides the drivers' results, which
+    :func:`rows` takes from :func:`mpilab.measure.driver.parse`): today the ``labtrace`` tracer's
+    per-rank event logs (:mod:`mpilab.measure.trace`). Every table a C program prints is read in
+    this module.
+
+    Parameters
+    ----------
+    text : str
+        The table, its header line first (comment lines already removed).
+    source : str
+        Where it came from, for the error message.
+    dtype : dict, optional
+        Column -> pandas dtype.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    mpilab.core.errors.ParseError
+        The text is not a CSV table (its message names ``source``).
+    """
+    try:
+        return pd.read_csv(io.StringIO(text), dtype=dtype)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise ParseError(f"{source}: {exc}") from None
 
 
 def read_results(path):

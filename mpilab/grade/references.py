@@ -109,12 +109,13 @@ def build_bench_reduce(sources, defines=(), work=None, student=None):
     ------
     mpilab.grade.harness.BuildError
     """
-    # bench_reduce.c prints the drivers' provenance block: labprov.h goes next to it
-    header = paths.c_reference_dir() / "include" / "labprov.h"
+    # bench_reduce.c includes the drivers' headers (labopts.h, labprov.h): they go next to it
+    headers = [paths.c_reference_dir() / "include" / h for h in ("labopts.h", "labprov.h")]
     if work is None:
-        work = sandbox.scratch_dir([header])
+        work = sandbox.scratch_dir(headers)
     else:
-        shutil.copy(header, work)
+        for header in headers:
+            shutil.copy(header, work)
     bench = importlib.resources.files("mpilab") / "data" / "lab3" / "bench_reduce.c"
     with importlib.resources.as_file(bench) as path:
         return harness.build(

@@ -3,7 +3,6 @@ read the per-rank logs back as a :class:`mpilab.model.timeline.Timeline`, next t
 prediction of the same run (:func:`predicted_and_measured`).
 """
 
-import io
 import os
 import re
 import tempfile
@@ -12,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mpilab.core import paths
+from mpilab.core import paths, results
 from mpilab.core.errors import ParseError, ToolMissing, UsageError, one_of
 from mpilab.core.vocabulary import FLAVOURS
 from mpilab.measure import driver, launch, pingpong
@@ -38,10 +37,7 @@ def _read_rank_log(path):
                 body.append(line)
     if "rank" not in head or not body:
         raise ParseError(f"{path}: not a labtrace log (no '# rank:' line or no table)")
-    try:
-        df = pd.read_csv(io.StringIO("".join(body)), dtype=_TRACE_DTYPES)
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise ParseError(f"{path}: {exc}") from None
+    df = results.read_table("".join(body), path, dtype=_TRACE_DTYPES)
     syncs = []
     for key in ("clock_init", "clock_final"):
         parts = head.get(key, "").split()

@@ -123,9 +123,9 @@ OVERLAP_COLUMNS = (
 
 def _overlap_program(flavour, work):
     src = Path(__file__).resolve().parents[1] / "data" / "lab6" / "overlap.c"
-    include = paths.c_reference_dir() / "include"  # labprov.h, the provenance block
+    include = paths.c_reference_dir() / "include"  # labopts.h and labprov.h, as the drivers
     return launch.compile_c(
-        [src], flavour, output=Path(work) / f"overlap-{flavour}", flags=("-O2", "-std=c99", f"-I{include}")
+        [src], flavour, output=Path(work) / f"overlap-{flavour}", flags=("-O2", "-std=c11", f"-I{include}")
     )
 
 
@@ -261,7 +261,8 @@ def forced_bcasts(
     -------
     pandas.DataFrame
         config, algorithm, nprocs, bytes, repetition, avg_us, maxrank_avg_us, forced, evidence,
-        flavour, platform, load_1min (real runs).
+        flavour, platform, load_1min (real runs), and the provenance of the launch that measured
+        the row (library, host, command).
     """
     opts = {"platform": platform} if flavour == "smpi" else {}
     sizes = sorted(int(b) for b in sizes)
@@ -303,6 +304,9 @@ def forced_bcasts(
                                 flavour=flavour,
                                 platform=launcher.platform,
                                 load_1min=load,
+                                library=r.get("library", ""),
+                                host=r.get("host", ""),
+                                command=str(r.get("command", "")),
                             )
                         )
     if not rows:

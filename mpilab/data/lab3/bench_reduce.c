@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "labopts.h"   /* c_reference/include: messages and helpers shared by the drivers */
 #include "labprov.h"   /* c_reference/include: the provenance block of every driver */
 
 int student_allreduce_two_level(const void *sendbuf, void *recvbuf, int count,
@@ -46,16 +47,6 @@ typedef struct {
 static const char *COLLS[] = {"reduce", "allreduce"};
 static const char *ALGOS[] = {"default", "two_level"};
 static int rank, nprocs;
-
-static int fail(const char *fmt, const char *what)
-{
-    if (rank == 0) {
-        fprintf(stderr, "bench_reduce: ");
-        fprintf(stderr, fmt, what);
-        fprintf(stderr, "\n");
-    }
-    return 2;
-}
 
 static int index_of(const char *name, const char **names, int n)
 {
@@ -138,12 +129,6 @@ static int check(const job *j, int count)
     return failed;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int time_job(const job *j, int count, int iters, int warmup)
 {
     int shared = 1;
@@ -175,7 +160,7 @@ static int time_job(const job *j, int count, int iters, int warmup)
             double s = 0;
             for (int i = 0; i < iters; i++)
                 s += tmax[i];
-            qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
+            qsort(tmax, (size_t)iters, sizeof(double), lab_cmp_double);
             double med = iters % 2 ? tmax[iters / 2] : 0.5 * (tmax[iters / 2 - 1] + tmax[iters / 2]);
             printf("%s,%s,%ld,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f\n", COLLS[j->coll], ALGOS[j->algo],
                    j->bytes, count, iters, warmup, asum / nprocs, amin, amax, s / iters, med);
@@ -205,6 +190,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    lab_set_reporter("bench_reduce", rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     char colls[64] = "reduce,allreduce", algos[64] = "default,two_level", sizes[256] = "8,128,1000000";
@@ -214,7 +200,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc && status == 0; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--check")) { do_check = 1; continue; }
-        if (!v) { status = fail("option %s needs a value", a); break; }
+        if (!v) { status = lab_usage("option %s needs a value", a); break; }
         if (!strcmp(a, "--colls")) snprintf(colls, sizeof colls, "%s", v);
         else if (!strcmp(a, "--algos")) snprintf(algos, sizeof algos, "%s", v);
         else if (!strcmp(a, "--jobs")) snprintf(pairs, sizeof pairs, "%s", v);
@@ -222,7 +208,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--iters")) iters = atoi(v);
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--seed")) seed = atol(v);
-        else { status = fail("unknown option '%s'; valid: --colls --algos --jobs --sizes --iters --warmup --seed --check", a); break; }
+        else { status = lab_usage("unknown option '%s'; valid: --colls --algos --jobs --sizes --iters --warmup --seed --check", a); break; }
         i++;
     }
     job jobs[MAXJOBS];
@@ -242,7 +228,7 @@ int main(int argc, char **argv)
                 ai = index_of(colon + 1, ALGOS, 2);
             }
             if (ci < 0 || ai < 0)
-                status = fail("bad job '%s'; valid: collective:algorithm, e.g. allreduce:two_level", p_items[k]);
+                status = lab_usage("bad job '%s'; valid: collective:algorithm, e.g. allreduce:two_level", p_items[k]);
             else {
                 pair_c[np] = ci;
                 pair_a[np++] = ai;
@@ -253,8 +239,8 @@ int main(int argc, char **argv)
         for (int c = 0; c < nc && status == 0; c++)
             for (int a = 0; a < na && status == 0 && np < 8; a++) {
                 int ci = index_of(c_items[c], COLLS, 2), ai = index_of(a_items[a], ALGOS, 2);
-                if (ci < 0) status = fail("unknown collective '%s'; valid: reduce, allreduce", c_items[c]);
-                else if (ai < 0) status = fail("unknown algorithm '%s'; valid: default, two_level", a_items[a]);
+                if (ci < 0) status = lab_usage("unknown collective '%s'; valid: reduce, allreduce", c_items[c]);
+                else if (ai < 0) status = lab_usage("unknown algorithm '%s'; valid: default, two_level", a_items[a]);
                 else {
                     pair_c[np] = ci;
                     pair_a[np++] = ai;
@@ -263,14 +249,14 @@ int main(int argc, char **argv)
     }
     for (int k = 0; k < np && status == 0; k++)
         if (pair_c[k] == 0 && pair_a[k] == 1 && !HAVE_REDUCE_TWO_LEVEL)
-            status = fail("%s: the two-level reduce is not built in (it is the answer key's: build with "
+            status = lab_usage("%s: the two-level reduce is not built in (it is the answer key's: build with "
                           "-DWITH_REDUCE_TWO_LEVEL and its file); time the reduce's default only", "reduce:two_level");
     if (status == 0 && iters < 1)
-        status = fail("--iters must be >= 1%s", "");
+        status = lab_usage("--iters must be >= 1");
     for (int k = 0; k < np && status == 0; k++)
         for (int s = 0; s < ns && status == 0; s++) {
             long b = atol(s_items[s]);
-            if (b < 8 || b % 8) status = fail("bad size '%s'; valid: a multiple of 8 bytes (MPI_DOUBLE)", s_items[s]);
+            if (b < 8 || b % 8) status = lab_usage("bad size '%s'; valid: a multiple of 8 bytes (MPI_DOUBLE)", s_items[s]);
             else if (njobs < MAXJOBS) jobs[njobs++] = (job){pair_c[k], pair_a[k], b};
         }
     if (status == 0 && seed >= 0) {   /* Fisher-Yates with a small LCG: same order on every rank */

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "labopts.h"
 #include "labprov.h"
 
 static volatile double sink;
@@ -47,12 +48,6 @@ static void kernel(long n)
     for (long i = 0; i < n; i++)
         x = x * 1.0000001 + 1e-9;
     sink = x;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* CPU time of this thread, µs: not stretched when the machine makes the process wait, and
@@ -82,7 +77,7 @@ static void calibrate(void)
             }
             rates[k] = n / t;
         }
-        qsort(rates, 5, sizeof rates[0], cmp);
+        qsort(rates, 5, sizeof rates[0], lab_cmp_double);
         iters_per_us = rates[2];
     }
     MPI_Bcast(&iters_per_us, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -135,7 +130,7 @@ static void measure(int allgather, char *buf, char *out, long bytes, double c_us
         }
     double med[3];
     for (int mode = 0; mode < 3; mode++) {
-        qsort(t + mode * iters, (size_t)iters, sizeof(double), cmp);
+        qsort(t + mode * iters, (size_t)iters, sizeof(double), lab_cmp_double);
         med[mode] = iters % 2 ? t[mode * iters + iters / 2]
                               : (t[mode * iters + iters / 2 - 1] + t[mode * iters + iters / 2]) / 2;
     }
