@@ -289,7 +289,7 @@ def options_of(options=None, **fields):
     return options
 
 
-def run(launcher, program, args, nprocs, mapping="core", timeout=600, expect=None, columns=None):
+def run(launcher, program, args, nprocs, mapping="core", timeout=600, expect=None, columns=None, cwd=None):
     """Launch ``program args`` on ``nprocs`` ranks and parse its output.
 
     Parameters
@@ -300,6 +300,8 @@ def run(launcher, program, args, nprocs, mapping="core", timeout=600, expect=Non
     args : list of str
     expect, columns : str, sequence of str, optional
         The program name and table header the output must have (:func:`parse`).
+    cwd : path, optional
+        The directory the ranks run in (default: the launcher's).
 
     Returns
     -------
@@ -308,5 +310,5 @@ def run(launcher, program, args, nprocs, mapping="core", timeout=600, expect=Non
         results table's ``command`` column.
     """
     cmd = launcher.command(program, args, nprocs, mapping)
-    proc = launcher.run(program, args, nprocs, mapping=mapping, timeout=timeout)
+    proc = launcher.run(program, args, nprocs, mapping=mapping, timeout=timeout, cwd=cwd)
     return parse(proc.stdout, source=f"output of {cmd}", program=expect, columns=columns), str(cmd)

@@ -204,10 +204,16 @@ def overlap(
                     ]
                     load = os.getloadavg()[0] if flavour != "smpi" else np.nan
                     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-                    cmd = launcher.command(prog, args, int(p), mapping)
-                    proc = launcher.run(prog, args, int(p), mapping, timeout=timeout, cwd=work)
-                    out = driver.parse(
-                        proc.stdout, source=f"output of {cmd}", program="overlap", columns=OVERLAP_COLUMNS
+                    out, cmd = driver.run(
+                        launcher,
+                        prog,
+                        args,
+                        int(p),
+                        mapping,
+                        timeout=timeout,
+                        expect="overlap",
+                        columns=OVERLAP_COLUMNS,
+                        cwd=work,
                     )
                     frames.append(
                         pd.DataFrame(out.table, columns=list(OVERLAP_COLUMNS)).assign(
@@ -218,7 +224,7 @@ def overlap(
                             load_1min=load,
                             library=out.meta.get("library", ""),
                             host=out.meta.get("host", ""),
-                            command=str(cmd),
+                            command=cmd,
                         )
                     )
     finally:
