@@ -326,7 +326,8 @@ GUIDE = {
             }.items()
         },
         "rules_check": "the handed-in rules file read as Open MPI reads it at every measured point of quiet: "
-        "the algorithm and SimGrid's segment size",
+        "the algorithm and, for the pipeline, the segment size quiet was simulated with (the kit's "
+        "clone of Open MPI's pipeline, 8 KiB segments; 0 where a message was one segment)",
         "corr_check": "one launch of the load study simulated again on its realisation of background "
         "traffic; Pearson's r and Spearman's rho recomputed per algorithm and size",
     },
@@ -343,7 +344,7 @@ GUIDE = {
             "corr[corr.bytes == 16384][['algorithm', 'n', 'pearson_r', 'spearman_rho']]"
             ".round(3).to_dict('records')"
         ),
-        "the rules file's pipeline rules (segment size: SimGrid's)": (
+        "the rules file's pipeline rules (segment size: the kit's clone's 8 KiB, or 0 up to 8 KiB)": (
             "rules.read_ompi_rules(rules_path).query('algorithm == \"pipeline\"')"
             "[['comm_size', 'msg_size', 'segsize']].to_dict('records')"
         ),
