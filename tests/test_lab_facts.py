@@ -3,8 +3,9 @@ a rubric or the package's help could bring back.
 
 Each entry is a statement that is false, the source that says why, and a pattern that finds it
 (case-insensitive, across line breaks). The texts searched: every lab's source notebook and its
-released student version, the rubrics and the guide of the answer key, and the package modules
-that describe the libraries' algorithms to students.
+released student version, the rubrics and the guide of the answer key, the README and docs/, the
+graders' messages (mpilab/grade/labs/), and the package modules that describe the libraries'
+algorithms or the models to students.
 """
 
 import json
@@ -91,6 +92,12 @@ FALSE = [
         r"simgrid'?s\s+pipeline\s+wins?|simulated\s+one\s+is\s+simgrid'?s|segments\s+simgrid\s+cut|"
         r"simulated\s+reduce\s+`?chain`?\s+is\s+simgrid'?s",
     ),
+    (
+        "SimGrid chose/cut the segments of the simulated pipeline",
+        "issue 31: SMPI runs kit:ompi_pipeline, given the kit's 8 KiB segments (libalgs.segment_size)",
+        r"simgrid\s+(cut|sent)\s+(them|the\s+messages)|simgrid\s+chose\s+differently|"
+        r"simgrid'?s\s+segment\s+size\b(?!s)|segment\s+size:\s+simgrid'?s",
+    ),
 ]
 
 
@@ -107,7 +114,14 @@ def texts():
         out[str(nb.relative_to(ROOT))] = _notebook_text(nb)
     for py in sorted((ROOT / "solutions" / "mpilab_key").rglob("*.py")):
         out[str(py.relative_to(ROOT))] = py.read_text()
+    for path in (
+        [ROOT / "README.md"]
+        + sorted((ROOT / "docs").glob("*.md"))
+        + sorted((ROOT / "mpilab" / "grade" / "labs").glob("*.py"))
+    ):
+        out[str(path.relative_to(ROOT))] = path.read_text()
     for rel in (
+        "mpilab/model/schedules.py",
         "mpilab/measure/libalgs.py",
         "mpilab/measure/rules.py",
         "mpilab/measure/ompi_fixed.py",
@@ -124,6 +138,8 @@ def test_every_lab_is_read():
     names = texts()
     for lab in range(7):
         assert f"solutions/lab{lab}/lab{lab}.ipynb" in names and f"labs/lab{lab}/lab{lab}.ipynb" in names
+        assert f"mpilab/grade/labs/lab{lab}.py" in names
+    assert {"README.md", "docs/CALIBRATION.md", "mpilab/model/schedules.py"} <= set(names)
 
 
 @pytest.mark.parametrize("false,why,pattern", FALSE, ids=[f[0] for f in FALSE])
@@ -160,6 +176,13 @@ def test_the_patterns_find_the_old_statements():
         "the simulated\none is SimGrid's (16 or 128 KiB segments)",
         "the segments SimGrid cut the messages of `quiet` into",
         "the simulated reduce `chain` is SimGrid's\n(P/2 chains, 64 KiB segments)",
+        # lab 5's grader and rubric before the kit's clone was named
+        "SimGrid cut them into 16384 or 131072-byte segments",
+        "f\"SimGrid cut them into {' or '.join(map(str, used))}-byte segments\"",
+        "SimGrid sent them whole (segment size 0)",
+        "(one rule can cover process counts where SimGrid chose differently)",
+        "the algorithm and SimGrid's segment size",
+        "the rules file's pipeline rules (segment size: SimGrid's)",
     ]
     for text in quoted:
         assert any(re.search(p, text, flags=re.I | re.S) for _, _, p in FALSE), text

@@ -2,8 +2,8 @@
 conventions, plots gated on content, and the spot check of the simulated table.
 
 tests/data/lab1_simulated_1k.csv is the simulated THIN at 1 KiB of the reduced design (the
-lab's own sweep over its 12 process counts, three in each of the report's ranges), the size the
-report fitted.
+lab's own sweep over its 15 process counts, P = 2..12 by 2 and 16..48 by 4: at least three in
+each of the report's four ranges), the size the report fitted.
 """
 
 import matplotlib
@@ -166,8 +166,8 @@ def test_plot_counts_only_with_the_data(no_spot_check):
 
 def test_plot_accepts_any_label_with_its_unit_and_lines_named_in_words(no_spot_check):
     """A label states its unit in any common wording, and a line label may say more than the
-    algorithm's name ("basic linear (simulated THIN)", "pipeline, SimGrid's 16 or 128 KiB
-    segments"): both are right. A label without the unit is not."""
+    algorithm's name ("basic linear (simulated THIN)", "pipeline, 8 KiB segments (the kit's
+    clone of Open MPI's)"): both are right. A label without the unit is not."""
 
     def plot(ylabel, label):
         fig, axes = plt.subplots(1, 2)
@@ -182,7 +182,7 @@ def test_plot_accepts_any_label_with_its_unit_and_lines_named_in_words(no_spot_c
         return (
             f"{name.replace('_', ' ')} (simulated THIN)"
             if name != "pipeline"
-            else ("pipeline, SimGrid's 16 or 128 KiB segments")
+            else "pipeline, 8 KiB segments (the kit's clone of Open MPI's)"
         )
 
     for ylabel in ("latency in µs", "time [us]", "avg_us, microseconds", "latency / μs"):

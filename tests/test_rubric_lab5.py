@@ -104,8 +104,9 @@ def test_regret_per_algorithm():
     )
 
 
-def _simgrid_segments(q):
-    """The segment size of each table row as SMPI measured it (the notebook's answer)."""
+def _simulated_segments(q):
+    """The segment size of each table row as the simulation ran it (the kit's clone of Open MPI's
+    pipeline, 8 KiB segments; 0 where every message was one segment): the notebook's answer."""
     pts = lab5.points(q)
 
     def seg(r):
@@ -122,7 +123,7 @@ def test_rules_file_per_process_count(tmp_path):
     q.loc[(q.algorithm == "pipeline") & (q.bytes == 1024), "maxrank_avg_us"] = 0.1  # pipeline wins 1 KiB
     table = decision.decision_table(q)
     path = tmp_path / "rules.txt"
-    write_ompi_rules(table, path, segsizes=_simgrid_segments(q), comments=True)
+    write_ompi_rules(table, path, segsizes=_simulated_segments(q), comments=True)
     assert "#" in path.read_text()  # Open MPI and the kit's reader skip comments
     assert judged("rules_check", workdir=tmp_path, rules_path="rules.txt", table=table, quiet=q).score == 2
     # the block from 1 process runs basic_linear from 1 KiB on, not pipeline: P = 2 and 4 wrong
@@ -149,7 +150,7 @@ def test_rules_file_takes_the_segments_the_curve_was_measured_with(tmp_path):
     q = quiet()
     table = decision.decision_table(q)
     assert set(table[table.bytes_max == 1048576].algorithm) == {"pipeline"}
-    write_ompi_rules(table, tmp_path / "rules.txt", segsizes=_simgrid_segments(q))
+    write_ompi_rules(table, tmp_path / "rules.txt", segsizes=_simulated_segments(q))
     assert judged("rules_check", workdir=tmp_path, rules_path="rules.txt", table=table, quiet=q).score == 2
     write_ompi_rules(table, tmp_path / "rules.txt")  # 8192 everywhere: the same
     assert judged("rules_check", workdir=tmp_path, rules_path="rules.txt", table=table, quiet=q).score == 2

@@ -479,8 +479,9 @@ def _size(nbytes):
 def describe(flavour, collective, name, segsize=None):
     """A name that says how the algorithm cuts its messages, e.g. ``"pipeline, 8 KiB segments"``
     (Open MPI as the kit forces it), ``"chain, unsegmented"`` (``segsize=0``, seed 000's forced
-    pipeline) or ``"pipeline, SimGrid's segments (...)"``; the plain name for an algorithm that
-    does not segment.
+    pipeline) or ``"binary, SimGrid's 32 KiB segments"`` (reduce ``binary`` under SMPI, which runs
+    SimGrid's own copy; the pipelines and chains run as the kit's clones there and are named like
+    Open MPI's); the plain name for an algorithm that does not segment.
     """
     check_flavour(flavour)
     alg = lookup(collective, name)

@@ -20,8 +20,9 @@ character by Open MPI, so digits in it would be read as numbers: start every com
 
 Segment size. The last number of a rule is the segment size in bytes, 0 = no segmentation (the
 whole message at once), as for ``coll_tuned_<coll>_algorithm_segmentsize``. A rule for a
-segmented algorithm measured elsewhere takes the segment size it was measured with: SimGrid's
-pipeline chose its own (:func:`mpilab.measure.libalgs.smpi_segment`).
+segmented algorithm measured elsewhere takes the segment size it was measured with: under SMPI
+the kit's sweeps run its clone of Open MPI's pipeline with the kit's 8 KiB segments
+(:func:`mpilab.measure.libalgs.segment_size`).
 
 Message size. Open MPI 4.1 (``coll_tuned_decision_dynamic.c``) compares the file's message
 sizes with count × datatype size for bcast, reduce and allreduce, the kit's ``bytes``; for

@@ -14,12 +14,13 @@ the α-β (Hockney) model:
 * a blocking ``MPI_Send``, ``MPI_Recv`` or ``MPI_Sendrecv`` is a post followed by a wait: a
   ``Sendrecv`` ends when both its send and its receive are done;
 * ``ports``: a rank can send at most ``ports`` messages at a time and receive at most ``ports``
-  at a time (the seed's overlap degree o), first come, first served. ``ports=1`` (one message
-  in and one out at a time) is the model behind :mod:`mpilab.model.costs`; ``ports=None`` lets any
-  number of messages overlap; ``ports="shared"`` lets them overlap but share the bandwidth of
-  the rank's outgoing and incoming port fairly (max-min, the way SimGrid shares a link): every
-  message pays its α in parallel with the others, then moves at its share of ``1/port_beta``
-  bytes/µs (and never faster than ``1/β`` of its own route).
+  at a time (seed 004's degree of overlap o, not LogP's or SMPI's per-message overhead o),
+  first come, first served. ``ports=1`` (one message in and one out at a time) is the model
+  behind :mod:`mpilab.model.costs`; ``ports=None`` lets any number of messages overlap;
+  ``ports="shared"`` lets them overlap but share the bandwidth of the rank's outgoing and
+  incoming port fairly (max-min, the way SimGrid shares a link): every message pays its α in
+  parallel with the others, then moves at its share of ``1/port_beta`` bytes/µs (and never
+  faster than ``1/β`` of its own route).
 
 Which schedules are here. This module has the schedules of the two reference algorithms of the
 student's side (:func:`gather_bcast` and :func:`pairwise`, whose C code students read). The

@@ -98,22 +98,27 @@ def rules_cases(rules_path, table, quiet):
 def segment_problem(segsize, measured, covered):
     """Why a rule's segment size is not the one its points were measured with (None when it is).
 
-    ``measured`` is SimGrid's segment size at each point the rule covers
-    (:func:`libalgs.segment_size`, 0 where the message went in one piece), ``covered`` those
-    points' sizes. Where SimGrid cut the messages, the rule must give one of its segment sizes
-    (one rule can cover process counts where SimGrid chose differently); where it never did, the
-    rule must not cut them either (0, or a segment at least as large as the largest message).
+    ``measured`` is the segment size each point the rule covers was simulated with
+    (:func:`libalgs.segment_size`, 0 where the message went in one piece): under SMPI the sweep
+    runs the kit's clone of Open MPI's pipeline (libalgs ``kit:ompi_pipeline``) with the kit's
+    8 KiB segments, so a message of at most 8 KiB is one piece. ``covered`` are those points'
+    sizes. Where the messages were cut, the rule must give one of the segment sizes they were cut
+    into; where none was, the rule must not cut them either (0, or a segment at least as large
+    as the largest message).
     """
     used = sorted({m for m in measured if m})
+    clone = "the simulation ran the kit's clone of Open MPI's pipeline"
     if used:
-        return None if segsize in used else f"SimGrid cut them into {' or '.join(map(str, used))}-byte segments"
-    return None if segsize == 0 or segsize >= max(covered) else "SimGrid sent them whole (segment size 0)"
+        return None if segsize in used else f"{clone} with {' or '.join(map(str, used))}-byte segments"
+    return (None if segsize == 0 or segsize >= max(covered)
+            else f"{clone}, and none of them was larger than its segments: each went whole (segment size 0)")
 
 
 def file_cases(path, table, quiet):
     """The rules file at ``path`` against ``table`` at every measured point of ``quiet``: the
     algorithm the table names, and for a segmented one (the pipeline) the segments it was
-    measured with (``quiet`` is simulated: SimGrid's, :func:`libalgs.segment_size`)."""
+    measured with (``quiet`` is simulated with the kit's clone of Open MPI's pipeline and its 8 KiB
+    segments, :func:`libalgs.segment_size`)."""
     try:
         read = rules.read_ompi_rules(path)
     except ParseError as exc:

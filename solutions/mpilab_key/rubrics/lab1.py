@@ -154,19 +154,17 @@ RUBRIC = {
 #: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
 GUIDE = {
     "time": (
-        "3.5 to 4.5 hours for a typical MSc student: about 1.5 h of reading (Open MPI's "
-        "forcing, the report, the design), 1 h for the sweeps, plots and fits (the notebook's "
-        "runs took 8 minutes on a busy 2-core machine), 30 min for the ranking and the ping-pong, "
-        "and 1 h for the two written answers"
+        "3.5 to 4.5 hours for a typical MSc student, section by section below (the notebook's "
+        "opening gives the same split); the notebook's runs took 8 minutes on a busy 2-core machine"
     ),
     "sections": [
-        ("1-3. Forcing an algorithm, the design, the SLURM job (reading, one run)", "45 min"),
-        ("4. The sweeps (the whole notebook's runs: 8 min on a busy 2-core machine)", "30 min"),
+        ("1-3. Forcing an algorithm, the report's design, the SLURM job (reading, one run)", "45 min to 1 h"),
+        ("4. The sweeps: two loops (the whole notebook's runs: 8 min on a busy 2-core machine)", "30 min"),
         ("5-7. Latency against P, a fixed size, the plot", "30 min"),
         ("8. Segmented fits (choosing breakpoints, one fit per curve)", "45 min to 1 h"),
-        ("9. The point-to-point model and the α-β cost of two broadcasts", "30 min"),
-        ("10. The ranking", "20 min"),
-        ("11. Discussion (comparing with the report)", "45 min to 1 h"),
+        ("9. The point-to-point model and the α-β cost of two broadcasts", "20 to 30 min"),
+        ("10. The ranking", "15 min"),
+        ("11. What your numbers say: the two written answers (comparing with the report)", "30 to 45 min"),
     ],
     "hidden": {
         gid: f"one point of fixed simulated again ({'; '.join(f'{c} {a} at P = {p}' for c, a, p in SPOT)}); "

@@ -160,14 +160,14 @@ RUBRIC = {
 
 #: The instructor's guide (mpilab_key.guide): times, the numbers the rubric quotes, wrong answers.
 GUIDE = {
-    "time": "4 to 6 hours for a typical MSc student; the C part takes most of it",
+    "time": "4 to 6 hours for a typical MSc student; the C part takes the longest, about half of it",
     "sections": [
-        ("1. The reference algorithms: read them, draw their schedules at p = 8", "45 min"),
-        ("2. Cost expressions", "45 min to 1 h"),
+        ("1. The reference algorithms: read them, draw their schedules at p = 8", "30 to 45 min"),
+        ("2. Cost expressions", "30 to 45 min"),
         ("3. Ring and Bruck in C (first compile errors, a deadlock, MPI_IN_PLACE)", "2 to 3 h"),
         ("4. Predict, then run: the prediction from one's own costs", "15 min"),
-        ("5. Benchmark and plots, and the prediction against the measurement", "45 min"),
-        ("6. Model against measurement", "45 min"),
+        ("5. Benchmark and plots, and the prediction against the measurement", "30 to 45 min"),
+        ("6. Model against measurement", "30 min"),
     ],
     "hidden": {
         "plot_check": "the plot read as data against the handed-in at4 (each algorithm's line, its values), "

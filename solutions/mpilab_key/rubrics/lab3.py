@@ -125,9 +125,9 @@ GUIDE = {
         ("2. Rabenseifner's cost, and what the fold adds (written)", "45 min to 1 h"),
         (
             "3. The two-level allreduce (MPI_Comm_split_type, the leaders' communicator, nodes under SMPI)",
-            "1 h 30 to 2 h 30",
+            "1.5 to 2.5 h",
         ),
-        ("4. The reproduction study: simulate, compare with the paper, plot, discuss", "1 h 30 to 2 h 30"),
+        ("4. The reproduction study: simulate, compare with the paper, plot, discuss", "1.5 to 2.5 h"),
         ("5. Noise: repetitions in a deterministic simulator, jitter (written)", "30 to 45 min"),
     ],
     "hidden": {
