@@ -6,6 +6,7 @@ must agree on (the rules file and the decision table). What the values should be
 algorithm at each point, the regrets, the correlations — the grader recomputes from the tables
 handed in.
 """
+
 import os
 
 from mpilab.core.errors import ParseError
@@ -31,8 +32,12 @@ def lookup(table, nprocs, nbytes):
     """The algorithms of the rows of a decision table whose ranges (both ends included) hold the
     point: one name when the table says, none or several when it does not."""
     t = frame(table)
-    hit = t[(t["nprocs_min"] <= nprocs) & (nprocs <= t["nprocs_max"])
-            & (t["bytes_min"] <= nbytes) & (nbytes <= t["bytes_max"])]
+    hit = t[
+        (t["nprocs_min"] <= nprocs)
+        & (nprocs <= t["nprocs_max"])
+        & (t["bytes_min"] <= nbytes)
+        & (nbytes <= t["bytes_max"])
+    ]
     return [str(a) for a in hit["algorithm"]]
 
 
@@ -51,7 +56,7 @@ def coverage_case(table, results):
 
 
 def table_form_cases(table, quiet):
-    bad = (table_case(quiet, "quiet", RESULT_COLUMNS) or table_case(table, "table", TABLE_COLUMNS))
+    bad = table_case(quiet, "quiet", RESULT_COLUMNS) or table_case(table, "table", TABLE_COLUMNS)
     if bad:
         return [bad]
     try:
@@ -74,8 +79,13 @@ def regret_form_cases(regret, quiet):
         ok = bool(((mean >= 0) & (top >= mean - 1e-12)).all())
     except (TypeError, ValueError):
         ok = False
-    out.append(Case("regrets are at least 0 and the worst at least the mean", ok,
-                    "a regret is time / best time - 1 >= 0, and max_regret >= mean_regret"))
+    out.append(
+        Case(
+            "regrets are at least 0 and the worst at least the mean",
+            ok,
+            "a regret is time / best time - 1 >= 0, and max_regret >= mean_regret",
+        )
+    )
     return out
 
 
@@ -86,12 +96,22 @@ def rules_cases(rules_path, table, quiet):
     if len(bad) == 1 and not bad[0].passed:
         return bad
     if not isinstance(rules_path, (str, os.PathLike)):
-        return [Case("rules_path is a file", False, f"rules_path should be the file's path, got "
-                                                    f"{type(rules_path).__name__}")]
+        return [
+            Case(
+                "rules_path is a file",
+                False,
+                f"rules_path should be the file's path, got {type(rules_path).__name__}",
+            )
+        ]
     name = os.path.basename(str(rules_path))
     if not os.path.isfile(name):
-        return [Case("the rules file is next to the notebook", False,
-                     f"no file {name!r} next to this notebook: write the rules file there")]
+        return [
+            Case(
+                "the rules file is next to the notebook",
+                False,
+                f"no file {name!r} next to this notebook: write the rules file there",
+            )
+        ]
     return file_cases(name, table, quiet)
 
 
@@ -110,8 +130,11 @@ def segment_problem(segsize, measured, covered):
     clone = "the simulation ran the kit's clone of Open MPI's pipeline"
     if used:
         return None if segsize in used else f"{clone} with {' or '.join(map(str, used))}-byte segments"
-    return (None if segsize == 0 or segsize >= max(covered)
-            else f"{clone}, and none of them was larger than its segments: each went whole (segment size 0)")
+    return (
+        None
+        if segsize == 0 or segsize >= max(covered)
+        else f"{clone}, and none of them was larger than its segments: each went whole (segment size 0)"
+    )
 
 
 def file_cases(path, table, quiet):
@@ -130,17 +153,25 @@ def file_cases(path, table, quiet):
         rule = rules.rules_rule(read, COLLECTIVE, p, b)
         got = None if rule is None else rule["algorithm"]
         if len(says) == 1 and got != says[0]:
-            wrong[p].append(f"{b} B: the file makes Open MPI run {got or 'its fixed rules'}, the table says {says[0]}")
+            wrong[p].append(
+                f"{b} B: the file makes Open MPI run {got or 'its fixed rules'}, the table says {says[0]}"
+            )
         elif got is not None and libalgs.segmented(COLLECTIVE, got):
             key = (int(rule["comm_size"]), int(rule["msg_size"]), got, int(rule["segsize"]))
             by_rule.setdefault(key, []).append((p, b))
-    for (comm, msg, alg, seg), pts in by_rule.items():
-        why = segment_problem(seg, [libalgs.segment_size("smpi", COLLECTIVE, alg, q, b) for q, b in pts],
-                              [b for _, b in pts])
+    for (_comm, msg, alg, seg), pts in by_rule.items():
+        why = segment_problem(
+            seg, [libalgs.segment_size("smpi", COLLECTIVE, alg, q, b) for q, b in pts], [b for _, b in pts]
+        )
         for q in sorted({q for q, _ in pts}) if why else ():
-            wrong[q].append(f"the rule from {msg} B cuts {alg} into {seg}-byte segments (0: none), but the "
-                            f"messages of quiet it covers at P = {q} were measured otherwise: {why}")
-    return [Case(f"P = {p}: the file follows the table", not w, "; ".join(w[:3])) for p, w in sorted(wrong.items())]
+            wrong[q].append(
+                f"the rule from {msg} B cuts {alg} into {seg}-byte segments (0: none), but the "
+                f"messages of quiet it covers at P = {q} were measured otherwise: {why}"
+            )
+    return [
+        Case(f"P = {p}: the file follows the table", not w, "; ".join(w[:3]))
+        for p, w in sorted(wrong.items())
+    ]
 
 
 def corr_form_cases(corr, study):
@@ -152,8 +183,13 @@ def corr_form_cases(corr, study):
     corr, study = frame(corr), frame(study)
     want = sorted({(str(a), int(b)) for a, b in zip(study["algorithm"], study["bytes"])})
     got = sorted({(str(a), int(b)) for a, b in zip(corr["algorithm"], corr["bytes"])})
-    out = [Case("corr has one row per algorithm and size of study", got == want and len(corr) == len(want),
-                f"corr has {len(corr)} rows for {len(got)} (algorithm, size) pairs; study has {len(want)}")]
+    out = [
+        Case(
+            "corr has one row per algorithm and size of study",
+            got == want and len(corr) == len(want),
+            f"corr has {len(corr)} rows for {len(got)} (algorithm, size) pairs; study has {len(want)}",
+        )
+    ]
     for col in ("pearson_r", "spearman_rho"):
         try:
             r = corr[col].astype(float)
@@ -181,7 +217,11 @@ _NOTE = "The grader recomputes the values from your table after you hand in."
 CELLS = {
     "decision_table": Cell(("table", "quiet"), table_form_cases, _NOTE, _slim),
     "regret_check": Cell(("regret", "quiet"), regret_form_cases, _NOTE, _slim),
-    "rules_check": Cell(("rules_path", "table", "quiet"), rules_cases,
-                        "The grader reads the file you handed in again, as Open MPI reads it.", _rules),
+    "rules_check": Cell(
+        ("rules_path", "table", "quiet"),
+        rules_cases,
+        "The grader reads the file you handed in again, as Open MPI reads it.",
+        _rules,
+    ),
     "corr_check": Cell(("corr", "study"), corr_form_cases, _NOTE, _slim),
 }
