@@ -104,6 +104,31 @@ def test_the_map_runs_a_broken_files_broadcast_on_its_reference_and_says_so(tmp_
 
 
 @pytest.mark.smpi
+def test_two_wrong_broadcasts_of_one_launch_are_each_said_and_replaced(tmp_path, capsys):
+    """The harness prints one "# skip:" line per wrong algorithm, the provenance block keeps the
+    last: benchmark_bcast finds the other by its missing rows."""
+    files = {name: references.key_source(name) for name in C_FILES}
+    for name in ("linear", "binomial"):
+        files[name] = tmp_path / f"{name}.c"
+        files[name].write_text(
+            f"#include <mpi.h>\nint student_bcast_{name}(void *b, int c, MPI_Datatype t, int r, MPI_Comm m)\n"
+            "{ (void)b; (void)c; (void)t; (void)r; (void)m; return MPI_SUCCESS; }\n"
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bench.benchmark_bcast(files, nprocs=(4,), sizes=(8,), flavour="smpi", native=False)
+    skipped = sorted(str(w.message) for w in caught if "SKIP" in str(w.message))
+    assert skipped == [
+        f"P = 4: SKIP {name} 8: a rank got a wrong byte or an error" for name in ("binomial", "linear")
+    ]
+    sim = references.or_references(files, _map)
+    assert sim.attrs["reference"] == ["linear", "binomial"]
+    assert "linear.c cannot run this section yet (a rank got a wrong byte or an error, at P = 4, 8 B)" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.smpi
 @pytest.mark.slow
 def test_lab3_study_of_the_reference_earns_the_plot_points(tmp_path):
     from mpilab.studies import repro
