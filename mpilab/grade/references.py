@@ -1,13 +1,17 @@
 """Compiled references: the kit's own code for a C task, built and shipped without its source.
 
-Two sections of the labs build on a C file the student wrote earlier: lab 3's reproduction study
-(section 4) times the student's two-level allreduce, lab 6's segment sweep (section 4) the
-student's pipelined broadcast. A student whose file does not work yet would lose those sections
-too. So the kit keeps, for each, the program that section runs built with the answer key's file
-instead (:data:`REFERENCES`): the section runs on it when asked (the notebook says how), and the
-grader, which checks the section's numbers by simulating them again, accepts the numbers of the
-reference as well as those of the student's own file. The grade of the later section does not
-depend on the earlier C; the earlier C keeps its own points.
+Some sections of the labs build on a C file the student wrote earlier: lab 3's reproduction
+study (section 4) times the student's two-level allreduce, lab 6's segment sweep (section 4) the
+student's pipelined broadcast, and lab 6's crossover maps (section 5) and seed 000 retold
+(section 6) all five broadcasts, or the pipeline and the chain. A student whose file does not
+work yet would lose those sections too. So the kit keeps, for each C task, the program those
+sections run built with the answer key's file instead (:data:`REFERENCES`): a section runs on it
+where the student's file gives nothing usable (:func:`or_reference` for one file,
+:func:`or_references` per algorithm of several), and says so; the grader, which checks a
+section's numbers by simulating them again, accepts the numbers of the reference as well as those
+of the student's own file, and the rubrics of the sections graded by hand accept curves from it.
+The grade of the later section does not depend on the earlier C; the earlier C keeps its own
+points.
 
 Where the programs are:
 
@@ -24,6 +28,7 @@ into ``DEST/<name>/``.
 import argparse
 import importlib.resources
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,9 +36,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from mpilab.core import key, paths
 from mpilab.core.errors import LaunchError, ToolMissing, UsageError, one_of
 from mpilab.grade import harness, sandbox
+from mpilab.model import algorithms
 
 #: The flavour of every reference: both sections run simulated.
 FLAVOUR = "smpi"
@@ -46,7 +54,7 @@ class Compiled:
     Attributes
     ----------
     name : str
-        The task (``allreduce_two_level``, ``pipeline``).
+        The task (``allreduce_two_level``, or one of lab 6's broadcasts: ``pipeline``, ``chain`` ...).
     lab : str
         The lab whose C task it is.
     source : str
@@ -71,10 +79,15 @@ class Compiled:
         return work
 
 
-#: The references, by task name.
+#: The references, by task name: lab 3's two-level allreduce in its study's program, and each of
+#: lab 6's broadcasts (the skeletons it hands out) alone in the broadcast harness, the program
+#: :func:`mpilab.grade.bench.benchmark_bcast` runs.
 REFERENCES = {
     "allreduce_two_level": Compiled("allreduce_two_level", "lab3", "allreduce_two_level.c", "bench_reduce"),
-    "pipeline": Compiled("pipeline", "lab6", "pipeline.c", "check_bcast_smpi"),
+    **{
+        name: Compiled(name, a.lab, a.skeleton_file, "check_bcast_smpi")
+        for name, a in algorithms.skeletons("bcast").items()
+    },
 }
 
 
@@ -146,9 +159,9 @@ def build(name, dest):
             f"the compiled {name} reference is built from the answer key, which is not installed here; "
             f"a student's tree has it in {shipped_dir()}"
         )
-    if name == "allreduce_two_level":
+    if ref.program == "bench_reduce":
         work = build_bench_reduce([src])
-    else:
+    else:  # a broadcast, alone in the harness
         work = harness.build_bcast([src], FLAVOUR, require=[name])
     try:
         out = Path(dest) / name
@@ -241,16 +254,147 @@ def or_reference(name, c_file, run):
         _warn_again(caught)
         return out
     print(
-        f"{os.path.basename(os.fspath(c_file))} cannot run this section yet ({why}); it runs on {ref} "
-        f"instead, and its numbers are graded as the reference's. Fix the file and run the cell again "
-        f"to measure your own."
+        f"{_base(c_file)} cannot run this section yet ({why}); it runs on {ref} instead, and its numbers "
+        f"are graded as the reference's. Fix the file and run the cell again to measure your own."
     )
     _warn_again(ref_caught)
     if ref_out is None:
-        raise AssertionError(
-            f"{os.path.basename(os.fspath(c_file))}: {why}; and {ref} did not run either: {ref_why}"
-        )
+        raise AssertionError(f"{_base(c_file)}: {why}; and {ref} did not run either: {ref_why}")
     return ref_out
+
+
+def or_references(c_files, run):
+    """``run(c_files)``, with every algorithm whose file gives nothing usable run on its compiled
+    reference instead: :func:`or_reference` for a section that times several C tasks at once.
+
+    Lab 6's crossover maps (section 5) time all five broadcasts in one
+    :func:`mpilab.grade.bench.benchmark_bcast`, seed 000 retold (section 6) the pipeline and the
+    chain. The student's files run first, together. An algorithm whose file does not build,
+    fails the harness's check, is left out of a run (each of these warns) or has fewer points
+    than the others is then run on its reference (all of them in one more ``run``), and its rows
+    are the reference's: the cell prints which, and the rubric grades them as the reference's.
+    As in :func:`or_reference`, an algorithm whose reference fails as well (a machine too slow
+    for the time limit) keeps the rows the student's file gave, and one with none at all is left
+    out with a warning.
+
+    Parameters
+    ----------
+    c_files : dict
+        Algorithm (a task of :data:`REFERENCES`) to the student's file.
+    run : callable
+        ``run({algorithm: c_file or Compiled}) -> table`` with an ``algorithm`` column, one row per
+        point (:func:`mpilab.grade.bench.benchmark_bcast`'s; it warns when it leaves an algorithm
+        out, and raises when none ran).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of every algorithm, in the order of ``c_files``; ``attrs["reference"]`` lists the
+        algorithms whose rows are the reference's.
+
+    Raises
+    ------
+    AssertionError
+        No algorithm gave a row, from the student's files or the references.
+    """
+    refs = {name: reference(name) for name in c_files}  # an unknown task: say so before running
+    out, why, caught = _attempt_each(run, dict(c_files))
+    ref_out, ref_why, ref_caught = _attempt_each(run, {n: refs[n] for n in why}) if why else (None, {}, [])
+    use = [n for n in why if n not in ref_why]
+    for name in use:
+        print(
+            f"{_base(c_files[name])} cannot run this section yet ({why[name]}); the {name} rows below "
+            f"come from {refs[name]} instead, and are graded as the reference's. Fix the file and run "
+            f"the cell again to measure your own."
+        )
+    for name in why:
+        if name in ref_why and _rows(out, name).empty:
+            warnings.warn(
+                f"{name} left out: {_base(c_files[name])}: {why[name]}; and {refs[name]} did not run "
+                f"either: {ref_why[name]}"
+            )
+    # the student's warnings but about what the reference replaced; the reference's about what it did
+    _warn_again([w for w in caught if not _about(w) & set(use)])
+    _warn_again([w for w in ref_caught if not _about(w) - set(use)])
+    parts = [_rows(ref_out if name in use else out, name) for name in c_files]
+    if out is not None:  # MPI_Bcast's rows ("native"), if the run timed it
+        parts.append(out[~out["algorithm"].isin(list(c_files))])
+    parts = [t for t in parts if not t.empty]
+    if not parts:
+        raise AssertionError(
+            "no algorithm could be timed, from your files or the kit's compiled references: "
+            + "; ".join(f"{n}: {why.get(n)}" for n in c_files)
+        )
+    table = pd.concat(parts, ignore_index=True)
+    table.attrs["reference"] = use
+    return table
+
+
+def _base(c_file):
+    return os.path.basename(os.fspath(c_file))
+
+
+def _rows(table, name):
+    """The rows of algorithm ``name`` (none without a table)."""
+    if table is None or "algorithm" not in getattr(table, "columns", ()):
+        return pd.DataFrame()
+    return table[table["algorithm"] == name]
+
+
+#: The warnings of :func:`mpilab.grade.bench.benchmark_bcast` that leave (part of) an algorithm
+#: out: "P = 4: SKIP chain 8: a rank got a wrong byte or an error", "chain left out: ...",
+#: "chain, native left out at P = 32: ...".
+_SKIP = re.compile(r"P = (\d+): SKIP (\S+) (\d+): (.*)")
+_LEFT_OUT = re.compile(r"(.+?) left out(?:: )?(.*)")
+
+
+def _about(w):
+    """The algorithms a warning of :func:`mpilab.grade.bench.benchmark_bcast` is about."""
+    text = str(w.message)
+    skip, left = _SKIP.match(text), _LEFT_OUT.match(text)
+    if skip:
+        return {skip.group(2)}
+    return set(left.group(1).split(", ")) if left else set()
+
+
+def _why(w):
+    """What a warning of :func:`_about` says went wrong, in a few words."""
+    text = str(w.message).strip().splitlines()[0]
+    skip, left = _SKIP.match(text), _LEFT_OUT.match(text)
+    if skip:
+        return f"{skip.group(4)}, at P = {skip.group(1)}, {skip.group(3)} B"
+    return (left.group(2).strip() if left and left.group(2) else text).rstrip(":")
+
+
+def _attempt_each(run, files):
+    """``(result or None, {algorithm: why its rows are not usable}, warnings)`` of ``run(files)``."""
+    out, failed = None, None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = run(files)
+        except (AssertionError, harness.BuildError, LaunchError, ToolMissing) as exc:
+            failed = _first_line(exc)
+    if out is not None and "algorithm" not in getattr(out, "columns", ()):
+        out, failed = None, "it gave no table"
+    ran = [_rows(out, name) for name in files]
+    grid = set().union(*(set(zip(t["nprocs"], t["bytes"])) for t in ran if not t.empty))
+    why = {}
+    for name, mine in zip(files, ran):
+        said = [_why(w) for w in caught if name in _about(w)]
+        if said:
+            why[name] = said[0]
+        elif mine.empty:
+            why[name] = failed or "it gave no measurement"
+        else:
+            points = mine.groupby(["nprocs", "bytes"]).size()
+            if set(points.index) != grid or points.nunique() > 1:
+                why[name] = "some of its points are missing"
+    return out, why, caught
+
+
+def _first_line(exc):
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _attempt(run, what):
@@ -261,7 +405,7 @@ def _attempt(run, what):
         try:
             out = run(what)
         except (AssertionError, harness.BuildError, LaunchError, ToolMissing) as exc:
-            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            why = _first_line(exc)
     bad = [str(w.message) for w in caught if "left out" in str(w.message) or "SKIP" in str(w.message)]
     if why is None and bad:
         why = bad[0].splitlines()[0]
