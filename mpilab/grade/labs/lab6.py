@@ -1,4 +1,5 @@
 """Lab 6's graded cells, as the notebook sees them: the answers each hands in, the visible checks."""
+
 from functools import partial
 
 from mpilab.grade.checks import ccode, costs, prediction, segments
@@ -30,8 +31,9 @@ P_MAP = (4, 8, 16, 32)
 SIZES_MAP = (8, 64, 512, 4096, 32768, 262144, 1048576)
 PREDICTED = tuple(C_FILES)
 
-_COST_NOTE = ("Its value is checked by the grader after you hand in; the feedback then names a "
-              "(p, n) where it differs.")
+_COST_NOTE = (
+    "Its value is checked by the grader after you hand in; the feedback then names a (p, n) where it differs."
+)
 
 
 def _cost(name):
@@ -39,7 +41,9 @@ def _cost(name):
 
 
 def _c(algorithm):
-    return c_file_cell(C_FILES[algorithm], lambda: ccode.visible_bcast(C_FILES[algorithm], algorithm, VISIBLE_RUNS))
+    return c_file_cell(
+        C_FILES[algorithm], lambda: ccode.visible_bcast(C_FILES[algorithm], algorithm, VISIBLE_RUNS)
+    )
 
 
 def k_simulated(k_opt, sweep):
@@ -47,8 +51,9 @@ def k_simulated(k_opt, sweep):
     the largest P of the sweep (α and β: the means over the pairs of ranks of that run)."""
     p = SWEEP_P[-1]
     ab = routes.alpha_beta("orfeo-thin", p).iloc[0]
-    return segments.k_simulated_case(k_opt, sweep, "orfeo-thin", p, SWEEP_BYTES, ab["alpha_us"],
-                                     ab["beta_us_per_byte"])
+    return segments.k_simulated_case(
+        k_opt, sweep, "orfeo-thin", p, SWEEP_BYTES, ab["alpha_us"], ab["beta_us_per_byte"]
+    )
 
 
 def _k_visible(k_opt, sweep):
@@ -60,7 +65,6 @@ def _best_visible(best_seg, sweep):
     return segments.best_segment_cases(best_seg, sweep, SWEEP_PLATFORMS, SWEEP_P)
 
 
-
 CELLS = {
     "cost_linear": _cost("cost_linear"),
     "cost_chain": _cost("cost_chain"),
@@ -69,8 +73,13 @@ CELLS = {
     "cost_scatter_allgather": _cost("cost_scatter_allgather"),
     **{f"{a}_correct": _c(a) for a in C_FILES},
     "best_seg_check": Cell(("best_seg", "sweep"), _best_visible),
-    "k_opt_check": Cell(("k_opt", "sweep"), _k_visible, "The grader also checks k* against its own "
-                        "derivation after you hand in."),
-    "prediction_check": Cell(("prediction", "made_at", "sim"), partial(
-        prediction.prediction_cases, algorithms=PREDICTED, nprocs=P_MAP, sizes=SIZES_MAP)),
+    "k_opt_check": Cell(
+        ("k_opt", "sweep"),
+        _k_visible,
+        "The grader also checks k* against its own derivation after you hand in.",
+    ),
+    "prediction_check": Cell(
+        ("prediction", "made_at", "sim"),
+        partial(prediction.prediction_cases, algorithms=PREDICTED, nprocs=P_MAP, sizes=SIZES_MAP),
+    ),
 }
