@@ -179,6 +179,10 @@ GUIDE = {
         ),
         "best segment sizes, all platforms": "best_seg.to_dict('records')",
         "predicted winners agree with SMPI at": "f\"{comparison.attrs['agreement']:.0%} of the points\"",
+        "seed 000 retold, simulated THIN, P = 48, 1 KiB (µs; segsize 0: unsegmented)": (
+            "{f'{a} {int(g)} B': round(float(t), 1) for a, g, t in "
+            "seed_sim[['algorithm', 'segsize', 'maxrank_avg_us']].itertuples(index=False)}"
+        ),
         "simulated overlap of MPI_Ibcast, P = 8, 1 MiB": (
             "overlap_sim[overlap_sim.collective == 'bcast'][['progress', 'overlap']].to_dict('records')"
         ),
