@@ -137,52 +137,12 @@ def render(
     if flavour not in REAL_FLAVOURS:
         raise one_of("flavour for SLURM", flavour, REAL_FLAVOURS)
     mpi = prof.mpi_for(flavour)
-    if collective not in COLLECTIVES:
-        raise one_of("collective", collective, COLLECTIVES)
-    algos = _as_list(algos, "algorithm")
-    nprocs = _as_list(nprocs, "process count", int)
-    mappings = _as_list(mappings, "mapping")
-    for m in mappings:
-        if m not in MAPPINGS:
-            raise one_of("mapping", m, MAPPINGS)
-    if "node" in mappings and nodes < 2:
-        raise UsageError("mapping 'node' spreads ranks round-robin over nodes: it needs --nodes 2 or more")
-    if not algos or not nprocs or not mappings:
-        raise UsageError("a sweep needs at least one algorithm, one process count and one mapping")
-    if min(nprocs) < 1:
-        raise UsageError(f"process counts must be >= 1, got {min(nprocs)}")
-    if int(repetitions) < 1:
-        raise UsageError(f"bad --repetitions {repetitions!r}; valid: an integer >= 1")
-    options = BenchOptions(sizes=str(sizes), iters=iters, warmup=warmup)
-    options.size_range(COLLBENCH)  # a bad range is refused here, not in the job
-
-    if template == "osu-seed":
-        ntasks_per_node = ntasks_per_node or part.cores_per_node
-        ntasks = nodes * ntasks_per_node
-        if max(nprocs) > ntasks:
-            raise UsageError(
-                f"process count {max(nprocs)} is more than the {ntasks} tasks of "
-                f"{nodes} node(s) x {ntasks_per_node}"
-            )
-    elif template in ("jupyter", "jupyter-exchange"):
-        ntasks = 1
-    elif template == "ipyparallel":
-        ntasks = max(nprocs)
-    else:
-        ntasks = max(nprocs)
-    if ntasks_per_node is None and nodes > 1:
-        ntasks_per_node = -(-ntasks // nodes)
+    algos, nprocs, mappings, options = _checked_sweep(
+        collective, algos, nprocs, mappings, nodes, repetitions, sizes, iters, warmup
+    )
+    ntasks, ntasks_per_node = _tasks(template, part, nodes, nprocs, ntasks_per_node)
     secs = check_resources(prof, part, nodes, ntasks, time, ntasks_per_node)
-    if template == "jupyter-exchange":
-        if not exchange or not os.path.isabs(str(exchange)):
-            raise UsageError(
-                f"template 'jupyter-exchange' needs --exchange, an absolute path on a filesystem "
-                f"the compute nodes share (got {exchange!r})"
-            )
-        if not re.match(r"^[A-Za-z0-9_-]+$", str(course)):
-            raise UsageError(f"course id {course!r} is not valid: letters, digits, - and _")
-    if template == "sweep-apptainer" and not image:
-        raise UsageError("template 'sweep-apptainer' needs --image PATH.sif (the kit's Apptainer image)")
+    _check_template_needs(template, exchange, course, image)
 
     # Where the ranks go: a sweep of one mapping asks SLURM for its CPUs with that mapping's
     # distribution, so that its steps get the CPUs the srun launcher's would; a sweep of
@@ -264,6 +224,65 @@ def render(
         template_file=TEMPLATES[template],
     )
     return _environment().get_template(TEMPLATES[template]).render(**context)
+
+
+def _checked_sweep(collective, algos, nprocs, mappings, nodes, repetitions, sizes, iters, warmup):
+    """The sweep's algorithms, process counts and mappings as lists, and its collbench options;
+    a bad value is refused here (UsageError), not in the job."""
+    if collective not in COLLECTIVES:
+        raise one_of("collective", collective, COLLECTIVES)
+    algos = _as_list(algos, "algorithm")
+    nprocs = _as_list(nprocs, "process count", int)
+    mappings = _as_list(mappings, "mapping")
+    for m in mappings:
+        if m not in MAPPINGS:
+            raise one_of("mapping", m, MAPPINGS)
+    if "node" in mappings and nodes < 2:
+        raise UsageError("mapping 'node' spreads ranks round-robin over nodes: it needs --nodes 2 or more")
+    if not algos or not nprocs or not mappings:
+        raise UsageError("a sweep needs at least one algorithm, one process count and one mapping")
+    if min(nprocs) < 1:
+        raise UsageError(f"process counts must be >= 1, got {min(nprocs)}")
+    if int(repetitions) < 1:
+        raise UsageError(f"bad --repetitions {repetitions!r}; valid: an integer >= 1")
+    options = BenchOptions(sizes=str(sizes), iters=iters, warmup=warmup)
+    options.size_range(COLLBENCH)
+    return algos, nprocs, mappings, options
+
+
+def _tasks(template, part, nodes, nprocs, ntasks_per_node):
+    """``(ntasks, ntasks_per_node)`` of the job: osu-seed fills its nodes (and refuses a process
+    count they cannot hold), a notebook server is one task, the others need the largest P."""
+    if template == "osu-seed":
+        ntasks_per_node = ntasks_per_node or part.cores_per_node
+        ntasks = nodes * ntasks_per_node
+        if max(nprocs) > ntasks:
+            raise UsageError(
+                f"process count {max(nprocs)} is more than the {ntasks} tasks of "
+                f"{nodes} node(s) x {ntasks_per_node}"
+            )
+    elif template in ("jupyter", "jupyter-exchange"):
+        ntasks = 1
+    else:
+        ntasks = max(nprocs)
+    if ntasks_per_node is None and nodes > 1:
+        ntasks_per_node = -(-ntasks // nodes)
+    return ntasks, ntasks_per_node
+
+
+def _check_template_needs(template, exchange, course, image):
+    """What a template needs besides the sweep: jupyter-exchange a shared exchange and a valid
+    course id, sweep-apptainer its image."""
+    if template == "jupyter-exchange":
+        if not exchange or not os.path.isabs(str(exchange)):
+            raise UsageError(
+                f"template 'jupyter-exchange' needs --exchange, an absolute path on a filesystem "
+                f"the compute nodes share (got {exchange!r})"
+            )
+        if not re.match(r"^[A-Za-z0-9_-]+$", str(course)):
+            raise UsageError(f"course id {course!r} is not valid: letters, digits, - and _")
+    if template == "sweep-apptainer" and not image:
+        raise UsageError("template 'sweep-apptainer' needs --image PATH.sif (the kit's Apptainer image)")
 
 
 def render_to_dir(template, profile, partition, run_dir, **params):
