@@ -16,7 +16,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from mpilab.core.errors import LaunchError
+from mpilab.core.errors import LaunchError, LeftOut
 from mpilab.grade import bench, harness, references
 from mpilab.grade.checks import segments
 from mpilab.grade.labs.lab6 import C_FILES, SEGSIZES, SWEEP_BYTES
@@ -239,9 +239,11 @@ def _bcast_runs(outcomes):
             outcome = outcomes.get(name, {}).get(side, "ok")
             grid = {"ok": GRID, "short": GRID[:-1], "wrong": GRID[::2], "none": []}[outcome]
             if outcome == "wrong":
-                warnings.warn(f"P = 4: SKIP {name} 4096: a rank got a wrong byte or an error")
+                why = "a rank got a wrong byte or an error"
+                warnings.warn(LeftOut(f"P = 4: SKIP {name} 4096: {why}", [name], why, 4, 4096))
             if outcome == "none":
-                warnings.warn(f"{name} left out: {name}.c does not compile for smpi:\nchain.c:1: error")
+                why = f"{name}.c does not compile for smpi:\nchain.c:1: error"
+                warnings.warn(LeftOut(f"{name} left out: {why}", [name], why))
             value = 100.0 if side == "reference" else 1.0
             rows += [
                 dict(algorithm=name, nprocs=q, bytes=b, segsize=0, maxrank_avg_us=value) for q, b in grid

@@ -21,6 +21,21 @@ class ToolMissing(MpilabError, RuntimeError):
     """A program the kit needs (a flavour's MPI, smpirun, sbatch, ...) is not installed."""
 
 
+class LeftOut(UserWarning):
+    """A warning that some algorithms' measurements are missing (all of them, or at one P and
+    size), with what a caller acts on: ``algorithms``, ``why`` in a few words, and where (``nprocs``,
+    ``nbytes``; None when it is every point). Lab 6's compiled references take over exactly these
+    algorithms (:func:`mpilab.grade.references.or_references`); the text is what the student reads.
+    """
+
+    def __init__(self, message, algorithms, why, nprocs=None, nbytes=None):
+        super().__init__(message)
+        self.algorithms = tuple(algorithms)
+        self.why = why
+        self.nprocs = nprocs
+        self.nbytes = nbytes
+
+
 class ParseError(MpilabError, ValueError):
     """A file or program output could not be parsed; the message names file and line."""
 

@@ -16,7 +16,7 @@ import warnings
 import pandas as pd
 
 from mpilab.core import results
-from mpilab.core.errors import LaunchError, ParseError, one_of
+from mpilab.core.errors import LaunchError, LeftOut, ParseError, one_of
 from mpilab.grade import harness, references, runner
 from mpilab.grade.checks.collectives import AllgatherCases
 from mpilab.grade.launcher import SandboxLauncher
@@ -124,7 +124,7 @@ def benchmark_c(
         try:
             work = harness.build_allgather(os.fspath(c_file), algorithm, flavour, reference=reference)
         except harness.BuildError as exc:
-            warnings.warn(f"{algorithm} left out: {exc}")
+            warnings.warn(LeftOut(f"{algorithm} left out: {exc}", [algorithm], str(exc)))
             continue
         try:
             # a wrong algorithm's time means nothing: check it first (every kind, at the
@@ -137,10 +137,9 @@ def benchmark_c(
                 if not c.passed
             ]
             if wrong:
-                warnings.warn(
-                    f"{algorithm} left out: it is not right yet, so its time would mean nothing "
-                    f"({wrong[0].name}: {wrong[0].message})"
-                )
+                why = "it is not right yet, so its time would mean nothing"
+                why = f"{why} ({wrong[0].name}: {wrong[0].message})"
+                warnings.warn(LeftOut(f"{algorithm} left out: {why}", [algorithm], why))
                 continue
             lau = _launcher(flavour, work, platform, BENCH_SMPI_CFG)
             mine = []
@@ -150,7 +149,8 @@ def benchmark_c(
                         got, _ = timed_rows(lau, program, args, p, mapping, timeout, ALLGATHER_COLUMNS)
                         mine += got
             except (LaunchError, ParseError) as exc:
-                warnings.warn(f"{algorithm} left out: timing it: {exc}")
+                why = f"timing it: {exc}"
+                warnings.warn(LeftOut(f"{algorithm} left out: {why}", [algorithm], why))
                 continue
             rows += mine
             native_timed = True
@@ -246,7 +246,8 @@ def benchmark_bcast(
         if compiled and (len(algorithms) > 1 or flavour != references.FLAVOUR):
             if strict:
                 return False
-            warnings.warn(f"{algorithms[0]} left out: {compiled[0]} runs on {references.FLAVOUR} only, alone")
+            why = f"{compiled[0]} runs on {references.FLAVOUR} only, alone"
+            warnings.warn(LeftOut(f"{algorithms[0]} left out: {why}", algorithms[:1], why))
             return True
         try:
             work = (
@@ -257,7 +258,7 @@ def benchmark_bcast(
         except harness.BuildError as exc:
             if strict:
                 return False
-            warnings.warn(f"{algorithms[0]} left out: {exc}")
+            warnings.warn(LeftOut(f"{algorithms[0]} left out: {exc}", algorithms[:1], str(exc)))
             return True
         names = list(algorithms) + (["native"] if with_native else [])
         got = []
@@ -271,20 +272,23 @@ def benchmark_bcast(
                 except (LaunchError, ParseError) as exc:
                     if strict:
                         return False
-                    warnings.warn(f"{', '.join(names)} left out at P = {p}: {exc}")
+                    text = f"{', '.join(names)} left out at P = {p}: {exc}"
+                    warnings.warn(LeftOut(text, names, str(exc), nprocs=p))
                     continue
-                # the words mpilab.grade.references.or_reference(s) look for. The provenance block
-                # keeps one "# skip:" line (the last): an algorithm skipped by another is found by
-                # its missing rows (the harness stops timing one only when its check fails)
+                # the provenance block keeps one "# skip:" line, "<algorithm> <bytes>: <why>" (the
+                # last): an algorithm skipped by another is found by its missing rows (the harness
+                # stops timing one only when its check fails)
                 said = out.meta.get("skip")
                 if said:
-                    warnings.warn(f"P = {p}: SKIP {said}")
+                    head, _, why = said.partition(": ")
+                    a, _, where = head.partition(" ")
+                    warnings.warn(LeftOut(f"P = {p}: SKIP {said}", [a], why, p, int(where or 0)))
                 for a in algorithms:
                     nseg = len(segsizes) if a == "pipeline" else 1
                     timed = sum(1 for line in out.table if line["algorithm"] == a)
                     if timed < len(sizes) * nseg and not (said or "").startswith(f"{a} "):
-                        where = int(sizes[timed // nseg])
-                        warnings.warn(f"P = {p}: SKIP {a} {where}: a rank got a wrong byte or an error")
+                        where, why = int(sizes[timed // nseg]), "a rank got a wrong byte or an error"
+                        warnings.warn(LeftOut(f"P = {p}: SKIP {a} {where}: {why}", [a], why, p, where))
                 # whole bytes (the driver reads the table as floats): "segments of 4096 B"
                 got.append(_frame(rows, {"segsize": [int(line["segsize"]) for line in out.table]}))
         finally:

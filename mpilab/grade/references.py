@@ -28,7 +28,6 @@ into ``DEST/<name>/``.
 import argparse
 import importlib.resources
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -341,29 +340,19 @@ def _rows(table, name):
     return table[table["algorithm"] == name]
 
 
-#: The warnings of :func:`mpilab.grade.bench.benchmark_bcast` that leave (part of) an algorithm
-#: out: "P = 4: SKIP chain 8: a rank got a wrong byte or an error", "chain left out: ...",
-#: "chain, native left out at P = 32: ...".
-_SKIP = re.compile(r"P = (\d+): SKIP (\S+) (\d+): (.*)")
-_LEFT_OUT = re.compile(r"(.+?) left out(?:: )?(.*)")
-
-
 def _about(w):
-    """The algorithms a warning of :func:`mpilab.grade.bench.benchmark_bcast` is about."""
-    text = str(w.message)
-    skip, left = _SKIP.match(text), _LEFT_OUT.match(text)
-    if skip:
-        return {skip.group(2)}
-    return set(left.group(1).split(", ")) if left else set()
+    """The algorithms a warning of :func:`mpilab.grade.bench.benchmark_bcast` leaves out (its
+    :class:`mpilab.core.errors.LeftOut`; none for any other warning)."""
+    return set(getattr(w.message, "algorithms", ()))
 
 
 def _why(w):
-    """What a warning of :func:`_about` says went wrong, in a few words."""
-    text = str(w.message).strip().splitlines()[0]
-    skip, left = _SKIP.match(text), _LEFT_OUT.match(text)
-    if skip:
-        return f"{skip.group(4)}, at P = {skip.group(1)}, {skip.group(3)} B"
-    return (left.group(2).strip() if left and left.group(2) else text).rstrip(":")
+    """What a :class:`mpilab.core.errors.LeftOut` says went wrong, in a few words, and where."""
+    m = w.message
+    why = (getattr(m, "why", None) or str(m)).strip().splitlines()[0].rstrip(":")
+    if getattr(m, "nbytes", None) is not None:
+        return f"{why}, at P = {m.nprocs}, {m.nbytes} B"
+    return why
 
 
 def _attempt_each(run, files):
