@@ -37,7 +37,7 @@ def test_demo_quick(built_flavour, tmp_path, capsys):
         assert set(pts.loc[pts["flavour"] == "smpi", "n"]) == {1}
     assert (pts["ci_low_us"] <= pts["median_us"]).all()
     assert (pts["median_us"] <= pts["ci_high_us"]).all()
-    assert "real points: median of 2 launches [lowest, highest]" in text
+    assert "real points: median of 2 launches [lowest, highest] (a 50 % interval for the median)" in text
     # a rerun finds every point measured and launches nothing
     again = demo.run_demo(tmp_path, quick=True, progress=False)
     assert len(results.read_results(again["results"])) == len(df)

@@ -225,9 +225,12 @@ def format_summary(out):
         if points is not None and (points["n"] > 1).any():
             n = int(points["n"].max())
             flagged = points[points["flagged"]]
+            # [lowest, highest] of n independent launches holds the median with 1 - 2^(1-n)
+            coverage = 1 - 2.0 ** (1 - n)  # (stats.order_interval: 94 % for 5)
             lines.append(
-                f"real points: median of {n} launches [lowest, highest] (an interval "
-                f"for the median); ! = interval wider than {SPREAD_FLAG:.0%} of the "
+                f"real points: median of {n} launches [lowest, highest] (a "
+                f"{stats.describe_coverage(coverage)} for the median); "
+                f"! = interval wider than {SPREAD_FLAG:.0%} of the "
                 f"median: the launches disagree (a busy machine), rerun before comparing"
                 + (f" ({len(flagged)} flagged)" if len(flagged) else "")
             )
