@@ -182,7 +182,7 @@ def _runs(outcomes):
 
 STUDENT = pd.DataFrame(dict(maxrank_avg_us=[1.0, 2.0]))
 REFERENCE = pd.DataFrame(dict(maxrank_avg_us=[3.0, 4.0]))
-TIMED_OUT = "pipeline at P = 32 left out: it timed out after 30 s"
+TIMED_OUT = LeftOut("pipeline at P = 32 left out: it timed out after 30 s", ["pipeline"], "it timed out", 32)
 
 
 @pytest.mark.parametrize(

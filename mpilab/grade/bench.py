@@ -73,6 +73,15 @@ def _frame(rows, extra=None):
     return df
 
 
+def _left_out(algorithms, why, nprocs=None):
+    """Warn that ``algorithms`` are left out (at ``nprocs``, or everywhere), and why: a
+    :class:`mpilab.core.errors.LeftOut`, "ring left out: ..." or "chain, native left out at P = 8: ..."."""
+    at = f" at P = {nprocs}" if nprocs is not None else ""
+    warnings.warn(
+        LeftOut(f"{', '.join(algorithms)} left out{at}: {why}", algorithms, why, nprocs), stacklevel=2
+    )
+
+
 def benchmark_c(
     c_files,
     nprocs=(2, 4),
@@ -124,7 +133,7 @@ def benchmark_c(
         try:
             work = harness.build_allgather(os.fspath(c_file), algorithm, flavour, reference=reference)
         except harness.BuildError as exc:
-            warnings.warn(LeftOut(f"{algorithm} left out: {exc}", [algorithm], str(exc)))
+            _left_out([algorithm], str(exc))
             continue
         try:
             # a wrong algorithm's time means nothing: check it first (every kind, at the
@@ -139,7 +148,7 @@ def benchmark_c(
             if wrong:
                 why = "it is not right yet, so its time would mean nothing"
                 why = f"{why} ({wrong[0].name}: {wrong[0].message})"
-                warnings.warn(LeftOut(f"{algorithm} left out: {why}", [algorithm], why))
+                _left_out([algorithm], why)
                 continue
             lau = _launcher(flavour, work, platform, BENCH_SMPI_CFG)
             mine = []
@@ -150,7 +159,7 @@ def benchmark_c(
                         mine += got
             except (LaunchError, ParseError) as exc:
                 why = f"timing it: {exc}"
-                warnings.warn(LeftOut(f"{algorithm} left out: {why}", [algorithm], why))
+                _left_out([algorithm], why)
                 continue
             rows += mine
             native_timed = True
@@ -247,7 +256,7 @@ def benchmark_bcast(
             if strict:
                 return False
             why = f"{compiled[0]} runs on {references.FLAVOUR} only, alone"
-            warnings.warn(LeftOut(f"{algorithms[0]} left out: {why}", algorithms[:1], why))
+            _left_out(algorithms[:1], why)
             return True
         try:
             work = (
@@ -258,7 +267,7 @@ def benchmark_bcast(
         except harness.BuildError as exc:
             if strict:
                 return False
-            warnings.warn(LeftOut(f"{algorithms[0]} left out: {exc}", algorithms[:1], str(exc)))
+            _left_out(algorithms[:1], str(exc))
             return True
         names = list(algorithms) + (["native"] if with_native else [])
         got = []
@@ -272,8 +281,7 @@ def benchmark_bcast(
                 except (LaunchError, ParseError) as exc:
                     if strict:
                         return False
-                    text = f"{', '.join(names)} left out at P = {p}: {exc}"
-                    warnings.warn(LeftOut(text, names, str(exc), nprocs=p))
+                    _left_out(names, str(exc), nprocs=p)
                     continue
                 # the provenance block keeps one "# skip:" line, "<algorithm> <bytes>: <why>" (the
                 # last): an algorithm skipped by another is found by its missing rows (the harness
@@ -282,7 +290,9 @@ def benchmark_bcast(
                 if said:
                     head, _, why = said.partition(": ")
                     a, _, where = head.partition(" ")
-                    warnings.warn(LeftOut(f"P = {p}: SKIP {said}", [a], why, p, int(where or 0)))
+                    warnings.warn(
+                        LeftOut(f"P = {p}: SKIP {said}", [a], why, p, int(where) if where.isdigit() else None)
+                    )
                 for a in algorithms:
                     nseg = len(segsizes) if a == "pipeline" else 1
                     timed = sum(1 for line in out.table if line["algorithm"] == a)

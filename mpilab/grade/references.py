@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from mpilab.core import key, paths
-from mpilab.core.errors import LaunchError, ToolMissing, UsageError, one_of
+from mpilab.core.errors import LaunchError, LeftOut, ToolMissing, UsageError, one_of
 from mpilab.grade import harness, sandbox
 from mpilab.model import algorithms
 
@@ -357,13 +357,7 @@ def _why(w):
 
 def _attempt_each(run, files):
     """``(result or None, {algorithm: why its rows are not usable}, warnings)`` of ``run(files)``."""
-    out, failed = None, None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            out = run(files)
-        except (AssertionError, harness.BuildError, LaunchError, ToolMissing) as exc:
-            failed = _first_line(exc)
+    out, failed, caught = _caught(run, files)
     if out is not None and "algorithm" not in getattr(out, "columns", ()):
         out, failed = None, "it gave no table"
     ran = [_rows(out, name) for name in files]
@@ -382,20 +376,27 @@ def _attempt_each(run, files):
     return out, why, caught
 
 
+def _caught(run, what):
+    """``(result or None, the first line of the error it raised or None, its warnings)`` of
+    ``run(what)``: a section's run fails by a wrong file's error or says so in warnings."""
+    out, failed = None, None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = run(what)
+        except (AssertionError, harness.BuildError, LaunchError, ToolMissing) as exc:
+            failed = _first_line(exc)
+    return out, failed, caught
+
+
 def _first_line(exc):
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _attempt(run, what):
     """``(result, why it is not usable or None, warnings)`` of ``run(what)``."""
-    why, out = None, None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            out = run(what)
-        except (AssertionError, harness.BuildError, LaunchError, ToolMissing) as exc:
-            why = _first_line(exc)
-    bad = [str(w.message) for w in caught if "left out" in str(w.message) or "SKIP" in str(w.message)]
+    out, why, caught = _caught(run, what)
+    bad = [str(w.message) for w in caught if isinstance(w.message, LeftOut)]
     if why is None and bad:
         why = bad[0].splitlines()[0]
     if why is None and out is not None and getattr(out, "empty", False):
